@@ -1,0 +1,162 @@
+//! Admin and coordination bodies: message queues, consume stats, locks, connections, KV tables.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use super::heartbeat::{ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData};
+use crate::error::JsonError;
+use crate::json::{self, FromJson, JsonKey, ToJson, Value};
+use crate::json_object;
+
+json_object! {
+    /// `MessageQueue`: one queue of a topic on one broker name.
+    #[derive(Eq, Hash)]
+    pub struct MessageQueue {
+        "brokerName" => broker_name: String,
+        "queueId" => queue_id: i32,
+        "topic" => topic: String,
+    }
+}
+
+impl MessageQueue {
+    pub fn new(topic: impl Into<String>, broker_name: impl Into<String>, queue_id: i32) -> Self {
+        Self { topic: topic.into(), broker_name: broker_name.into(), queue_id }
+    }
+}
+
+/// Java's `MessageQueue.compareTo`: topic, then broker name, then queue id. Rebalancing
+/// depends on every client sorting queues the same way.
+impl Ord for MessageQueue {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (&self.topic, &self.broker_name, self.queue_id).cmp(&(&other.topic, &other.broker_name, other.queue_id))
+    }
+}
+
+impl PartialOrd for MessageQueue {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// fastjson writes a `MessageQueue` map key as an object; a quoted key holding the object's
+/// JSON (what a standard-JSON writer produces) is read too.
+impl JsonKey for MessageQueue {
+    fn to_key(&self) -> Value {
+        self.to_json()
+    }
+
+    fn from_key(key: &Value) -> Result<Self, JsonError> {
+        match key {
+            Value::String(text) => MessageQueue::from_json(&json::parse(text.as_bytes())?),
+            other => MessageQueue::from_json(other),
+        }
+    }
+}
+
+json_object! {
+    /// `OffsetWrapper`: one queue's line in [`ConsumeStats`].
+    pub struct OffsetWrapper {
+        /// The queue's max offset.
+        "brokerOffset" => broker_offset: i64,
+        /// The group's stored offset (0 when none).
+        "consumerOffset" => consumer_offset: i64,
+        /// Store time of the last consumed message, 0 if none.
+        "lastTimestamp" => last_timestamp: i64,
+        /// 5.x.
+        "pullOffset" => pull_offset: Option<i64>,
+    }
+}
+
+json_object! {
+    /// `ConsumeStats` (GET_CONSUME_STATS).
+    pub struct ConsumeStats {
+        "consumeTps" => consume_tps: f64,
+        "offsetTable" => offset_table: BTreeMap<MessageQueue, OffsetWrapper>,
+    }
+}
+
+json_object! {
+    /// `TopicOffset`: one queue's line in [`TopicStatsTable`].
+    pub struct TopicOffset {
+        "lastUpdateTimestamp" => last_update_timestamp: i64,
+        "maxOffset" => max_offset: i64,
+        "minOffset" => min_offset: i64,
+    }
+}
+
+json_object! {
+    /// `TopicStatsTable` (GET_TOPIC_STATS_INFO).
+    pub struct TopicStatsTable {
+        "offsetTable" => offset_table: BTreeMap<MessageQueue, TopicOffset>,
+    }
+}
+
+json_object! {
+    /// `LockBatchRequestBody` (LOCK_BATCH_MQ) and `UnlockBatchRequestBody` (UNLOCK_BATCH_MQ).
+    pub struct LockBatchRequestBody {
+        "clientId" => client_id: String,
+        "consumerGroup" => consumer_group: String,
+        "mqSet" => mq_set: Vec<MessageQueue>,
+        "onlyThisBroker" => only_this_broker: bool,
+    }
+}
+
+json_object! {
+    /// `LockBatchResponseBody`: the queues now locked by the caller.
+    pub struct LockBatchResponseBody {
+        "lockOKMQSet" => lock_ok_mq_set: Vec<MessageQueue>,
+    }
+}
+
+json_object! {
+    /// `GetConsumerListByGroupResponseBody`.
+    pub struct ConsumerListBody {
+        "consumerIdList" => consumer_id_list: Vec<String>,
+    }
+}
+
+json_object! {
+    /// `Connection`: one client channel in [`ConsumerConnection`].
+    pub struct Connection {
+        "clientAddr" => client_addr: String,
+        "clientId" => client_id: String,
+        /// A `LanguageCode` name.
+        "language" => language: String = String::from("JAVA"),
+        "version" => version: i32,
+    }
+}
+
+json_object! {
+    /// `ConsumerConnection` (GET_CONSUMER_CONNECTION_LIST).
+    pub struct ConsumerConnection {
+        "connectionSet" => connection_set: Vec<Connection>,
+        "consumeFromWhere" => consume_from_where: Option<ConsumeFromWhere>,
+        "consumeType" => consume_type: Option<ConsumeType>,
+        "messageModel" => message_model: Option<MessageModel>,
+        "subscriptionTable" => subscription_table: BTreeMap<String, SubscriptionData>,
+    }
+}
+
+json_object! {
+    /// `KVTable`: GET_BROKER_RUNTIME_INFO, GET_KVLIST_BY_NAMESPACE, REGISTER_BROKER replies.
+    pub struct KvTable {
+        "table" => table: BTreeMap<String, String>,
+    }
+}
+
+json_object! {
+    /// `ResetOffsetBodyForC` entry: C++ clients cannot read object map keys.
+    pub struct MessageQueueOffsetForC {
+        "brokerName" => broker_name: String,
+        "offset" => offset: i64,
+        "queueId" => queue_id: i32,
+        "topic" => topic: String,
+    }
+}
+
+json_object! {
+    /// `ResetOffsetBodyForC`, sent instead of the object-keyed body when the admin caller is C++.
+    pub struct ResetOffsetBodyForC {
+        "offsetTable" => offset_table: Vec<MessageQueueOffsetForC>,
+    }
+}

@@ -1,0 +1,283 @@
+//! The one mechanism that moves typed custom headers in and out of a command's `extFields`.
+//!
+//! RocketMQ carries every request/response "custom header" as a string→string map. A typed
+//! header is declared once with [`command_header!`](crate::command_header); the macro writes
+//! both directions, so the key names, the required/optional rules and the value syntax cannot
+//! drift apart between encoder and decoder.
+
+use crate::error::HeaderError;
+
+/// A command's `extFields`: string keys to string values, in insertion order.
+///
+/// Java keeps a `HashMap`, so peers never rely on order; keeping insertion order makes our
+/// own output deterministic. Lookups are linear: headers have a few dozen keys at most.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtFields {
+    entries: Vec<(String, String)>,
+}
+
+impl ExtFields {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.entries.iter().find(|(name, _)| name == key).map(|(_, value)| value.as_str())
+    }
+
+    /// Sets `key`, replacing an earlier value (Java's map semantics: the last write wins).
+    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        let key = key.into();
+        let value = value.into();
+        match self.entries.iter_mut().find(|(name, _)| *name == key) {
+            Some(entry) => entry.1 = value,
+            None => self.entries.push((key, value)),
+        }
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        let index = self.entries.iter().position(|(name, _)| name == key)?;
+        Some(self.entries.remove(index).1)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().map(|(key, value)| (key.as_str(), value.as_str()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Copies every field of `other` into `self` (later values win).
+    pub fn extend_from(&mut self, other: &ExtFields) {
+        for (key, value) in other.iter() {
+            self.insert(key, value);
+        }
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ExtFields {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut fields = ExtFields::new();
+        for (key, value) in iter {
+            fields.insert(key, value);
+        }
+        fields
+    }
+}
+
+/// A value type that can live in `extFields`, written the way Java's `String.valueOf` writes it
+/// and read the way `RemotingCommand.decodeCommandCustomHeader` reads it.
+pub trait ExtValue: Sized {
+    /// What the value should look like, for error messages.
+    const EXPECTED: &'static str;
+    /// Whether the empty string is a real value (true only for strings). For other types an
+    /// empty value reads as absent, as Java's binary header decoder turns it into null.
+    const EMPTY_IS_VALUE: bool = false;
+    fn to_ext(&self) -> String;
+    fn from_ext(text: &str) -> Option<Self>;
+}
+
+impl ExtValue for String {
+    const EXPECTED: &'static str = "a string";
+    const EMPTY_IS_VALUE: bool = true;
+    fn to_ext(&self) -> String {
+        self.clone()
+    }
+    fn from_ext(text: &str) -> Option<Self> {
+        Some(text.to_owned())
+    }
+}
+
+impl ExtValue for i32 {
+    const EXPECTED: &'static str = "a 32-bit integer";
+    fn to_ext(&self) -> String {
+        self.to_string()
+    }
+    fn from_ext(text: &str) -> Option<Self> {
+        text.parse().ok()
+    }
+}
+
+impl ExtValue for i64 {
+    const EXPECTED: &'static str = "a 64-bit integer";
+    fn to_ext(&self) -> String {
+        self.to_string()
+    }
+    fn from_ext(text: &str) -> Option<Self> {
+        text.parse().ok()
+    }
+}
+
+impl ExtValue for bool {
+    const EXPECTED: &'static str = "a boolean";
+    fn to_ext(&self) -> String {
+        self.to_string()
+    }
+    /// `Boolean.parseBoolean`: only "true" in any case is true; everything else is false
+    /// (C++ 2.1 clients send "0"/"1", which Java also reads as false).
+    fn from_ext(text: &str) -> Option<Self> {
+        Some(text.eq_ignore_ascii_case("true"))
+    }
+}
+
+/// Reads a field that must be present.
+pub fn read_required<T: ExtValue>(fields: &ExtFields, key: &'static str) -> Result<T, HeaderError> {
+    match read_optional(fields, key)? {
+        Some(value) => Ok(value),
+        None => Err(HeaderError::MissingField { field: key }),
+    }
+}
+
+/// Reads a field that may be absent; present but unparsable is an error naming the field.
+pub fn read_optional<T: ExtValue>(
+    fields: &ExtFields,
+    key: &'static str,
+) -> Result<Option<T>, HeaderError> {
+    let Some(text) = fields.get(key) else {
+        return Ok(None);
+    };
+    if text.is_empty() && !T::EMPTY_IS_VALUE {
+        return Ok(None);
+    }
+    T::from_ext(text).map(Some).ok_or_else(|| HeaderError::InvalidField {
+        field: key,
+        value: text.to_owned(),
+        expected: T::EXPECTED,
+    })
+}
+
+/// A typed custom header: converts to and from a command's ext fields.
+pub trait CommandHeader: Sized {
+    /// Writes every field that has a value.
+    fn write_to(&self, fields: &mut ExtFields);
+    /// Reads the header; a missing required field or an unparsable value is an error.
+    fn read_from(fields: &ExtFields) -> Result<Self, HeaderError>;
+
+    /// The header as a fresh ext-field map.
+    fn to_ext_fields(&self) -> ExtFields {
+        let mut fields = ExtFields::new();
+        self.write_to(&mut fields);
+        fields
+    }
+}
+
+/// Declares a typed custom header. Each field is one of
+/// - `required name: T = "key"` — must be present (Java `@CFNotNull`),
+/// - `optional name: T = "key"` — `Option<T>`, written only when `Some`,
+/// - `defaulted name: T = "key" (expr)` — always written, `expr` when absent on read.
+#[macro_export]
+macro_rules! command_header {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[$fmeta:meta])*
+                $kind:ident $field:ident : $ty:ty = $key:literal $(($default:expr))?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $crate::command_header!(@type $kind $ty), )*
+        }
+
+        impl $crate::ext_fields::CommandHeader for $name {
+            fn write_to(&self, fields: &mut $crate::ext_fields::ExtFields) {
+                $( $crate::command_header!(@write $kind fields, $key, &self.$field); )*
+            }
+
+            fn read_from(
+                fields: &$crate::ext_fields::ExtFields,
+            ) -> ::std::result::Result<Self, $crate::error::HeaderError> {
+                Ok(Self {
+                    $( $field: $crate::command_header!(@read $kind fields, $key, $ty $(, $default)?), )*
+                })
+            }
+        }
+    };
+
+    (@type required $ty:ty) => { $ty };
+    (@type optional $ty:ty) => { ::std::option::Option<$ty> };
+    (@type defaulted $ty:ty) => { $ty };
+
+    (@write required $fields:ident, $key:literal, $value:expr) => {
+        $fields.insert($key, $crate::ext_fields::ExtValue::to_ext($value))
+    };
+    (@write defaulted $fields:ident, $key:literal, $value:expr) => {
+        $fields.insert($key, $crate::ext_fields::ExtValue::to_ext($value))
+    };
+    (@write optional $fields:ident, $key:literal, $value:expr) => {
+        if let Some(value) = $value {
+            $fields.insert($key, $crate::ext_fields::ExtValue::to_ext(value));
+        }
+    };
+
+    (@read required $fields:ident, $key:literal, $ty:ty) => {
+        $crate::ext_fields::read_required::<$ty>($fields, $key)?
+    };
+    (@read optional $fields:ident, $key:literal, $ty:ty) => {
+        $crate::ext_fields::read_optional::<$ty>($fields, $key)?
+    };
+    (@read defaulted $fields:ident, $key:literal, $ty:ty, $default:expr) => {
+        $crate::ext_fields::read_optional::<$ty>($fields, $key)?.unwrap_or($default)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    crate::command_header! {
+        /// A header exercising every field kind.
+        pub struct Sample {
+            required topic: String = "topic",
+            required queue_id: i32 = "queueId",
+            optional offset: i64 = "offset",
+            defaulted unit_mode: bool = "unitMode" (false),
+        }
+    }
+
+    #[test]
+    fn round_trips_and_names_missing_fields() {
+        let header = Sample { topic: "T".into(), queue_id: 3, offset: None, unit_mode: true };
+        let fields = header.to_ext_fields();
+        assert_eq!(fields.get("queueId"), Some("3"));
+        assert_eq!(fields.get("offset"), None);
+        assert_eq!(Sample::read_from(&fields), Ok(header));
+
+        let mut missing = fields.clone();
+        missing.remove("queueId");
+        assert_eq!(Sample::read_from(&missing), Err(HeaderError::MissingField { field: "queueId" }));
+
+        let mut bad = fields;
+        bad.insert("offset", "twelve");
+        assert_eq!(
+            Sample::read_from(&bad),
+            Err(HeaderError::InvalidField {
+                field: "offset",
+                value: "twelve".into(),
+                expected: "a 64-bit integer"
+            })
+        );
+    }
+
+    #[test]
+    fn booleans_parse_like_java_and_empty_numbers_are_absent() {
+        let fields: ExtFields =
+            [("topic", ""), ("queueId", "1"), ("offset", ""), ("unitMode", "TRUE")].into_iter().collect();
+        let header = Sample::read_from(&fields).expect("valid");
+        assert_eq!(header.topic, "");
+        assert_eq!(header.offset, None);
+        assert!(header.unit_mode);
+        let fields: ExtFields = [("topic", "t"), ("queueId", "1"), ("unitMode", "1")].into_iter().collect();
+        assert!(!Sample::read_from(&fields).expect("valid").unit_mode);
+    }
+}

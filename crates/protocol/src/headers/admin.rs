@@ -1,0 +1,129 @@
+//! Admin and master→slave requests: topics, subscription groups, stats, resets, message lookup.
+
+use crate::command_header;
+
+command_header! {
+    /// `CreateTopicRequestHeader` (UPDATE_AND_CREATE_TOPIC, 17).
+    pub struct CreateTopicRequestHeader {
+        required topic: String = "topic",
+        required default_topic: String = "defaultTopic",
+        required read_queue_nums: i32 = "readQueueNums",
+        required write_queue_nums: i32 = "writeQueueNums",
+        /// `PermName` bits.
+        required perm: i32 = "perm",
+        /// `SINGLE_TAG` or `MULTI_TAG`.
+        required topic_filter_type: String = "topicFilterType",
+        optional topic_sys_flag: i32 = "topicSysFlag",
+        required order: bool = "order",
+        optional attributes: String = "attributes",
+        optional force: bool = "force",
+    }
+}
+
+command_header! {
+    /// 5.x paging of GET_ALL_TOPIC_CONFIG (21); 4.9 callers send no header at all.
+    pub struct GetAllTopicConfigRequestHeader {
+        optional topic_seq: i32 = "topicSeq",
+        optional data_version: String = "dataVersion",
+        optional max_topic_num: i32 = "maxTopicNum",
+    }
+}
+
+command_header! {
+    /// 5.x response header of GET_ALL_TOPIC_CONFIG.
+    pub struct GetAllTopicConfigResponseHeader {
+        optional total_topic_num: i32 = "totalTopicNum",
+    }
+}
+
+command_header! {
+    /// 5.x paging of GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); 4.9 sends no header.
+    pub struct GetAllSubscriptionGroupRequestHeader {
+        optional group_seq: i32 = "groupSeq",
+        optional data_version: String = "dataVersion",
+        optional max_group_num: i32 = "maxGroupNum",
+    }
+}
+
+command_header! {
+    /// `DeleteSubscriptionGroupRequestHeader` (DELETE_SUBSCRIPTIONGROUP, 207).
+    pub struct DeleteSubscriptionGroupRequestHeader {
+        required group_name: String = "groupName",
+        /// 4.9 name of the "drop its offsets too" switch.
+        optional remove_offset: bool = "removeOffset",
+        /// 5.x name of the same switch.
+        optional clean_offset: bool = "cleanOffset",
+    }
+}
+
+command_header! {
+    /// `GetConsumeStatsRequestHeader` (GET_CONSUME_STATS, 208).
+    pub struct GetConsumeStatsRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        /// Absent: every topic the group has offsets for.
+        optional topic: String = "topic",
+        /// 5.x: semicolon-separated topics.
+        optional topic_list: String = "topicList",
+    }
+}
+
+command_header! {
+    /// `GetConsumerConnectionListRequestHeader` (GET_CONSUMER_CONNECTION_LIST, 203).
+    pub struct GetConsumerConnectionListRequestHeader {
+        required consumer_group: String = "consumerGroup",
+    }
+}
+
+command_header! {
+    /// `GetTopicStatsInfoRequestHeader` (GET_TOPIC_STATS_INFO, 202).
+    pub struct GetTopicStatsInfoRequestHeader {
+        required topic: String = "topic",
+    }
+}
+
+command_header! {
+    /// `ResetOffsetRequestHeader` (INVOKE_BROKER_TO_RESET_OFFSET, 222); the broker sends the
+    /// same fields with RESET_CONSUMER_CLIENT_OFFSET (220).
+    pub struct ResetOffsetRequestHeader {
+        required topic: String = "topic",
+        required group: String = "group",
+        /// −1: the queue's max offset.
+        required timestamp: i64 = "timestamp",
+        /// The key is literally `isForce`.
+        required is_force: bool = "isForce",
+        /// 5.x: −1 for every queue.
+        optional queue_id: i32 = "queueId",
+        /// 5.x: an explicit target offset.
+        optional offset: i64 = "offset",
+    }
+}
+
+command_header! {
+    /// `ViewMessageRequestHeader` (VIEW_MESSAGE_BY_ID, 33).
+    pub struct ViewMessageRequestHeader {
+        /// Commit-log offset decoded from an offset message id.
+        required offset: i64 = "offset",
+        optional topic: String = "topic",
+    }
+}
+
+command_header! {
+    /// `QueryMessageRequestHeader` (QUERY_MESSAGE, 12).
+    pub struct QueryMessageRequestHeader {
+        required topic: String = "topic",
+        required key: String = "key",
+        required max_num: i32 = "maxNum",
+        required begin_timestamp: i64 = "beginTimestamp",
+        required end_timestamp: i64 = "endTimestamp",
+        /// Set by the client to look the key up as a `UNIQ_KEY`.
+        optional unique_key_query: bool = "_UNIQUE_KEY_QUERY",
+    }
+}
+
+command_header! {
+    /// `QueryMessageResponseHeader`.
+    pub struct QueryMessageResponseHeader {
+        required index_last_update_timestamp: i64 = "indexLastUpdateTimestamp",
+        required index_last_update_phyoffset: i64 = "indexLastUpdatePhyoffset",
+    }
+}

@@ -1,0 +1,141 @@
+//! The properties string: `name \u{1} value \u{2}` repeated.
+
+/// Separates a property's name from its value.
+pub const NAME_VALUE_SEPARATOR: char = '\u{1}';
+/// Ends every property (Java writes one after the last property too).
+pub const PROPERTY_SEPARATOR: char = '\u{2}';
+
+/// Reserved property names (RocketMQ `MessageConst`).
+pub mod property {
+    pub const KEYS: &str = "KEYS";
+    pub const TAGS: &str = "TAGS";
+    pub const WAIT_STORE_MSG_OK: &str = "WAIT";
+    pub const DELAY_TIME_LEVEL: &str = "DELAY";
+    pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+    pub const REAL_TOPIC: &str = "REAL_TOPIC";
+    pub const REAL_QUEUE_ID: &str = "REAL_QID";
+    pub const TRANSACTION_PREPARED: &str = "TRAN_MSG";
+    pub const PRODUCER_GROUP: &str = "PGROUP";
+    pub const MIN_OFFSET: &str = "MIN_OFFSET";
+    pub const MAX_OFFSET: &str = "MAX_OFFSET";
+    pub const UNIQ_CLIENT_MESSAGE_ID_KEYIDX: &str = "UNIQ_KEY";
+    pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
+    pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
+    pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+    pub const CONSUME_START_TIME: &str = "CONSUME_START_TIME";
+    pub const CLUSTER: &str = "CLUSTER";
+    pub const MSG_REGION: &str = "MSG_REGION";
+    pub const TRACE_SWITCH: &str = "TRACE_ON";
+    /// Separates keys inside `KEYS`.
+    pub const KEY_SEPARATOR: &str = " ";
+}
+
+/// A message's properties in their string order.
+///
+/// Java keeps a `HashMap`; keeping the decoded order lets a record be re-encoded byte for byte.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Properties {
+    entries: Vec<(String, String)>,
+}
+
+impl Properties {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses a properties string as `MessageDecoder.string2messageProperties` does: a
+    /// segment is kept only when it has a non-empty name and a non-empty value.
+    pub fn parse(text: &str) -> Self {
+        let mut properties = Properties::new();
+        for segment in text.split(PROPERTY_SEPARATOR) {
+            if let Some((name, value)) = segment.split_once(NAME_VALUE_SEPARATOR) {
+                if !name.is_empty() && !value.is_empty() {
+                    properties.insert(name, value);
+                }
+            }
+        }
+        properties
+    }
+
+    /// The properties string, with Java's trailing separator.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(self.entries.iter().map(|(name, value)| name.len() + value.len() + 2).sum());
+        for (name, value) in &self.entries {
+            out.push_str(name);
+            out.push(NAME_VALUE_SEPARATOR);
+            out.push_str(value);
+            out.push(PROPERTY_SEPARATOR);
+        }
+        out
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.entries.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+    }
+
+    /// Sets a property, replacing an earlier value.
+    pub fn insert(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        let name = name.into();
+        let value = value.into();
+        match self.entries.iter_mut().find(|(key, _)| *key == name) {
+            Some(entry) => entry.1 = value,
+            None => self.entries.push((name, value)),
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<String> {
+        let index = self.entries.iter().position(|(key, _)| key == name)?;
+        Some(self.entries.remove(index).1)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().map(|(name, value)| (name.as_str(), value.as_str()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The `TAGS` property.
+    pub fn tags(&self) -> Option<&str> {
+        self.get(property::TAGS)
+    }
+
+    /// The `KEYS` property split on spaces.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.get(property::KEYS).unwrap_or("").split(property::KEY_SEPARATOR).filter(|key| !key.is_empty())
+    }
+
+    /// The client-generated unique id (`UNIQ_KEY`).
+    pub fn unique_key(&self) -> Option<&str> {
+        self.get(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Properties {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut properties = Properties::new();
+        for (name, value) in iter {
+            properties.insert(name, value);
+        }
+        properties
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_follows_java_and_drops_empty_names_and_values() {
+        let parsed = Properties::parse("TAGS\u{1}A\u{2}\u{1}x\u{2}EMPTY\u{1}\u{2}KEYS\u{1}k1 k2\u{2}junk\u{2}");
+        assert_eq!(parsed.iter().collect::<Vec<_>>(), vec![("TAGS", "A"), ("KEYS", "k1 k2")]);
+        assert_eq!(parsed.keys().collect::<Vec<_>>(), vec!["k1", "k2"]);
+        assert_eq!(parsed.encode(), "TAGS\u{1}A\u{2}KEYS\u{1}k1 k2\u{2}");
+        assert_eq!(Properties::parse(&parsed.encode()), parsed);
+    }
+}
