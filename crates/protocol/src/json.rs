@@ -391,22 +391,21 @@ fn write_value(out: &mut String, value: &Value, options: WriteOptions, indent: u
 
 fn write_object(out: &mut String, object: &Object, options: WriteOptions, indent: usize) {
     out.push('{');
-    let mut broke_line = false;
     for (index, (key, value)) in object.entries().iter().enumerate() {
         if index > 0 {
             out.push(',');
         }
-        // fastjson's pretty writer breaks lines only before string keys.
+        // fastjson's pretty writer breaks lines before string keys only, and always before
+        // the closing brace of a non-empty object.
         if options.pretty && matches!(key, Value::String(_)) {
             out.push('\n');
             push_tabs(out, indent + 1);
-            broke_line = true;
         }
         write_key(out, key, options, indent + 1);
         out.push(':');
         write_value(out, value, options, indent + 1);
     }
-    if broke_line {
+    if options.pretty && !object.is_empty() {
         out.push('\n');
         push_tabs(out, indent);
     }
@@ -422,7 +421,7 @@ fn push_tabs(out: &mut String, count: usize) {
 fn write_key(out: &mut String, key: &Value, options: WriteOptions, indent: usize) {
     match (key, options.key_style) {
         (Value::String(text), _) => write_string(out, text),
-        (_, KeyStyle::Fastjson) => write_value(out, key, WriteOptions { pretty: false, ..options }, indent),
+        (_, KeyStyle::Fastjson) => write_value(out, key, options, indent),
         (_, KeyStyle::Standard) => {
             let text = write(key, WriteOptions { pretty: false, ..options });
             write_string(out, &text);
@@ -442,7 +441,7 @@ fn write_string(out: &mut String, text: &str) {
             '\u{08}' => out.push_str("\\b"),
             '\u{0c}' => out.push_str("\\f"),
             control if (control as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04X}", control as u32);
+                let _ = write!(out, "\\u{:04x}", control as u32);
             }
             other => out.push(other),
         }
@@ -831,7 +830,7 @@ mod tests {
         let value = Value::Object(outer);
         assert_eq!(write(&value, WriteOptions::FASTJSON), r#"{"k":{0:"a"}}"#);
         assert_eq!(write(&value, WriteOptions::STANDARD), r#"{"k":{"0":"a"}}"#);
-        assert_eq!(write(&value, WriteOptions::PRETTY), "{\n\t\"k\":{0:\"a\"}\n}");
+        assert_eq!(write(&value, WriteOptions::PRETTY), "{\n\t\"k\":{0:\"a\"\n\t}\n}");
     }
 
     #[test]

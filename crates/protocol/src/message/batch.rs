@@ -97,7 +97,7 @@ mod tests {
             BatchEntry { flag: 0, body: Bytes::new(), properties: Properties::new() },
         ];
         let bytes = encode_batch(&entries).expect("encodes");
-        assert_eq!(&bytes[..4], &(4 + 4 + 4 + 4 + 4 + 1 + 2 + 11i32).to_be_bytes());
+        assert_eq!(&bytes[..4], &(4 + 4 + 4 + 4 + 4 + 1 + 2 + 10i32).to_be_bytes());
         assert_eq!(decode_batch(&bytes), Ok(entries));
         let mut broken = BytesMut::from(&bytes[..]);
         broken[19] = 0xFF; // body length of the first entry

@@ -2,7 +2,8 @@
 
 /// Separates a property's name from its value.
 pub const NAME_VALUE_SEPARATOR: char = '\u{1}';
-/// Ends every property (Java writes one after the last property too).
+/// Separates properties. Java 4.9 writes none after the last property; 5.x writes one. The
+/// parser accepts both.
 pub const PROPERTY_SEPARATOR: char = '\u{2}';
 
 /// Reserved property names (RocketMQ `MessageConst`).
@@ -57,14 +58,17 @@ impl Properties {
         properties
     }
 
-    /// The properties string, with Java's trailing separator.
+    /// The properties string as Java 4.9's `messageProperties2String` writes it: no separator
+    /// after the last property.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(self.entries.iter().map(|(name, value)| name.len() + value.len() + 2).sum());
-        for (name, value) in &self.entries {
+        for (index, (name, value)) in self.entries.iter().enumerate() {
+            if index > 0 {
+                out.push(PROPERTY_SEPARATOR);
+            }
             out.push_str(name);
             out.push(NAME_VALUE_SEPARATOR);
             out.push_str(value);
-            out.push(PROPERTY_SEPARATOR);
         }
         out
     }
@@ -135,7 +139,7 @@ mod tests {
         let parsed = Properties::parse("TAGS\u{1}A\u{2}\u{1}x\u{2}EMPTY\u{1}\u{2}KEYS\u{1}k1 k2\u{2}junk\u{2}");
         assert_eq!(parsed.iter().collect::<Vec<_>>(), vec![("TAGS", "A"), ("KEYS", "k1 k2")]);
         assert_eq!(parsed.keys().collect::<Vec<_>>(), vec!["k1", "k2"]);
-        assert_eq!(parsed.encode(), "TAGS\u{1}A\u{2}KEYS\u{1}k1 k2\u{2}");
+        assert_eq!(parsed.encode(), "TAGS\u{1}A\u{2}KEYS\u{1}k1 k2");
         assert_eq!(Properties::parse(&parsed.encode()), parsed);
     }
 }

@@ -437,7 +437,7 @@ mod tests {
     #[test]
     fn crc_mismatch_is_reported_only_when_asked() {
         let mut bytes = BytesMut::from(&sample().encode_to_bytes().expect("encodes")[..]);
-        let body_at = bytes.len() - 14 - 1 - 12 - 2 - "TAGS\u{1}TagA\u{2}".len();
+        let body_at = bytes.len() - 14 - 1 - 12 - 2 - "TAGS\u{1}TagA".len();
         bytes[body_at] ^= 0xFF;
         let bytes = bytes.freeze();
         assert!(MessageRecord::decode(&bytes, 0, DecodeOptions::default()).is_ok());

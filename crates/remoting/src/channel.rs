@@ -1,0 +1,313 @@
+//! One framed connection, used the same way by servers and clients: requests in either
+//! direction, responses matched by opaque, oneway sends, and an orderly close.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use tidemark_protocol::{frame, RemotingCommand, FRAME_SIZE_MAX_BYTES_DEFAULT};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::codec::RemotingCodec;
+use crate::error::RemotingError;
+use crate::handler::{Reply, RequestHandler};
+
+/// Request ids are unique per process, as Java's are, so logs can be correlated.
+static NEXT_OPAQUE: AtomicI32 = AtomicI32::new(1);
+static NEXT_CHANNEL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Frames queued for writing on one connection; past this, senders wait.
+const OUTBOUND_QUEUE_MAX: usize = 4096;
+/// Bytes gathered into one write before it is issued.
+const WRITE_BATCH_BYTES_MAX: usize = 256 * 1024;
+
+/// Limits of one connection.
+#[derive(Debug, Clone)]
+pub struct ChannelConfig {
+    /// Largest frame accepted from the peer (its length word).
+    pub frame_size_max_bytes: usize,
+    /// Requests from the peer handled at once; past this the connection stops reading.
+    pub in_flight_requests_max: usize,
+    /// Close the connection when nothing arrives for this long (Java servers: 120 s).
+    pub idle_timeout: Option<Duration>,
+    /// On close, how long in-flight requests may take to finish and have their responses sent.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        Self {
+            frame_size_max_bytes: FRAME_SIZE_MAX_BYTES_DEFAULT,
+            in_flight_requests_max: 1024,
+            idle_timeout: None,
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A handle to a live connection; cheap to clone.
+#[derive(Clone)]
+pub struct Channel {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: u64,
+    peer: SocketAddr,
+    outbound: mpsc::Sender<RemotingCommand>,
+    pending: Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>,
+    /// Cancelled when the connection is closed for good.
+    closed: CancellationToken,
+    /// Cancelled to stop reading new requests (graceful shutdown) before closing.
+    stop_reading: CancellationToken,
+}
+
+impl fmt::Debug for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Channel").field("id", &self.inner.id).field("peer", &self.inner.peer).finish()
+    }
+}
+
+impl Channel {
+    /// Starts the reader and writer tasks of `stream`. `handler` serves requests from the
+    /// peer; without one they are answered REQUEST_CODE_NOT_SUPPORTED. `stop_reading` (a child
+    /// of the server's shutdown token, or a fresh token) makes the connection drain and close.
+    pub fn start(
+        stream: TcpStream,
+        config: ChannelConfig,
+        handler: Option<Arc<dyn RequestHandler>>,
+        stop_reading: CancellationToken,
+    ) -> Result<(Channel, tokio::task::JoinHandle<()>), RemotingError> {
+        let peer = stream.peer_addr()?;
+        // Frames are small and latency matters more than packet count.
+        stream.set_nodelay(true)?;
+        let (read_half, write_half) = stream.into_split();
+        let (outbound, outbound_rx) = mpsc::channel(OUTBOUND_QUEUE_MAX);
+        let channel = Channel {
+            inner: Arc::new(Inner {
+                id: NEXT_CHANNEL_ID.fetch_add(1, Ordering::Relaxed),
+                peer,
+                outbound,
+                pending: Mutex::new(HashMap::new()),
+                closed: CancellationToken::new(),
+                stop_reading,
+            }),
+        };
+        let writer = tokio::spawn(write_loop(write_half, outbound_rx, channel.inner.closed.clone(), peer));
+        let frames = FramedRead::new(read_half, RemotingCodec::new(config.frame_size_max_bytes));
+        let task = tokio::spawn(run(channel.clone(), frames, config, handler, writer));
+        Ok((channel, task))
+    }
+
+    /// Process-unique id of this connection.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.peer
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.is_cancelled()
+    }
+
+    /// Resolves once the connection is closed.
+    pub async fn closed(&self) {
+        self.inner.closed.cancelled().await
+    }
+
+    /// Stops reading, lets in-flight requests finish (bounded by the drain timeout), then closes.
+    pub fn close(&self) {
+        self.inner.stop_reading.cancel();
+    }
+
+    /// Sends a request and waits for its response.
+    pub async fn request(&self, mut request: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, RemotingError> {
+        let opaque = NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed);
+        request.opaque = opaque;
+        let (reply_tx, reply_rx) = oneshot::channel();
+        self.pending().insert(opaque, reply_tx);
+        let exchange = async {
+            self.send(request).await?;
+            reply_rx.await.map_err(|_| self.closed_error())
+        };
+        let outcome = tokio::time::timeout(timeout, exchange).await;
+        // Whatever happened, the entry must not outlive the call.
+        self.pending().remove(&opaque);
+        match outcome {
+            Ok(result) => result,
+            Err(_) => Err(RemotingError::Timeout { peer: self.inner.peer.to_string(), opaque, timeout }),
+        }
+    }
+
+    /// Sends a request flagged oneway; the peer never answers it.
+    pub async fn oneway(&self, mut request: RemotingCommand) -> Result<(), RemotingError> {
+        request.opaque = NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed);
+        request.mark_oneway();
+        self.send(request).await
+    }
+
+    /// Queues a command as is (responses built by hand, forwarding).
+    pub async fn send(&self, command: RemotingCommand) -> Result<(), RemotingError> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        self.inner.outbound.send(command).await.map_err(|_| self.closed_error())
+    }
+
+    fn closed_error(&self) -> RemotingError {
+        RemotingError::ChannelClosed { peer: self.inner.peer.to_string() }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<i32, oneshot::Sender<RemotingCommand>>> {
+        // The map stays consistent even if a holder panicked: every operation is one call.
+        self.inner.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn complete(&self, response: RemotingCommand) {
+        match self.pending().remove(&response.opaque) {
+            Some(waiter) => {
+                let _ = waiter.send(response);
+            }
+            None => debug!(peer = %self.inner.peer, opaque = response.opaque, "response for no pending request (timed out?)"),
+        }
+    }
+}
+
+async fn run(
+    channel: Channel,
+    mut frames: FramedRead<tokio::net::tcp::OwnedReadHalf, RemotingCodec>,
+    config: ChannelConfig,
+    handler: Option<Arc<dyn RequestHandler>>,
+    writer: tokio::task::JoinHandle<()>,
+) {
+    let in_flight = Arc::new(Semaphore::new(config.in_flight_requests_max));
+    let peer = channel.peer_addr();
+    loop {
+        let next = async {
+            match config.idle_timeout {
+                Some(idle) => tokio::time::timeout(idle, frames.next()).await.ok(),
+                None => Some(frames.next().await),
+            }
+        };
+        let frame = tokio::select! {
+            _ = channel.inner.stop_reading.cancelled() => break,
+            _ = channel.inner.closed.cancelled() => break,
+            frame = next => frame,
+        };
+        let command = match frame {
+            None => {
+                debug!(%peer, "closing idle connection");
+                break;
+            }
+            Some(None) => break,
+            Some(Some(Ok(command))) => command,
+            Some(Some(Err(error))) => {
+                warn!(%peer, %error, "closing connection: unreadable input");
+                break;
+            }
+        };
+        if command.is_response() {
+            channel.complete(command);
+            continue;
+        }
+        // Bounded: when the peer has too many requests in flight we stop reading its socket.
+        let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+        let channel = channel.clone();
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            serve_request(channel, handler, command).await;
+            drop(permit);
+        });
+    }
+
+    // Let in-flight requests finish so their responses (and oneway effects) are not lost.
+    let all = u32::try_from(config.in_flight_requests_max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(config.drain_timeout, in_flight.acquire_many(all)).await.is_err() {
+        warn!(%peer, "closing connection with requests still in flight after the drain timeout");
+    }
+    channel.inner.closed.cancel();
+    // Waiters see their sender dropped and report the channel closed.
+    channel.pending().clear();
+    let _ = writer.await;
+    if let Some(handler) = &handler {
+        handler.on_close(&channel);
+    }
+    debug!(%peer, "connection closed");
+}
+
+async fn serve_request(channel: Channel, handler: Option<Arc<dyn RequestHandler>>, request: RemotingCommand) {
+    let opaque = request.opaque;
+    let oneway = request.is_oneway();
+    let code = request.code;
+    let reply = match handler {
+        Some(handler) => handler.handle(channel.clone(), request).await,
+        None => Reply::Unsupported,
+    };
+    let mut response = match reply {
+        Reply::NoResponse => return,
+        Reply::Response(response) => response,
+        Reply::Unsupported => RemotingCommand::request_code_not_supported(code),
+    };
+    // The protocol never answers a oneway request, not even with an error.
+    if oneway {
+        return;
+    }
+    response.opaque = opaque;
+    response.mark_response();
+    if let Err(error) = channel.send(response).await {
+        debug!(peer = %channel.peer_addr(), %error, "response not sent");
+    }
+}
+
+async fn write_loop(
+    mut socket: OwnedWriteHalf,
+    mut outbound: mpsc::Receiver<RemotingCommand>,
+    closed: CancellationToken,
+    peer: SocketAddr,
+) {
+    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let first = tokio::select! {
+            command = outbound.recv() => command,
+            _ = closed.cancelled() => {
+                // Flush what was queued before the close, then stop.
+                outbound.close();
+                outbound.recv().await
+            }
+        };
+        let Some(first) = first else { break };
+        encode_into(&first, &mut buffer, peer);
+        while buffer.len() < WRITE_BATCH_BYTES_MAX {
+            match outbound.try_recv() {
+                Ok(command) => encode_into(&command, &mut buffer, peer),
+                Err(_) => break,
+            }
+        }
+        if let Err(error) = socket.write_all(&buffer).await {
+            debug!(%peer, %error, "write failed; closing connection");
+            closed.cancel();
+            break;
+        }
+        buffer.clear();
+    }
+    let _ = socket.shutdown().await;
+}
+
+fn encode_into(command: &RemotingCommand, buffer: &mut BytesMut, peer: SocketAddr) {
+    if let Err(error) = frame::encode(command, buffer) {
+        warn!(%peer, code = command.code, %error, "dropping a command that cannot be encoded");
+    }
+}
