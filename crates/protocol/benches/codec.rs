@@ -6,7 +6,9 @@ use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tidemark_protocol::headers::PullMessageRequestHeader;
 use tidemark_protocol::message::{decode_records, DecodeOptions, MessageRecord, Properties};
-use tidemark_protocol::{frame, RemotingCommand, RequestCode, SerializeType, FRAME_SIZE_MAX_BYTES_DEFAULT};
+use tidemark_protocol::{
+    frame, RemotingCommand, RequestCode, SerializeType, FRAME_SIZE_MAX_BYTES_DEFAULT,
+};
 
 fn pull_request(serialize_type: SerializeType) -> RemotingCommand {
     let header = PullMessageRequestHeader {
@@ -46,7 +48,10 @@ fn record(body_len: usize, queue_offset: i64) -> MessageRecord {
 }
 
 fn frames(c: &mut Criterion) {
-    for (name, serialize_type) in [("json", SerializeType::Json), ("rocketmq", SerializeType::RocketMq)] {
+    for (name, serialize_type) in [
+        ("json", SerializeType::Json),
+        ("rocketmq", SerializeType::RocketMq),
+    ] {
         let command = pull_request(serialize_type);
         let encoded = frame::encode_to_bytes(&command).expect("encodes");
         let mut group = c.benchmark_group(format!("frame_{name}"));
@@ -61,7 +66,9 @@ fn frames(c: &mut Criterion) {
         group.bench_function("decode", |b| {
             b.iter(|| {
                 let mut buffer = BytesMut::from(&encoded[..]);
-                black_box(frame::decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT).expect("decodes"))
+                black_box(
+                    frame::decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT).expect("decodes"),
+                )
             })
         });
         group.finish();
@@ -78,10 +85,24 @@ fn messages(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("message_decode_{body_len}B"));
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function("pull_body_of_32", |b| {
-            b.iter(|| black_box(decode_records(black_box(&body), DecodeOptions::default()).expect("decodes")))
+            b.iter(|| {
+                black_box(
+                    decode_records(black_box(&body), DecodeOptions::default()).expect("decodes"),
+                )
+            })
         });
         group.bench_function("pull_body_of_32_with_crc", |b| {
-            b.iter(|| black_box(decode_records(&body, DecodeOptions { verify_body_crc: true }).expect("decodes")))
+            b.iter(|| {
+                black_box(
+                    decode_records(
+                        &body,
+                        DecodeOptions {
+                            verify_body_crc: true,
+                        },
+                    )
+                    .expect("decodes"),
+                )
+            })
         });
         group.finish();
     }

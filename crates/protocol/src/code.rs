@@ -235,23 +235,36 @@ impl LanguageCode {
     pub fn to_byte(self) -> u8 {
         match self {
             LanguageCode::Unknown(byte) => byte,
-            known => Self::TABLE.iter().position(|(code, _)| *code == known).unwrap_or(7) as u8,
+            known => Self::TABLE
+                .iter()
+                .position(|(code, _)| *code == known)
+                .unwrap_or(7) as u8,
         }
     }
 
     /// Decodes the binary header byte.
     pub fn from_byte(byte: u8) -> Self {
-        Self::TABLE.get(byte as usize).map(|(code, _)| *code).unwrap_or(LanguageCode::Unknown(byte))
+        Self::TABLE
+            .get(byte as usize)
+            .map(|(code, _)| *code)
+            .unwrap_or(LanguageCode::Unknown(byte))
     }
 
     /// The name a JSON header carries; an unknown byte is sent as `OTHER`.
     pub fn name(self) -> &'static str {
-        Self::TABLE.iter().find(|(code, _)| *code == self).map(|(_, name)| *name).unwrap_or("OTHER")
+        Self::TABLE
+            .iter()
+            .find(|(code, _)| *code == self)
+            .map(|(_, name)| *name)
+            .unwrap_or("OTHER")
     }
 
     /// Decodes the JSON header name; `None` for a name no release defines.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::TABLE.iter().find(|(_, known)| *known == name).map(|(code, _)| *code)
+        Self::TABLE
+            .iter()
+            .find(|(_, known)| *known == name)
+            .map(|(code, _)| *code)
     }
 }
 

@@ -63,17 +63,29 @@ impl Default for RemotingCommand {
 impl RemotingCommand {
     /// A request with no header or body; the transport assigns the opaque.
     pub fn request(code: RequestCode) -> Self {
-        Self { code: code.to_i32(), ..Self::default() }
+        Self {
+            code: code.to_i32(),
+            ..Self::default()
+        }
     }
 
     /// A request carrying a typed custom header.
     pub fn request_with_header(code: RequestCode, header: &impl CommandHeader) -> Self {
-        Self { code: code.to_i32(), ext_fields: header.to_ext_fields(), ..Self::default() }
+        Self {
+            code: code.to_i32(),
+            ext_fields: header.to_ext_fields(),
+            ..Self::default()
+        }
     }
 
     /// A response; the transport copies the request's opaque into it.
     pub fn response(code: ResponseCode, remark: impl Into<Option<String>>) -> Self {
-        Self { code: code.to_i32(), flag: FLAG_RESPONSE, remark: remark.into(), ..Self::default() }
+        Self {
+            code: code.to_i32(),
+            flag: FLAG_RESPONSE,
+            remark: remark.into(),
+            ..Self::default()
+        }
     }
 
     /// The answer to a request whose code this peer does not serve, worded as Java words it.
@@ -144,7 +156,9 @@ impl RemotingCommand {
     pub fn encode_header(&self) -> Result<(SerializeType, Vec<u8>), ProtocolError> {
         let fits_binary = i16::try_from(self.code).is_ok() && i16::try_from(self.version).is_ok();
         match self.serialize_type {
-            SerializeType::RocketMq if fits_binary => Ok((SerializeType::RocketMq, self.encode_binary_header()?)),
+            SerializeType::RocketMq if fits_binary => {
+                Ok((SerializeType::RocketMq, self.encode_binary_header()?))
+            }
             _ => Ok((SerializeType::Json, self.encode_json_header().into_bytes())),
         }
     }
@@ -160,7 +174,10 @@ impl RemotingCommand {
                 fields.push(Value::from(key), Value::from(value));
             }
             out.push_str(",\"extFields\":");
-            out.push_str(&json::write(&Value::Object(fields), json::WriteOptions::FASTJSON));
+            out.push_str(&json::write(
+                &Value::Object(fields),
+                json::WriteOptions::FASTJSON,
+            ));
         }
         out.push_str(",\"flag\":");
         out.push_str(&self.flag.to_string());
@@ -170,7 +187,10 @@ impl RemotingCommand {
         out.push_str(&self.opaque.to_string());
         if let Some(remark) = &self.remark {
             out.push_str(",\"remark\":");
-            out.push_str(&json::write(&Value::from(remark.as_str()), json::WriteOptions::FASTJSON));
+            out.push_str(&json::write(
+                &Value::from(remark.as_str()),
+                json::WriteOptions::FASTJSON,
+            ));
         }
         out.push_str(",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
         out.push_str(&self.version.to_string());
@@ -190,11 +210,17 @@ impl RemotingCommand {
         out.put_i32(length_i32("remark", remark.len())?);
         out.put_slice(remark.as_bytes());
 
-        let ext_length: usize = self.ext_fields.iter().map(|(key, value)| 2 + key.len() + 4 + value.len()).sum();
+        let ext_length: usize = self
+            .ext_fields
+            .iter()
+            .map(|(key, value)| 2 + key.len() + 4 + value.len())
+            .sum();
         out.put_i32(length_i32("extFields", ext_length)?);
         for (key, value) in self.ext_fields.iter() {
-            let key_length =
-                i16::try_from(key.len()).map_err(|_| ProtocolError::FieldTooLong { field: "extFields key", length: key.len() })?;
+            let key_length = i16::try_from(key.len()).map_err(|_| ProtocolError::FieldTooLong {
+                field: "extFields key",
+                length: key.len(),
+            })?;
             out.put_i16(key_length);
             out.put_slice(key.as_bytes());
             out.put_i32(length_i32("extFields value", value.len())?);
@@ -204,7 +230,10 @@ impl RemotingCommand {
     }
 
     /// Decodes a header of the given type; the body is attached by the frame decoder.
-    pub fn decode_header_bytes(serialize_type: SerializeType, header: &[u8]) -> Result<Self, ProtocolError> {
+    pub fn decode_header_bytes(
+        serialize_type: SerializeType,
+        header: &[u8],
+    ) -> Result<Self, ProtocolError> {
         match serialize_type {
             SerializeType::Json => decode_json_header(header),
             SerializeType::RocketMq => decode_binary_header(header),
@@ -219,32 +248,62 @@ fn length_i32(field: &'static str, length: usize) -> Result<i32, ProtocolError> 
 fn json_int(object: &json::Object, field: &'static str) -> Result<Option<i32>, ProtocolError> {
     match object.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Int(value)) => i32::try_from(*value)
-            .map(Some)
-            .map_err(|_| ProtocolError::JsonHeaderField { field, expected: "a 32-bit integer" }),
-        Some(Value::String(text)) => text
-            .parse()
-            .map(Some)
-            .map_err(|_| ProtocolError::JsonHeaderField { field, expected: "a 32-bit integer" }),
-        Some(_) => Err(ProtocolError::JsonHeaderField { field, expected: "a 32-bit integer" }),
+        Some(Value::Int(value)) => {
+            i32::try_from(*value)
+                .map(Some)
+                .map_err(|_| ProtocolError::JsonHeaderField {
+                    field,
+                    expected: "a 32-bit integer",
+                })
+        }
+        Some(Value::String(text)) => {
+            text.parse()
+                .map(Some)
+                .map_err(|_| ProtocolError::JsonHeaderField {
+                    field,
+                    expected: "a 32-bit integer",
+                })
+        }
+        Some(_) => Err(ProtocolError::JsonHeaderField {
+            field,
+            expected: "a 32-bit integer",
+        }),
     }
 }
 
 fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
     let value = json::parse(header)?;
-    let object = value.as_object().ok_or(ProtocolError::JsonHeaderField { field: "<header>", expected: "an object" })?;
-    let code = json_int(object, "code")?.ok_or(ProtocolError::JsonHeaderField { field: "code", expected: "an integer" })?;
+    let object = value.as_object().ok_or(ProtocolError::JsonHeaderField {
+        field: "<header>",
+        expected: "an object",
+    })?;
+    let code = json_int(object, "code")?.ok_or(ProtocolError::JsonHeaderField {
+        field: "code",
+        expected: "an integer",
+    })?;
     let language = match object.get("language") {
         None | Some(Value::Null) => LanguageCode::Java,
         // A name this build does not know (a newer release's) is not worth dropping the frame.
         Some(Value::String(name)) => LanguageCode::from_name(name).unwrap_or(LanguageCode::Other),
-        Some(Value::Int(ordinal)) => u8::try_from(*ordinal).map(LanguageCode::from_byte).unwrap_or(LanguageCode::Other),
-        Some(_) => return Err(ProtocolError::JsonHeaderField { field: "language", expected: "a language name" }),
+        Some(Value::Int(ordinal)) => u8::try_from(*ordinal)
+            .map(LanguageCode::from_byte)
+            .unwrap_or(LanguageCode::Other),
+        Some(_) => {
+            return Err(ProtocolError::JsonHeaderField {
+                field: "language",
+                expected: "a language name",
+            })
+        }
     };
     let remark = match object.get("remark") {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(text.clone()),
-        Some(_) => return Err(ProtocolError::JsonHeaderField { field: "remark", expected: "a string" }),
+        Some(_) => {
+            return Err(ProtocolError::JsonHeaderField {
+                field: "remark",
+                expected: "a string",
+            })
+        }
     };
     let mut ext_fields = ExtFields::new();
     match object.get("extFields") {
@@ -254,7 +313,12 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
                 let key = match key {
                     Value::String(text) => text.clone(),
                     Value::Int(number) => number.to_string(),
-                    _ => return Err(ProtocolError::JsonHeaderField { field: "extFields", expected: "string keys" }),
+                    _ => {
+                        return Err(ProtocolError::JsonHeaderField {
+                            field: "extFields",
+                            expected: "string keys",
+                        })
+                    }
                 };
                 // Writers must send strings, but C++ clients send numbers and booleans.
                 let value = match value {
@@ -263,12 +327,22 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
                     Value::Int(number) => number.to_string(),
                     Value::Bool(flag) => flag.to_string(),
                     Value::Float(number) => number.to_string(),
-                    _ => return Err(ProtocolError::JsonHeaderField { field: "extFields", expected: "scalar values" }),
+                    _ => {
+                        return Err(ProtocolError::JsonHeaderField {
+                            field: "extFields",
+                            expected: "scalar values",
+                        })
+                    }
                 };
                 ext_fields.insert(key, value);
             }
         }
-        Some(_) => return Err(ProtocolError::JsonHeaderField { field: "extFields", expected: "an object" }),
+        Some(_) => {
+            return Err(ProtocolError::JsonHeaderField {
+                field: "extFields",
+                expected: "an object",
+            })
+        }
     }
     Ok(RemotingCommand {
         code,
@@ -293,7 +367,12 @@ impl<'a> HeaderReader<'a> {
     fn take(&mut self, field: &'static str, count: usize) -> Result<&'a [u8], ProtocolError> {
         let have = self.bytes.len() - self.position;
         if count > have {
-            return Err(ProtocolError::BinaryHeaderTruncated { field, offset: self.position, need: count, have });
+            return Err(ProtocolError::BinaryHeaderTruncated {
+                field,
+                offset: self.position,
+                need: count,
+                have,
+            });
         }
         let slice = &self.bytes[self.position..self.position + count];
         self.position += count;
@@ -315,7 +394,11 @@ impl<'a> HeaderReader<'a> {
     }
 
     fn length(&mut self, field: &'static str, length: i32) -> Result<usize, ProtocolError> {
-        usize::try_from(length).map_err(|_| ProtocolError::NegativeLength { field, offset: self.position, length })
+        usize::try_from(length).map_err(|_| ProtocolError::NegativeLength {
+            field,
+            offset: self.position,
+            length,
+        })
     }
 
     fn string(&mut self, field: &'static str, length: usize) -> Result<String, ProtocolError> {
@@ -325,7 +408,10 @@ impl<'a> HeaderReader<'a> {
 }
 
 fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
-    let mut reader = HeaderReader { bytes: header, position: 0 };
+    let mut reader = HeaderReader {
+        bytes: header,
+        position: 0,
+    };
     let code = i32::from(reader.i16("code")?);
     let language = LanguageCode::from_byte(reader.array::<1>("language")?[0]);
     let version = i32::from(reader.i16("version")?);
@@ -333,12 +419,19 @@ fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError>
     let flag = reader.i32("flag")?;
     let remark_length = reader.i32("remark length")?;
     let remark_length = reader.length("remark", remark_length)?;
-    let remark = if remark_length == 0 { None } else { Some(reader.string("remark", remark_length)?) };
+    let remark = if remark_length == 0 {
+        None
+    } else {
+        Some(reader.string("remark", remark_length)?)
+    };
 
     let ext_length = reader.i32("extFields length")?;
     let ext_length = reader.length("extFields", ext_length)?;
     let ext_bytes = reader.take("extFields", ext_length)?;
-    let mut ext_reader = HeaderReader { bytes: ext_bytes, position: 0 };
+    let mut ext_reader = HeaderReader {
+        bytes: ext_bytes,
+        position: 0,
+    };
     let mut ext_fields = ExtFields::new();
     while ext_reader.position < ext_bytes.len() {
         let key_length = ext_reader.i16("extFields key length")?;
@@ -383,7 +476,8 @@ mod tests {
     fn json_header_accepts_cpp_style_numbers_and_missing_keys() {
         let header = br#"{"code":11,"language":"CPP","version":333,"extFields":{"queueId":3,"unitMode":false,"x":null},"opaque":2}
 "#;
-        let command = RemotingCommand::decode_header_bytes(SerializeType::Json, header).expect("lenient");
+        let command =
+            RemotingCommand::decode_header_bytes(SerializeType::Json, header).expect("lenient");
         assert_eq!(command.language, LanguageCode::Cpp);
         assert_eq!(command.ext_fields.get("queueId"), Some("3"));
         assert_eq!(command.ext_fields.get("unitMode"), Some("false"));
@@ -400,19 +494,31 @@ mod tests {
         bytes[13..17].copy_from_slice(&(-1i32).to_be_bytes());
         assert!(matches!(
             RemotingCommand::decode_header_bytes(SerializeType::RocketMq, &bytes),
-            Err(ProtocolError::NegativeLength { field: "remark", .. })
+            Err(ProtocolError::NegativeLength {
+                field: "remark",
+                ..
+            })
         ));
         bytes[13..17].copy_from_slice(&1000i32.to_be_bytes());
         assert!(matches!(
             RemotingCommand::decode_header_bytes(SerializeType::RocketMq, &bytes),
-            Err(ProtocolError::BinaryHeaderTruncated { field: "remark", .. })
+            Err(ProtocolError::BinaryHeaderTruncated {
+                field: "remark",
+                ..
+            })
         ));
     }
 
     #[test]
     fn codes_beyond_int16_fall_back_to_json() {
-        let command = RemotingCommand { code: 200_050, ..RemotingCommand::default() }
-            .with_serialize_type(SerializeType::RocketMq);
-        assert_eq!(command.encode_header().expect("encodes").0, SerializeType::Json);
+        let command = RemotingCommand {
+            code: 200_050,
+            ..RemotingCommand::default()
+        }
+        .with_serialize_type(SerializeType::RocketMq);
+        assert_eq!(
+            command.encode_header().expect("encodes").0,
+            SerializeType::Json
+        );
     }
 }

@@ -15,16 +15,28 @@ pub enum ProtocolError {
     FrameTooShort { length: u32 },
     /// The header length in the second word does not fit inside the frame.
     #[error("header length {header_length} does not fit in a frame of {frame_length} bytes")]
-    HeaderLengthOutOfRange { header_length: usize, frame_length: usize },
+    HeaderLengthOutOfRange {
+        header_length: usize,
+        frame_length: usize,
+    },
     /// The high byte of the second word is neither JSON (0) nor ROCKETMQ (1).
     #[error("unknown header serialize type {0}")]
     UnknownSerializeType(u8),
     /// A binary header ended before a field it announced.
     #[error("binary header truncated at offset {offset} reading {field}: need {need} bytes, have {have}")]
-    BinaryHeaderTruncated { field: &'static str, offset: usize, need: usize, have: usize },
+    BinaryHeaderTruncated {
+        field: &'static str,
+        offset: usize,
+        need: usize,
+        have: usize,
+    },
     /// A length inside a binary header is negative.
     #[error("binary header has a negative length {length} for {field} at offset {offset}")]
-    NegativeLength { field: &'static str, offset: usize, length: i32 },
+    NegativeLength {
+        field: &'static str,
+        offset: usize,
+        length: i32,
+    },
     /// A string in a header is not UTF-8.
     #[error("header field {field} is not valid UTF-8")]
     InvalidUtf8 { field: &'static str },
@@ -33,7 +45,10 @@ pub enum ProtocolError {
     JsonHeader(#[from] JsonError),
     /// A JSON header field has the wrong type.
     #[error("JSON header field {field}: expected {expected}")]
-    JsonHeaderField { field: &'static str, expected: &'static str },
+    JsonHeaderField {
+        field: &'static str,
+        expected: &'static str,
+    },
     /// A string does not fit the 32-bit length a binary header gives it.
     #[error("header field {field} of {length} bytes is too long to encode")]
     FieldTooLong { field: &'static str, length: usize },
@@ -51,7 +66,11 @@ pub enum HeaderError {
     MissingField { field: &'static str },
     /// A field is present but its text is not a value of the expected type.
     #[error("header field `{field}` has value {value:?}, expected {expected}")]
-    InvalidField { field: &'static str, value: String, expected: &'static str },
+    InvalidField {
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
 }
 
 /// A stored message record, a batch body or a message id could not be decoded.
@@ -59,26 +78,51 @@ pub enum HeaderError {
 #[non_exhaustive]
 pub enum MessageError {
     /// The bytes end before the record (or the field) does.
-    #[error("message truncated at offset {offset} reading {field}: need {need} bytes, have {have}")]
-    Truncated { field: &'static str, offset: usize, need: usize, have: usize },
+    #[error(
+        "message truncated at offset {offset} reading {field}: need {need} bytes, have {have}"
+    )]
+    Truncated {
+        field: &'static str,
+        offset: usize,
+        need: usize,
+        have: usize,
+    },
     /// The magic code is not one of the stored-message magics.
     #[error("bad magic code {magic:#010x} at offset {offset}")]
     BadMagic { offset: usize, magic: u32 },
     /// The total size word disagrees with the fields it should cover.
-    #[error("record at offset {offset} declares total size {declared} but its fields take {actual}")]
-    SizeMismatch { offset: usize, declared: i64, actual: usize },
+    #[error(
+        "record at offset {offset} declares total size {declared} but its fields take {actual}"
+    )]
+    SizeMismatch {
+        offset: usize,
+        declared: i64,
+        actual: usize,
+    },
     /// The body CRC stored in the record does not match the body.
     #[error("body CRC mismatch at offset {offset}: stored {stored:#x}, computed {computed:#x}")]
-    BodyCrcMismatch { offset: usize, stored: u32, computed: u32 },
+    BodyCrcMismatch {
+        offset: usize,
+        stored: u32,
+        computed: u32,
+    },
     /// A length field is negative or out of range.
     #[error("invalid length {length} for {field} at offset {offset}")]
-    InvalidLength { field: &'static str, offset: usize, length: i64 },
+    InvalidLength {
+        field: &'static str,
+        offset: usize,
+        length: i64,
+    },
     /// Topic or properties are not UTF-8.
     #[error("{field} is not valid UTF-8")]
     InvalidUtf8 { field: &'static str },
     /// A field is too large for the record format (topic > 127/32767 bytes, properties > 32767 bytes).
     #[error("{field} of {length} bytes is too long for the record format (max {max})")]
-    FieldTooLong { field: &'static str, length: usize, max: usize },
+    FieldTooLong {
+        field: &'static str,
+        length: usize,
+        max: usize,
+    },
     /// A message id is not the hex text of a host, a port and an offset.
     #[error("invalid message id {id:?}: {reason}")]
     InvalidMessageId { id: String, reason: &'static str },
@@ -99,7 +143,10 @@ pub enum JsonError {
     TooDeep { max: usize },
     /// A value has the wrong type for the field it fills.
     #[error("JSON field `{path}`: expected {expected}")]
-    Type { path: String, expected: &'static str },
+    Type {
+        path: String,
+        expected: &'static str,
+    },
     /// An enum field holds a name or ordinal the protocol does not define.
     #[error("JSON field `{path}`: unknown value {value:?}")]
     UnknownVariant { path: String, value: String },

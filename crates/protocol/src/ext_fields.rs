@@ -23,7 +23,10 @@ impl ExtFields {
 
     /// The value of `key`, if present.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.entries.iter().find(|(name, _)| name == key).map(|(_, value)| value.as_str())
+        self.entries
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value.as_str())
     }
 
     /// Sets `key`, replacing an earlier value (Java's map semantics: the last write wins).
@@ -43,7 +46,9 @@ impl ExtFields {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries.iter().map(|(key, value)| (key.as_str(), value.as_str()))
+        self.entries
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.as_str()))
     }
 
     pub fn len(&self) -> usize {
@@ -146,11 +151,13 @@ pub fn read_optional<T: ExtValue>(
     if text.is_empty() && !T::EMPTY_IS_VALUE {
         return Ok(None);
     }
-    T::from_ext(text).map(Some).ok_or_else(|| HeaderError::InvalidField {
-        field: key,
-        value: text.to_owned(),
-        expected: T::EXPECTED,
-    })
+    T::from_ext(text)
+        .map(Some)
+        .ok_or_else(|| HeaderError::InvalidField {
+            field: key,
+            value: text.to_owned(),
+            expected: T::EXPECTED,
+        })
 }
 
 /// A typed custom header: converts to and from a command's ext fields.
@@ -247,7 +254,12 @@ mod tests {
 
     #[test]
     fn round_trips_and_names_missing_fields() {
-        let header = Sample { topic: "T".into(), queue_id: 3, offset: None, unit_mode: true };
+        let header = Sample {
+            topic: "T".into(),
+            queue_id: 3,
+            offset: None,
+            unit_mode: true,
+        };
         let fields = header.to_ext_fields();
         assert_eq!(fields.get("queueId"), Some("3"));
         assert_eq!(fields.get("offset"), None);
@@ -255,7 +267,10 @@ mod tests {
 
         let mut missing = fields.clone();
         missing.remove("queueId");
-        assert_eq!(Sample::read_from(&missing), Err(HeaderError::MissingField { field: "queueId" }));
+        assert_eq!(
+            Sample::read_from(&missing),
+            Err(HeaderError::MissingField { field: "queueId" })
+        );
 
         let mut bad = fields;
         bad.insert("offset", "twelve");
@@ -271,13 +286,21 @@ mod tests {
 
     #[test]
     fn booleans_parse_like_java_and_empty_numbers_are_absent() {
-        let fields: ExtFields =
-            [("topic", ""), ("queueId", "1"), ("offset", ""), ("unitMode", "TRUE")].into_iter().collect();
+        let fields: ExtFields = [
+            ("topic", ""),
+            ("queueId", "1"),
+            ("offset", ""),
+            ("unitMode", "TRUE"),
+        ]
+        .into_iter()
+        .collect();
         let header = Sample::read_from(&fields).expect("valid");
         assert_eq!(header.topic, "");
         assert_eq!(header.offset, None);
         assert!(header.unit_mode);
-        let fields: ExtFields = [("topic", "t"), ("queueId", "1"), ("unitMode", "1")].into_iter().collect();
+        let fields: ExtFields = [("topic", "t"), ("queueId", "1"), ("unitMode", "1")]
+            .into_iter()
+            .collect();
         assert!(!Sample::read_from(&fields).expect("valid").unit_mode);
     }
 }

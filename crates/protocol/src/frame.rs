@@ -27,13 +27,19 @@ pub const HEADER_LENGTH_MAX_BYTES: usize = 0x00FF_FFFF;
 
 /// Size of the frame at the start of `buffer`, including its length word, once it is known to
 /// be acceptable; `Ok(None)` while fewer than four bytes are buffered.
-pub fn frame_length(buffer: &[u8], frame_size_max_bytes: usize) -> Result<Option<usize>, ProtocolError> {
+pub fn frame_length(
+    buffer: &[u8],
+    frame_size_max_bytes: usize,
+) -> Result<Option<usize>, ProtocolError> {
     let Some(word) = buffer.get(..LENGTH_WORD_BYTES) else {
         return Ok(None);
     };
     let length = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
     if length as u64 > frame_size_max_bytes as u64 {
-        return Err(ProtocolError::FrameTooLarge { length: u64::from(length), max: frame_size_max_bytes });
+        return Err(ProtocolError::FrameTooLarge {
+            length: u64::from(length),
+            max: frame_size_max_bytes,
+        });
     }
     if (length as usize) < 4 {
         return Err(ProtocolError::FrameTooShort { length });
@@ -44,7 +50,10 @@ pub fn frame_length(buffer: &[u8], frame_size_max_bytes: usize) -> Result<Option
 /// Decodes one frame from the front of `buffer` and removes it; leaves `buffer` untouched and
 /// returns `Ok(None)` when the frame is not complete yet. After an error the stream is out of
 /// step and the connection should be closed.
-pub fn decode(buffer: &mut BytesMut, frame_size_max_bytes: usize) -> Result<Option<RemotingCommand>, ProtocolError> {
+pub fn decode(
+    buffer: &mut BytesMut,
+    frame_size_max_bytes: usize,
+) -> Result<Option<RemotingCommand>, ProtocolError> {
     let Some(total) = frame_length(buffer, frame_size_max_bytes)? else {
         return Ok(None);
     };
@@ -77,14 +86,20 @@ pub fn decode_slice(
 fn decode_frame_payload(mut frame: Bytes) -> Result<RemotingCommand, ProtocolError> {
     let frame_length = frame.len();
     if frame_length < 4 {
-        return Err(ProtocolError::FrameTooShort { length: frame_length as u32 });
+        return Err(ProtocolError::FrameTooShort {
+            length: frame_length as u32,
+        });
     }
     let word = frame.get_u32();
     let type_byte = (word >> 24) as u8;
     let header_length = (word & 0x00FF_FFFF) as usize;
-    let serialize_type = SerializeType::from_byte(type_byte).ok_or(ProtocolError::UnknownSerializeType(type_byte))?;
+    let serialize_type = SerializeType::from_byte(type_byte)
+        .ok_or(ProtocolError::UnknownSerializeType(type_byte))?;
     if header_length > frame.len() {
-        return Err(ProtocolError::HeaderLengthOutOfRange { header_length, frame_length });
+        return Err(ProtocolError::HeaderLengthOutOfRange {
+            header_length,
+            frame_length,
+        });
     }
     let header = frame.split_to(header_length);
     let mut command = RemotingCommand::decode_header_bytes(serialize_type, &header)?;
@@ -96,10 +111,14 @@ fn decode_frame_payload(mut frame: Bytes) -> Result<RemotingCommand, ProtocolErr
 pub fn encode(command: &RemotingCommand, out: &mut BytesMut) -> Result<(), ProtocolError> {
     let (serialize_type, header) = command.encode_header()?;
     if header.len() > HEADER_LENGTH_MAX_BYTES {
-        return Err(ProtocolError::FieldTooLong { field: "header", length: header.len() });
+        return Err(ProtocolError::FieldTooLong {
+            field: "header",
+            length: header.len(),
+        });
     }
     let length = 4 + header.len() + command.body.len();
-    let length_word = u32::try_from(length).map_err(|_| ProtocolError::EncodedFrameTooLarge { length })?;
+    let length_word =
+        u32::try_from(length).map_err(|_| ProtocolError::EncodedFrameTooLarge { length })?;
     out.reserve(LENGTH_WORD_BYTES + length);
     out.put_u32(length_word);
     out.put_u32(u32::from(serialize_type.to_byte()) << 24 | header.len() as u32);
@@ -122,15 +141,23 @@ mod tests {
 
     #[test]
     fn incomplete_input_is_left_untouched() {
-        let frame = encode_to_bytes(&RemotingCommand::request(RequestCode::HeartBeat).with_body(&b"xy"[..]))
-            .expect("encodes");
+        let frame = encode_to_bytes(
+            &RemotingCommand::request(RequestCode::HeartBeat).with_body(&b"xy"[..]),
+        )
+        .expect("encodes");
         for cut in 0..frame.len() {
             let mut buffer = BytesMut::from(&frame[..cut]);
-            assert_eq!(decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT), Ok(None), "prefix {cut}");
+            assert_eq!(
+                decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT),
+                Ok(None),
+                "prefix {cut}"
+            );
             assert_eq!(&buffer[..], &frame[..cut]);
         }
         let mut buffer = BytesMut::from(&frame[..]);
-        assert!(decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT).expect("whole").is_some());
+        assert!(decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT)
+            .expect("whole")
+            .is_some());
         assert!(buffer.is_empty());
     }
 
@@ -139,10 +166,16 @@ mod tests {
         let mut buffer = BytesMut::from(&[0x01, 0x00, 0x00, 0x01][..]);
         assert_eq!(
             decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT),
-            Err(ProtocolError::FrameTooLarge { length: 0x0100_0001, max: FRAME_SIZE_MAX_BYTES_DEFAULT })
+            Err(ProtocolError::FrameTooLarge {
+                length: 0x0100_0001,
+                max: FRAME_SIZE_MAX_BYTES_DEFAULT
+            })
         );
         let mut buffer = BytesMut::from(&[0, 0, 0, 3, 0, 0, 0][..]);
-        assert_eq!(decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT), Err(ProtocolError::FrameTooShort { length: 3 }));
+        assert_eq!(
+            decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT),
+            Err(ProtocolError::FrameTooShort { length: 3 })
+        );
     }
 
     #[test]
@@ -150,9 +183,15 @@ mod tests {
         let bytes = [0, 0, 0, 6, 0, 0, 0, 9, b'{', b'}'];
         assert!(matches!(
             decode_slice(&bytes, FRAME_SIZE_MAX_BYTES_DEFAULT),
-            Err(ProtocolError::HeaderLengthOutOfRange { header_length: 9, .. })
+            Err(ProtocolError::HeaderLengthOutOfRange {
+                header_length: 9,
+                ..
+            })
         ));
         let bytes = [0, 0, 0, 6, 7, 0, 0, 2, b'{', b'}'];
-        assert_eq!(decode_slice(&bytes, FRAME_SIZE_MAX_BYTES_DEFAULT), Err(ProtocolError::UnknownSerializeType(7)));
+        assert_eq!(
+            decode_slice(&bytes, FRAME_SIZE_MAX_BYTES_DEFAULT),
+            Err(ProtocolError::UnknownSerializeType(7))
+        );
     }
 }

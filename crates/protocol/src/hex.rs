@@ -20,7 +20,10 @@ pub fn encode_lower(bytes: &[u8]) -> String {
 /// Decodes hex in either case, skipping ASCII whitespace; `None` on any other character or an
 /// odd number of digits.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
-    let digits: Vec<u8> = text.bytes().filter(|byte| !byte.is_ascii_whitespace()).collect();
+    let digits: Vec<u8> = text
+        .bytes()
+        .filter(|byte| !byte.is_ascii_whitespace())
+        .collect();
     if digits.len() % 2 != 0 {
         return None;
     }

@@ -116,7 +116,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn error(&self, reason: &'static str) -> JsonError {
-        JsonError::Syntax { offset: self.position, reason }
+        JsonError::Syntax {
+            offset: self.position,
+            reason,
+        }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -144,7 +147,9 @@ impl Parser<'_> {
 
     fn value(&mut self, depth: usize) -> Result<Value, JsonError> {
         if depth > NESTING_DEPTH_MAX {
-            return Err(JsonError::TooDeep { max: NESTING_DEPTH_MAX });
+            return Err(JsonError::TooDeep {
+                max: NESTING_DEPTH_MAX,
+            });
         }
         self.skip_whitespace();
         match self.peek() {
@@ -256,10 +261,12 @@ impl Parser<'_> {
                 return Ok(Value::Int(integer));
             }
         }
-        text.parse::<f64>().map(Value::Float).map_err(|_| JsonError::Syntax {
-            offset: start,
-            reason: "invalid number",
-        })
+        text.parse::<f64>()
+            .map(Value::Float)
+            .map_err(|_| JsonError::Syntax {
+                offset: start,
+                reason: "invalid number",
+            })
     }
 
     fn string(&mut self, quote: u8) -> Result<String, JsonError> {
@@ -351,9 +358,18 @@ pub struct WriteOptions {
 }
 
 impl WriteOptions {
-    pub const FASTJSON: WriteOptions = WriteOptions { key_style: KeyStyle::Fastjson, pretty: false };
-    pub const STANDARD: WriteOptions = WriteOptions { key_style: KeyStyle::Standard, pretty: false };
-    pub const PRETTY: WriteOptions = WriteOptions { key_style: KeyStyle::Fastjson, pretty: true };
+    pub const FASTJSON: WriteOptions = WriteOptions {
+        key_style: KeyStyle::Fastjson,
+        pretty: false,
+    };
+    pub const STANDARD: WriteOptions = WriteOptions {
+        key_style: KeyStyle::Standard,
+        pretty: false,
+    };
+    pub const PRETTY: WriteOptions = WriteOptions {
+        key_style: KeyStyle::Fastjson,
+        pretty: true,
+    };
 }
 
 /// Writes `value` as text.
@@ -423,7 +439,13 @@ fn write_key(out: &mut String, key: &Value, options: WriteOptions, indent: usize
         (Value::String(text), _) => write_string(out, text),
         (_, KeyStyle::Fastjson) => write_value(out, key, options, indent),
         (_, KeyStyle::Standard) => {
-            let text = write(key, WriteOptions { pretty: false, ..options });
+            let text = write(
+                key,
+                WriteOptions {
+                    pretty: false,
+                    ..options
+                },
+            );
             write_string(out, &text);
         }
     }
@@ -491,16 +513,31 @@ pub trait JsonBody: ToJson + FromJson {
 impl<T: ToJson + FromJson> JsonBody for T {}
 
 fn type_error(expected: &'static str) -> JsonError {
-    JsonError::Type { path: String::new(), expected }
+    JsonError::Type {
+        path: String::new(),
+        expected,
+    }
 }
 
 impl JsonError {
     /// Prefixes the path of a type error with the field or index it was found under.
     pub fn within(self, segment: &str) -> JsonError {
-        let join = |path: String| if path.is_empty() { segment.to_owned() } else { format!("{segment}.{path}") };
+        let join = |path: String| {
+            if path.is_empty() {
+                segment.to_owned()
+            } else {
+                format!("{segment}.{path}")
+            }
+        };
         match self {
-            JsonError::Type { path, expected } => JsonError::Type { path: join(path), expected },
-            JsonError::UnknownVariant { path, value } => JsonError::UnknownVariant { path: join(path), value },
+            JsonError::Type { path, expected } => JsonError::Type {
+                path: join(path),
+                expected,
+            },
+            JsonError::UnknownVariant { path, value } => JsonError::UnknownVariant {
+                path: join(path),
+                value,
+            },
             other => other,
         }
     }
@@ -632,7 +669,9 @@ impl<T: FromJson> FromJson for Vec<T> {
             Value::Array(items) => items
                 .iter()
                 .enumerate()
-                .map(|(index, item)| T::from_json(item).map_err(|error| error.within(&index.to_string())))
+                .map(|(index, item)| {
+                    T::from_json(item).map_err(|error| error.within(&index.to_string()))
+                })
                 .collect(),
             Value::Null => Ok(Vec::new()),
             _ => Err(type_error("an array")),
@@ -812,10 +851,14 @@ mod tests {
 
     #[test]
     fn parses_fastjson_raw_keys() {
-        let value = parse(br#"{"brokerAddrs":{0:"a:1",1:"b:2"},{"queueId":0,"topic":"t"}:5, name : 'x',}"#)
-            .expect("fastjson text parses");
+        let value =
+            parse(br#"{"brokerAddrs":{0:"a:1",1:"b:2"},{"queueId":0,"topic":"t"}:5, name : 'x',}"#)
+                .expect("fastjson text parses");
         let object = value.as_object().expect("object");
-        let addrs = object.get("brokerAddrs").and_then(Value::as_object).expect("nested");
+        let addrs = object
+            .get("brokerAddrs")
+            .and_then(Value::as_object)
+            .expect("nested");
         assert_eq!(addrs.entries()[0], (Value::Int(0), Value::from("a:1")));
         assert!(matches!(object.entries()[1].0, Value::Object(_)));
         assert_eq!(object.get("name"), Some(&Value::from("x")));
@@ -830,28 +873,45 @@ mod tests {
         let value = Value::Object(outer);
         assert_eq!(write(&value, WriteOptions::FASTJSON), r#"{"k":{0:"a"}}"#);
         assert_eq!(write(&value, WriteOptions::STANDARD), r#"{"k":{"0":"a"}}"#);
-        assert_eq!(write(&value, WriteOptions::PRETTY), "{\n\t\"k\":{0:\"a\"\n\t}\n}");
+        assert_eq!(
+            write(&value, WriteOptions::PRETTY),
+            "{\n\t\"k\":{0:\"a\"\n\t}\n}"
+        );
     }
 
     #[test]
     fn strings_escape_and_unescape() {
         let text = "quote\" back\\ nl\n tab\t ctl\u{1} é 😀";
         let written = write(&Value::from(text), WriteOptions::FASTJSON);
-        assert_eq!(parse(written.as_bytes()).expect("round trip"), Value::from(text));
-        assert_eq!(parse(br#""\ud83d\ude00""#).expect("surrogates"), Value::from("😀"));
+        assert_eq!(
+            parse(written.as_bytes()).expect("round trip"),
+            Value::from(text)
+        );
+        assert_eq!(
+            parse(br#""\ud83d\ude00""#).expect("surrogates"),
+            Value::from("😀")
+        );
     }
 
     #[test]
     fn deep_nesting_is_an_error_not_a_stack_overflow() {
         let text = "[".repeat(100_000);
-        assert_eq!(parse(text.as_bytes()), Err(JsonError::TooDeep { max: NESTING_DEPTH_MAX }));
+        assert_eq!(
+            parse(text.as_bytes()),
+            Err(JsonError::TooDeep {
+                max: NESTING_DEPTH_MAX
+            })
+        );
     }
 
     #[test]
     fn numbers() {
         assert_eq!(parse(b"-12").expect("int"), Value::Int(-12));
         assert_eq!(parse(b"1.5").expect("float"), Value::Float(1.5));
-        assert_eq!(parse(b"99999999999999999999").expect("big"), Value::Float(1e20));
+        assert_eq!(
+            parse(b"99999999999999999999").expect("big"),
+            Value::Float(1e20)
+        );
         assert!(parse(b"-").is_err());
         assert!(parse(b"1 2").is_err());
     }

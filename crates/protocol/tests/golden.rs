@@ -5,7 +5,8 @@ use bytes::{Bytes, BytesMut};
 use tidemark_protocol::hex;
 use tidemark_protocol::message::{DecodeOptions, MessageRecord, Properties};
 use tidemark_protocol::{
-    frame, ExtFields, LanguageCode, RemotingCommand, RequestCode, SerializeType, FRAME_SIZE_MAX_BYTES_DEFAULT,
+    frame, ExtFields, LanguageCode, RemotingCommand, RequestCode, SerializeType,
+    FRAME_SIZE_MAX_BYTES_DEFAULT,
 };
 
 fn assert_bytes(actual: &[u8], expected: &[u8], what: &str) {
@@ -48,12 +49,18 @@ fn json_frame_golden() {
     };
     let encoded = frame::encode_to_bytes(&command).expect("encodes");
     assert_bytes(&encoded, &expected, "JSON frame");
-    assert_eq!(be_u32(&encoded, 0), 4 + 136 + 2, "length word = 4 + header + body");
+    assert_eq!(
+        be_u32(&encoded, 0),
+        4 + 136 + 2,
+        "length word = 4 + header + body"
+    );
     assert_eq!(encoded[4], 0, "serialize type JSON");
     assert_eq!(be_u32(&encoded, 4) & 0x00FF_FFFF, 136, "header length");
     assert_eq!(&encoded[8 + 136..], b"hi", "body follows the header");
 
-    let decoded = frame::decode_slice(&expected, FRAME_SIZE_MAX_BYTES_DEFAULT).expect("valid").expect("complete");
+    let decoded = frame::decode_slice(&expected, FRAME_SIZE_MAX_BYTES_DEFAULT)
+        .expect("valid")
+        .expect("complete");
     assert_eq!(decoded.1, expected.len());
     assert_eq!(decoded.0, command);
 }
@@ -90,15 +97,29 @@ fn rocketmq_frame_golden() {
     };
     let encoded = frame::encode_to_bytes(&command).expect("encodes");
     assert_bytes(&encoded, &expected, "ROCKETMQ frame");
-    assert_eq!(be_u32(&encoded, 4), 0x0100_0021, "type byte 1, header length 33");
-    assert_eq!(u16::from_be_bytes([encoded[8], encoded[9]]), 11, "code at 8");
+    assert_eq!(
+        be_u32(&encoded, 4),
+        0x0100_0021,
+        "type byte 1, header length 33"
+    );
+    assert_eq!(
+        u16::from_be_bytes([encoded[8], encoded[9]]),
+        11,
+        "code at 8"
+    );
     assert_eq!(encoded[10], LanguageCode::Java.to_byte(), "language at 10");
-    assert_eq!(u16::from_be_bytes([encoded[11], encoded[12]]), 409, "version at 11");
+    assert_eq!(
+        u16::from_be_bytes([encoded[11], encoded[12]]),
+        409,
+        "version at 11"
+    );
     assert_eq!(be_u32(&encoded, 13), 7, "opaque at 13");
     assert_eq!(be_u32(&encoded, 25), 12, "ext block length at 25");
 
     let mut buffer = BytesMut::from(&expected[..]);
-    let decoded = frame::decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT).expect("valid").expect("complete");
+    let decoded = frame::decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT)
+        .expect("valid")
+        .expect("complete");
     assert!(buffer.is_empty());
     assert_eq!(decoded, command);
 }
@@ -151,11 +172,26 @@ fn stored_message_golden() {
     assert_eq!(be_u32(&encoded, 12), 1, "queue id at 12");
     assert_eq!(be_u64(&encoded, 20), 5, "queue offset at 20");
     assert_eq!(be_u64(&encoded, 28), 4096, "physical offset at 28");
-    assert_eq!(be_u64(&encoded, 40), 1_700_000_000_000, "born timestamp at 40");
-    assert_eq!(be_u64(&encoded, 56), 1_700_000_000_001, "store timestamp at 56 with an IPv4 born host");
+    assert_eq!(
+        be_u64(&encoded, 40),
+        1_700_000_000_000,
+        "born timestamp at 40"
+    );
+    assert_eq!(
+        be_u64(&encoded, 56),
+        1_700_000_000_001,
+        "store timestamp at 56 with an IPv4 born host"
+    );
 
     let bytes = Bytes::from(expected);
-    let (decoded, length) = MessageRecord::decode(&bytes, 0, DecodeOptions { verify_body_crc: true }).expect("valid");
+    let (decoded, length) = MessageRecord::decode(
+        &bytes,
+        0,
+        DecodeOptions {
+            verify_body_crc: true,
+        },
+    )
+    .expect("valid");
     assert_eq!(length, 100);
     assert_eq!(decoded, record);
     assert_eq!(decoded.tags(), Some("A"));

@@ -75,7 +75,10 @@ struct Inner {
 
 impl fmt::Debug for Channel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Channel").field("id", &self.inner.id).field("peer", &self.inner.peer).finish()
+        f.debug_struct("Channel")
+            .field("id", &self.inner.id)
+            .field("peer", &self.inner.peer)
+            .finish()
     }
 }
 
@@ -104,7 +107,12 @@ impl Channel {
                 stop_reading,
             }),
         };
-        let writer = tokio::spawn(write_loop(write_half, outbound_rx, channel.inner.closed.clone(), peer));
+        let writer = tokio::spawn(write_loop(
+            write_half,
+            outbound_rx,
+            channel.inner.closed.clone(),
+            peer,
+        ));
         let frames = FramedRead::new(read_half, RemotingCodec::new(config.frame_size_max_bytes));
         let task = tokio::spawn(run(channel.clone(), frames, config, handler, writer));
         Ok((channel, task))
@@ -134,7 +142,11 @@ impl Channel {
     }
 
     /// Sends a request and waits for its response.
-    pub async fn request(&self, mut request: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, RemotingError> {
+    pub async fn request(
+        &self,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, RemotingError> {
         let opaque = NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed);
         request.opaque = opaque;
         let (reply_tx, reply_rx) = oneshot::channel();
@@ -148,7 +160,11 @@ impl Channel {
         self.pending().remove(&opaque);
         match outcome {
             Ok(result) => result,
-            Err(_) => Err(RemotingError::Timeout { peer: self.inner.peer.to_string(), opaque, timeout }),
+            Err(_) => Err(RemotingError::Timeout {
+                peer: self.inner.peer.to_string(),
+                opaque,
+                timeout,
+            }),
         }
     }
 
@@ -164,16 +180,25 @@ impl Channel {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        self.inner.outbound.send(command).await.map_err(|_| self.closed_error())
+        self.inner
+            .outbound
+            .send(command)
+            .await
+            .map_err(|_| self.closed_error())
     }
 
     fn closed_error(&self) -> RemotingError {
-        RemotingError::ChannelClosed { peer: self.inner.peer.to_string() }
+        RemotingError::ChannelClosed {
+            peer: self.inner.peer.to_string(),
+        }
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<i32, oneshot::Sender<RemotingCommand>>> {
         // The map stays consistent even if a holder panicked: every operation is one call.
-        self.inner.pending.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn complete(&self, response: RemotingCommand) {
@@ -181,7 +206,9 @@ impl Channel {
             Some(waiter) => {
                 let _ = waiter.send(response);
             }
-            None => debug!(peer = %self.inner.peer, opaque = response.opaque, "response for no pending request (timed out?)"),
+            None => {
+                debug!(peer = %self.inner.peer, opaque = response.opaque, "response for no pending request (timed out?)")
+            }
         }
     }
 }
@@ -224,7 +251,9 @@ async fn run(
             continue;
         }
         // Bounded: when the peer has too many requests in flight we stop reading its socket.
-        let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            break;
+        };
         let channel = channel.clone();
         let handler = handler.clone();
         tokio::spawn(async move {
@@ -235,7 +264,10 @@ async fn run(
 
     // Let in-flight requests finish so their responses (and oneway effects) are not lost.
     let all = u32::try_from(config.in_flight_requests_max).unwrap_or(u32::MAX);
-    if tokio::time::timeout(config.drain_timeout, in_flight.acquire_many(all)).await.is_err() {
+    if tokio::time::timeout(config.drain_timeout, in_flight.acquire_many(all))
+        .await
+        .is_err()
+    {
         warn!(%peer, "closing connection with requests still in flight after the drain timeout");
     }
     channel.inner.closed.cancel();
@@ -248,7 +280,11 @@ async fn run(
     debug!(%peer, "connection closed");
 }
 
-async fn serve_request(channel: Channel, handler: Option<Arc<dyn RequestHandler>>, request: RemotingCommand) {
+async fn serve_request(
+    channel: Channel,
+    handler: Option<Arc<dyn RequestHandler>>,
+    request: RemotingCommand,
+) {
     let opaque = request.opaque;
     let oneway = request.is_oneway();
     let code = request.code;

@@ -23,7 +23,10 @@ pub struct ClientConfig {
 
 impl Default for ClientConfig {
     fn default() -> Self {
-        Self { connect_timeout: Duration::from_secs(3), channel: ChannelConfig::default() }
+        Self {
+            connect_timeout: Duration::from_secs(3),
+            channel: ChannelConfig::default(),
+        }
     }
 }
 
@@ -40,13 +43,20 @@ pub struct RemotingClient {
 
 impl std::fmt::Debug for RemotingClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemotingClient").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("RemotingClient")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
 impl RemotingClient {
     pub fn new(config: ClientConfig, handler: Option<Arc<dyn RequestHandler>>) -> Self {
-        Self { config, handler, slots: Mutex::new(HashMap::new()), shutdown: CancellationToken::new() }
+        Self {
+            config,
+            handler,
+            slots: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        }
     }
 
     /// The open connection to `addr`, connecting (again) if there is none.
@@ -61,15 +71,27 @@ impl RemotingClient {
             return Ok(channel.clone());
         }
         if self.shutdown.is_cancelled() {
-            return Err(RemotingError::ChannelClosed { peer: addr.to_owned() });
+            return Err(RemotingError::ChannelClosed {
+                peer: addr.to_owned(),
+            });
         }
         let timeout = self.config.connect_timeout;
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| RemotingError::ConnectTimeout { addr: addr.to_owned(), timeout })?
-            .map_err(|source| RemotingError::Connect { addr: addr.to_owned(), source })?;
-        let (channel, _task) =
-            Channel::start(stream, self.config.channel.clone(), self.handler.clone(), self.shutdown.child_token())?;
+            .map_err(|_| RemotingError::ConnectTimeout {
+                addr: addr.to_owned(),
+                timeout,
+            })?
+            .map_err(|source| RemotingError::Connect {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        let (channel, _task) = Channel::start(
+            stream,
+            self.config.channel.clone(),
+            self.handler.clone(),
+            self.shutdown.child_token(),
+        )?;
         debug!(%addr, "connected");
         *current = Some(channel.clone());
         Ok(channel)
@@ -84,21 +106,32 @@ impl RemotingClient {
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
         let started = tokio::time::Instant::now();
-        let channel = tokio::time::timeout(timeout, self.channel(addr)).await.map_err(|_| {
-            RemotingError::ConnectTimeout { addr: addr.to_owned(), timeout }
-        })??;
+        let channel = tokio::time::timeout(timeout, self.channel(addr))
+            .await
+            .map_err(|_| RemotingError::ConnectTimeout {
+                addr: addr.to_owned(),
+                timeout,
+            })??;
         let left = timeout.saturating_sub(started.elapsed());
         channel.request(request, left).await
     }
 
     /// Sends a oneway request to `addr`.
-    pub async fn invoke_oneway(&self, addr: &str, request: RemotingCommand) -> Result<(), RemotingError> {
+    pub async fn invoke_oneway(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+    ) -> Result<(), RemotingError> {
         self.channel(addr).await?.oneway(request).await
     }
 
     /// Closes the connection to `addr`, if any; the next call reconnects.
     pub fn close_channel(&self, addr: &str) {
-        let slot = self.slots.lock().unwrap_or_else(PoisonError::into_inner).remove(addr);
+        let slot = self
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(addr);
         if let Some(slot) = slot {
             if let Ok(current) = slot.try_lock() {
                 if let Some(channel) = current.as_ref() {
@@ -111,6 +144,9 @@ impl RemotingClient {
     /// Closes every connection and refuses new ones.
     pub fn shutdown(&self) {
         self.shutdown.cancel();
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 }

@@ -14,7 +14,9 @@ pub struct RemotingCodec {
 
 impl RemotingCodec {
     pub fn new(frame_size_max_bytes: usize) -> Self {
-        Self { frame_size_max_bytes }
+        Self {
+            frame_size_max_bytes,
+        }
     }
 }
 

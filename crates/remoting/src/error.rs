@@ -19,7 +19,11 @@ pub enum RemotingError {
     ConnectTimeout { addr: String, timeout: Duration },
     /// No response within the call's timeout; a late response is discarded.
     #[error("request {opaque} to {peer} timed out after {timeout:?}")]
-    Timeout { peer: String, opaque: i32, timeout: Duration },
+    Timeout {
+        peer: String,
+        opaque: i32,
+        timeout: Duration,
+    },
     /// The connection closed before the call completed.
     #[error("connection to {peer} is closed")]
     ChannelClosed { peer: String },

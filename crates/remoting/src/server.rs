@@ -25,7 +25,10 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             connections_max: 10_000,
-            channel: ChannelConfig { idle_timeout: Some(Duration::from_secs(120)), ..ChannelConfig::default() },
+            channel: ChannelConfig {
+                idle_timeout: Some(Duration::from_secs(120)),
+                ..ChannelConfig::default()
+            },
         }
     }
 }
@@ -40,7 +43,10 @@ pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) {
-    let local = listener.local_addr().map(|addr| addr.to_string()).unwrap_or_default();
+    let local = listener
+        .local_addr()
+        .map(|addr| addr.to_string())
+        .unwrap_or_default();
     let limit = Arc::new(Semaphore::new(config.connections_max));
     let stop = CancellationToken::new();
     let mut connections = JoinSet::new();
@@ -67,7 +73,12 @@ pub async fn serve(
                 continue;
             }
         };
-        match Channel::start(stream, config.channel.clone(), Some(handler.clone()), stop.child_token()) {
+        match Channel::start(
+            stream,
+            config.channel.clone(),
+            Some(handler.clone()),
+            stop.child_token(),
+        ) {
             Ok((channel, task)) => {
                 debug!(peer = %channel.peer_addr(), "connection accepted");
                 connections.spawn(async move {
@@ -82,7 +93,12 @@ pub async fn serve(
     info!(%local, connections = connections.len(), "shutting down");
     stop.cancel();
     let grace = config.channel.drain_timeout + Duration::from_secs(1);
-    if tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await.is_err() {
+    if tokio::time::timeout(grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
         warn!(%local, "connections still open after the drain timeout; aborting them");
         connections.shutdown().await;
     }

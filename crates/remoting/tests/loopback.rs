@@ -8,8 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tidemark_protocol::{frame, RemotingCommand, RequestCode, ResponseCode, FRAME_SIZE_MAX_BYTES_DEFAULT};
-use tidemark_remoting::{handler_fn, serve, Channel, ClientConfig, RemotingClient, RemotingError, Reply, ServerConfig};
+use tidemark_protocol::{
+    frame, RemotingCommand, RequestCode, ResponseCode, FRAME_SIZE_MAX_BYTES_DEFAULT,
+};
+use tidemark_remoting::{
+    handler_fn, serve, Channel, ClientConfig, RemotingClient, RemotingError, Reply, ServerConfig,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -42,10 +46,15 @@ impl TestServer {
             async move {
                 match request.request_code() {
                     RequestCode::HeartBeat => {
-                        if let Some(delay) = request.remark.as_deref().and_then(|text| text.parse().ok()) {
+                        if let Some(delay) =
+                            request.remark.as_deref().and_then(|text| text.parse().ok())
+                        {
                             tokio::time::sleep(Duration::from_millis(delay)).await;
                         }
-                        Reply::Response(RemotingCommand::response(ResponseCode::Success, None).with_body(request.body))
+                        Reply::Response(
+                            RemotingCommand::response(ResponseCode::Success, None)
+                                .with_body(request.body),
+                        )
                     }
                     RequestCode::GetMaxOffset => {
                         tokio::time::sleep(Duration::from_secs(10)).await;
@@ -64,14 +73,22 @@ impl TestServer {
         let task = tokio::spawn(serve(listener, Arc::new(handler), config, async {
             let _ = stopped.await;
         }));
-        Self { addr, oneways, stop: Some(stop), task }
+        Self {
+            addr,
+            oneways,
+            stop: Some(stop),
+            task,
+        }
     }
 
     async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        tokio::time::timeout(Duration::from_secs(10), &mut self.task).await.expect("server stops").expect("no panic");
+        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+            .await
+            .expect("server stops")
+            .expect("no panic");
     }
 }
 
@@ -82,10 +99,15 @@ fn heartbeat(body: &'static [u8]) -> RemotingCommand {
 async fn read_frame(stream: &mut TcpStream) -> Option<RemotingCommand> {
     let mut buffer = BytesMut::new();
     loop {
-        if let Some(command) = frame::decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT).expect("server frames are valid") {
+        if let Some(command) = frame::decode(&mut buffer, FRAME_SIZE_MAX_BYTES_DEFAULT)
+            .expect("server frames are valid")
+        {
             return Some(command);
         }
-        let read = tokio::time::timeout(WAIT, stream.read_buf(&mut buffer)).await.expect("bounded wait").ok()?;
+        let read = tokio::time::timeout(WAIT, stream.read_buf(&mut buffer))
+            .await
+            .expect("bounded wait")
+            .ok()?;
         if read == 0 {
             return None;
         }
@@ -93,7 +115,10 @@ async fn read_frame(stream: &mut TcpStream) -> Option<RemotingCommand> {
 }
 
 async fn write_frame(stream: &mut TcpStream, command: &RemotingCommand) {
-    stream.write_all(&frame::encode_to_bytes(command).expect("encodes")).await.expect("write");
+    stream
+        .write_all(&frame::encode_to_bytes(command).expect("encodes"))
+        .await
+        .expect("write");
 }
 
 /// Given many concurrent requests answered out of order, each caller gets its own response.
@@ -128,12 +153,22 @@ async fn responses_match_requests_by_opaque() {
 async fn unknown_codes_are_answered_not_supported() {
     let server = TestServer::start(ServerConfig::default()).await;
     let mut stream = TcpStream::connect(server.addr).await.expect("connect");
-    let request = RemotingCommand { code: 9999, opaque: 77, ..RemotingCommand::default() };
+    let request = RemotingCommand {
+        code: 9999,
+        opaque: 77,
+        ..RemotingCommand::default()
+    };
     write_frame(&mut stream, &request).await;
     let response = read_frame(&mut stream).await.expect("answered");
-    assert_eq!(response.response_code(), ResponseCode::RequestCodeNotSupported);
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::RequestCodeNotSupported
+    );
     assert_eq!(response.opaque, 77);
-    assert_eq!(response.remark.as_deref(), Some(" request type 9999 not supported"));
+    assert_eq!(
+        response.remark.as_deref(),
+        Some(" request type 9999 not supported")
+    );
     server.shutdown().await;
 }
 
@@ -145,12 +180,19 @@ async fn oneway_requests_are_never_answered() {
     let mut oneway = RemotingCommand::request(RequestCode::UpdateConsumerOffset).with_opaque(1);
     oneway.mark_oneway();
     write_frame(&mut stream, &oneway).await;
-    let mut unknown_oneway = RemotingCommand { code: 9999, opaque: 2, ..RemotingCommand::default() };
+    let mut unknown_oneway = RemotingCommand {
+        code: 9999,
+        opaque: 2,
+        ..RemotingCommand::default()
+    };
     unknown_oneway.mark_oneway();
     write_frame(&mut stream, &unknown_oneway).await;
     write_frame(&mut stream, &heartbeat(b"after").with_opaque(3)).await;
     let first = read_frame(&mut stream).await.expect("answered");
-    assert_eq!(first.opaque, 3, "the first response must be the heartbeat's");
+    assert_eq!(
+        first.opaque, 3,
+        "the first response must be the heartbeat's"
+    );
     // The oneway is applied even though the client closes right away.
     drop(stream);
     tokio::time::timeout(WAIT, async {
@@ -167,7 +209,10 @@ async fn oneway_requests_are_never_answered() {
 #[tokio::test]
 async fn malformed_and_oversized_frames_close_only_their_connection() {
     let config = ServerConfig {
-        channel: tidemark_remoting::ChannelConfig { frame_size_max_bytes: 1024, ..ServerConfig::default().channel },
+        channel: tidemark_remoting::ChannelConfig {
+            frame_size_max_bytes: 1024,
+            ..ServerConfig::default().channel
+        },
         ..ServerConfig::default()
     };
     let server = TestServer::start(config).await;
@@ -186,10 +231,17 @@ async fn malformed_and_oversized_frames_close_only_their_connection() {
         let mut bad = TcpStream::connect(server.addr).await.expect("connect");
         bad.write_all(input).await.expect("write");
         let mut sink = [0u8; 64];
-        let read = tokio::time::timeout(WAIT, bad.read(&mut sink)).await.expect("closed in time");
-        assert!(matches!(read, Ok(0) | Err(_)), "connection must be closed, got {read:?}");
+        let read = tokio::time::timeout(WAIT, bad.read(&mut sink))
+            .await
+            .expect("closed in time");
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "connection must be closed, got {read:?}"
+        );
         write_frame(&mut healthy, &heartbeat(b"still").with_opaque(5)).await;
-        let response = read_frame(&mut healthy).await.expect("other clients keep being served");
+        let response = read_frame(&mut healthy)
+            .await
+            .expect("other clients keep being served");
         assert_eq!(&response.body[..], b"still");
     }
     server.shutdown().await;
@@ -202,12 +254,19 @@ async fn calls_time_out_and_late_responses_are_ignored() {
     let client = RemotingClient::new(ClientConfig::default(), None);
     let addr = server.addr.to_string();
     let error = client
-        .invoke(&addr, RemotingCommand::request(RequestCode::HeartBeat).with_remark("500"), Duration::from_millis(100))
+        .invoke(
+            &addr,
+            RemotingCommand::request(RequestCode::HeartBeat).with_remark("500"),
+            Duration::from_millis(100),
+        )
         .await
         .expect_err("times out");
     assert!(matches!(error, RemotingError::Timeout { .. }), "{error:?}");
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let response = client.invoke(&addr, heartbeat(b"next"), WAIT).await.expect("connection still usable");
+    let response = client
+        .invoke(&addr, heartbeat(b"next"), WAIT)
+        .await
+        .expect("connection still usable");
     assert_eq!(&response.body[..], b"next");
     server.shutdown().await;
 }
@@ -218,15 +277,27 @@ async fn client_reconnects_after_server_restart() {
     let server = TestServer::start(ServerConfig::default()).await;
     let addr = server.addr;
     let client = RemotingClient::new(ClientConfig::default(), None);
-    client.invoke(&addr.to_string(), heartbeat(b"1"), WAIT).await.expect("first call");
+    client
+        .invoke(&addr.to_string(), heartbeat(b"1"), WAIT)
+        .await
+        .expect("first call");
     server.shutdown().await;
-    let error = client.invoke(&addr.to_string(), heartbeat(b"2"), WAIT).await.expect_err("server is down");
+    let error = client
+        .invoke(&addr.to_string(), heartbeat(b"2"), WAIT)
+        .await
+        .expect_err("server is down");
     assert!(
-        matches!(error, RemotingError::ChannelClosed { .. } | RemotingError::Connect { .. }),
+        matches!(
+            error,
+            RemotingError::ChannelClosed { .. } | RemotingError::Connect { .. }
+        ),
         "{error:?}"
     );
     let server = TestServer::start_at(addr, ServerConfig::default()).await;
-    let response = client.invoke(&addr.to_string(), heartbeat(b"3"), WAIT).await.expect("reconnected");
+    let response = client
+        .invoke(&addr.to_string(), heartbeat(b"3"), WAIT)
+        .await
+        .expect("reconnected");
     assert_eq!(&response.body[..], b"3");
     server.shutdown().await;
 }
@@ -241,31 +312,53 @@ async fn graceful_shutdown_answers_in_flight_requests() {
         let client = client.clone();
         let addr = addr.clone();
         tokio::spawn(async move {
-            client.invoke(&addr, RemotingCommand::request(RequestCode::HeartBeat).with_remark("300"), WAIT).await
+            client
+                .invoke(
+                    &addr,
+                    RemotingCommand::request(RequestCode::HeartBeat).with_remark("300"),
+                    WAIT,
+                )
+                .await
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.shutdown().await;
-    let response = slow.await.expect("no panic").expect("answered before close");
+    let response = slow
+        .await
+        .expect("no panic")
+        .expect("answered before close");
     assert_eq!(response.response_code(), ResponseCode::Success);
-    assert!(TcpStream::connect(addr).await.is_err(), "listener is closed");
+    assert!(
+        TcpStream::connect(addr).await.is_err(),
+        "listener is closed"
+    );
 }
 
 /// With a limit of one connection, a second peer is only served once the first leaves.
 #[tokio::test]
 async fn connection_limit_holds_extra_peers_back() {
-    let config = ServerConfig { connections_max: 1, ..ServerConfig::default() };
+    let config = ServerConfig {
+        connections_max: 1,
+        ..ServerConfig::default()
+    };
     let server = TestServer::start(config).await;
     let mut first = TcpStream::connect(server.addr).await.expect("connect");
     write_frame(&mut first, &heartbeat(b"a").with_opaque(1)).await;
     read_frame(&mut first).await.expect("first served");
-    let mut second = TcpStream::connect(server.addr).await.expect("kernel accepts into the backlog");
+    let mut second = TcpStream::connect(server.addr)
+        .await
+        .expect("kernel accepts into the backlog");
     write_frame(&mut second, &heartbeat(b"b").with_opaque(2)).await;
     let mut buffer = [0u8; 16];
     let early = tokio::time::timeout(Duration::from_millis(300), second.read(&mut buffer)).await;
-    assert!(early.is_err(), "second peer must wait while the first holds the only slot");
+    assert!(
+        early.is_err(),
+        "second peer must wait while the first holds the only slot"
+    );
     drop(first);
-    let response = read_frame(&mut second).await.expect("served after the first left");
+    let response = read_frame(&mut second)
+        .await
+        .expect("served after the first left");
     assert_eq!(&response.body[..], b"b");
     server.shutdown().await;
 }
@@ -274,17 +367,27 @@ async fn connection_limit_holds_extra_peers_back() {
 #[tokio::test]
 async fn server_sends_requests_to_clients() {
     let (seen_tx, mut seen_rx) = tokio::sync::mpsc::channel(1);
-    let server_handler = handler_fn(move |channel: Channel, _request: RemotingCommand| async move {
-        let notify = RemotingCommand::request(RequestCode::NotifyConsumerIdsChanged);
-        channel.oneway(notify).await.expect("client connection is open");
-        Reply::Response(RemotingCommand::response(ResponseCode::Success, None))
-    });
+    let server_handler = handler_fn(
+        move |channel: Channel, _request: RemotingCommand| async move {
+            let notify = RemotingCommand::request(RequestCode::NotifyConsumerIdsChanged);
+            channel
+                .oneway(notify)
+                .await
+                .expect("client connection is open");
+            Reply::Response(RemotingCommand::response(ResponseCode::Success, None))
+        },
+    );
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("bound").to_string();
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, Arc::new(server_handler), ServerConfig::default(), async {
-        let _ = stopped.await;
-    }));
+    let task = tokio::spawn(serve(
+        listener,
+        Arc::new(server_handler),
+        ServerConfig::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     let client_handler = handler_fn(move |_channel: Channel, request: RemotingCommand| {
         let seen = seen_tx.clone();
         async move {
@@ -293,9 +396,18 @@ async fn server_sends_requests_to_clients() {
         }
     });
     let client = RemotingClient::new(ClientConfig::default(), Some(Arc::new(client_handler)));
-    client.invoke(&addr, heartbeat(b""), WAIT).await.expect("answered");
-    let code = tokio::time::timeout(WAIT, seen_rx.recv()).await.expect("bounded").expect("notified");
+    client
+        .invoke(&addr, heartbeat(b""), WAIT)
+        .await
+        .expect("answered");
+    let code = tokio::time::timeout(WAIT, seen_rx.recv())
+        .await
+        .expect("bounded")
+        .expect("notified");
     assert_eq!(code, RequestCode::NotifyConsumerIdsChanged);
     let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(10), task).await.expect("stops").expect("no panic");
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("stops")
+        .expect("no panic");
 }

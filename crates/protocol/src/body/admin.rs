@@ -20,7 +20,11 @@ json_object! {
 
 impl MessageQueue {
     pub fn new(topic: impl Into<String>, broker_name: impl Into<String>, queue_id: i32) -> Self {
-        Self { topic: topic.into(), broker_name: broker_name.into(), queue_id }
+        Self {
+            topic: topic.into(),
+            broker_name: broker_name.into(),
+            queue_id,
+        }
     }
 }
 
@@ -28,7 +32,11 @@ impl MessageQueue {
 /// depends on every client sorting queues the same way.
 impl Ord for MessageQueue {
     fn cmp(&self, other: &Self) -> Ordering {
-        (&self.topic, &self.broker_name, self.queue_id).cmp(&(&other.topic, &other.broker_name, other.queue_id))
+        (&self.topic, &self.broker_name, self.queue_id).cmp(&(
+            &other.topic,
+            &other.broker_name,
+            other.queue_id,
+        ))
     }
 }
 

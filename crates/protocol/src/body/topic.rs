@@ -19,7 +19,11 @@ json_object! {
 impl DataVersion {
     /// `nextVersion()`: a new timestamp and the next counter.
     pub fn next(&self, now_ms: i64) -> Self {
-        Self { counter: self.counter + 1, timestamp: now_ms, state_version: self.state_version }
+        Self {
+            counter: self.counter + 1,
+            timestamp: now_ms,
+            state_version: self.state_version,
+        }
     }
 }
 

@@ -15,7 +15,12 @@ pub mod pull_sys_flag {
     pub const LITE_PULL_MESSAGE: i32 = 0x10;
 
     /// Builds the flag as `PullSysFlag.buildSysFlag` does.
-    pub fn build(commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool) -> i32 {
+    pub fn build(
+        commit_offset: bool,
+        suspend: bool,
+        subscription: bool,
+        class_filter: bool,
+    ) -> i32 {
         let mut flag = 0;
         if commit_offset {
             flag |= COMMIT_OFFSET;

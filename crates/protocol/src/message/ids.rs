@@ -20,7 +20,10 @@ pub fn encode_offset_msg_id(store_host: SocketAddr, commit_log_offset: i64) -> S
 
 /// Splits an offset message id (either case) into store host and commit-log offset.
 pub fn decode_offset_msg_id(id: &str) -> Result<(SocketAddr, i64), MessageError> {
-    let invalid = |reason| MessageError::InvalidMessageId { id: id.to_owned(), reason };
+    let invalid = |reason| MessageError::InvalidMessageId {
+        id: id.to_owned(),
+        reason,
+    };
     let bytes = hex::decode(id).ok_or_else(|| invalid("not hex"))?;
     let address_length = match bytes.len() {
         16 => 4,
@@ -29,7 +32,9 @@ pub fn decode_offset_msg_id(id: &str) -> Result<(SocketAddr, i64), MessageError>
     };
     let (address, rest) = bytes.split_at(address_length);
     let ip = if address_length == 4 {
-        IpAddr::V4(Ipv4Addr::new(address[0], address[1], address[2], address[3]))
+        IpAddr::V4(Ipv4Addr::new(
+            address[0], address[1], address[2], address[3],
+        ))
     } else {
         let mut octets = [0u8; 16];
         octets.copy_from_slice(address);
@@ -67,7 +72,12 @@ impl UniqueIdGenerator {
         // Java truncates the pid to a short the same way.
         bytes.extend_from_slice(&(pid as i16).to_be_bytes());
         bytes.extend_from_slice(&instance_hash.to_be_bytes());
-        Self { prefix: hex::encode_upper(&bytes), month_start_ms: 0, next_month_start_ms: i64::MIN, counter: 0 }
+        Self {
+            prefix: hex::encode_upper(&bytes),
+            month_start_ms: 0,
+            next_month_start_ms: i64::MIN,
+            counter: 0,
+        }
     }
 
     /// The next id for a clock reading of `now_ms` (ms since the Unix epoch).
@@ -94,7 +104,11 @@ const DAY_MS: i64 = 86_400_000;
 fn month_bounds_ms(now_ms: i64) -> (i64, i64) {
     let (year, month, _) = civil_from_days(now_ms.div_euclid(DAY_MS));
     let start = days_from_civil(year, month, 1) * DAY_MS;
-    let (next_year, next_month) = if month == 12 { (year + 1, 1) } else { (year, month + 1) };
+    let (next_year, next_month) = if month == 12 {
+        (year + 1, 1)
+    } else {
+        (year, month + 1)
+    };
     (start, days_from_civil(next_year, next_month, 1) * DAY_MS)
 }
 
@@ -103,11 +117,16 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -132,7 +151,10 @@ mod tests {
         let v4: SocketAddr = "10.0.0.1:10911".parse().expect("addr");
         let id = encode_offset_msg_id(v4, 567_890);
         assert_eq!(id, "0A00000100002A9F000000000008AA52");
-        assert_eq!(decode_offset_msg_id(&id.to_ascii_lowercase()), Ok((v4, 567_890)));
+        assert_eq!(
+            decode_offset_msg_id(&id.to_ascii_lowercase()),
+            Ok((v4, 567_890))
+        );
         let v6: SocketAddr = "[::1]:10911".parse().expect("addr");
         let id = encode_offset_msg_id(v6, 1);
         assert_eq!(id.len(), 56);

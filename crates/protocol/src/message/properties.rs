@@ -61,7 +61,12 @@ impl Properties {
     /// The properties string as Java 4.9's `messageProperties2String` writes it: no separator
     /// after the last property.
     pub fn encode(&self) -> String {
-        let mut out = String::with_capacity(self.entries.iter().map(|(name, value)| name.len() + value.len() + 2).sum());
+        let mut out = String::with_capacity(
+            self.entries
+                .iter()
+                .map(|(name, value)| name.len() + value.len() + 2)
+                .sum(),
+        );
         for (index, (name, value)) in self.entries.iter().enumerate() {
             if index > 0 {
                 out.push(PROPERTY_SEPARATOR);
@@ -74,7 +79,10 @@ impl Properties {
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.entries.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+        self.entries
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
     }
 
     /// Sets a property, replacing an earlier value.
@@ -93,7 +101,9 @@ impl Properties {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries.iter().map(|(name, value)| (name.as_str(), value.as_str()))
+        self.entries
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
     }
 
     pub fn len(&self) -> usize {
@@ -111,7 +121,10 @@ impl Properties {
 
     /// The `KEYS` property split on spaces.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.get(property::KEYS).unwrap_or("").split(property::KEY_SEPARATOR).filter(|key| !key.is_empty())
+        self.get(property::KEYS)
+            .unwrap_or("")
+            .split(property::KEY_SEPARATOR)
+            .filter(|key| !key.is_empty())
     }
 
     /// The client-generated unique id (`UNIQ_KEY`).
@@ -136,8 +149,13 @@ mod tests {
 
     #[test]
     fn parse_follows_java_and_drops_empty_names_and_values() {
-        let parsed = Properties::parse("TAGS\u{1}A\u{2}\u{1}x\u{2}EMPTY\u{1}\u{2}KEYS\u{1}k1 k2\u{2}junk\u{2}");
-        assert_eq!(parsed.iter().collect::<Vec<_>>(), vec![("TAGS", "A"), ("KEYS", "k1 k2")]);
+        let parsed = Properties::parse(
+            "TAGS\u{1}A\u{2}\u{1}x\u{2}EMPTY\u{1}\u{2}KEYS\u{1}k1 k2\u{2}junk\u{2}",
+        );
+        assert_eq!(
+            parsed.iter().collect::<Vec<_>>(),
+            vec![("TAGS", "A"), ("KEYS", "k1 k2")]
+        );
         assert_eq!(parsed.keys().collect::<Vec<_>>(), vec!["k1", "k2"]);
         assert_eq!(parsed.encode(), "TAGS\u{1}A\u{2}KEYS\u{1}k1 k2");
         assert_eq!(Properties::parse(&parsed.encode()), parsed);

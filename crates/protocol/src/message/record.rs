@@ -148,7 +148,14 @@ impl MessageRecord {
             RecordVersion::V1 => 1,
             RecordVersion::V2 => 2,
         };
-        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8
+        4 + 4
+            + 4
+            + 4
+            + 4
+            + 8
+            + 8
+            + 4
+            + 8
             + host_length(&self.born_host)
             + 8
             + host_length(&self.store_host)
@@ -167,7 +174,11 @@ impl MessageRecord {
         let properties = self.properties.encode();
         let topic_max = self.version.topic_length_max();
         if self.topic.len() > topic_max {
-            return Err(MessageError::FieldTooLong { field: "topic", length: self.topic.len(), max: topic_max });
+            return Err(MessageError::FieldTooLong {
+                field: "topic",
+                length: self.topic.len(),
+                max: topic_max,
+            });
         }
         if properties.len() > i16::MAX as usize {
             return Err(MessageError::FieldTooLong {
@@ -177,8 +188,11 @@ impl MessageRecord {
             });
         }
         let length = self.encoded_length(properties.len());
-        let total = i32::try_from(length)
-            .map_err(|_| MessageError::FieldTooLong { field: "record", length, max: i32::MAX as usize })?;
+        let total = i32::try_from(length).map_err(|_| MessageError::FieldTooLong {
+            field: "record",
+            length,
+            max: i32::MAX as usize,
+        })?;
         out.reserve(length);
         out.put_i32(total);
         out.put_u32(self.version.magic());
@@ -216,19 +230,38 @@ impl MessageRecord {
 
     /// Decodes the record starting at `offset` of `buffer`; returns it and its length. The
     /// body is a zero-copy slice of `buffer`.
-    pub fn decode(buffer: &Bytes, offset: usize, options: DecodeOptions) -> Result<(Self, usize), MessageError> {
-        let mut reader = RecordReader { buffer, start: offset, position: offset };
+    pub fn decode(
+        buffer: &Bytes,
+        offset: usize,
+        options: DecodeOptions,
+    ) -> Result<(Self, usize), MessageError> {
+        let mut reader = RecordReader {
+            buffer,
+            start: offset,
+            position: offset,
+        };
         let total = reader.i32("TOTALSIZE")?;
         let magic = reader.u32("MAGICCODE")?;
         let version = match magic {
             MAGIC_CODE_V1 => RecordVersion::V1,
             MAGIC_CODE_V2 => RecordVersion::V2,
-            _ => return Err(MessageError::BadMagic { offset: offset + 4, magic }),
+            _ => {
+                return Err(MessageError::BadMagic {
+                    offset: offset + 4,
+                    magic,
+                })
+            }
         };
-        let declared = usize::try_from(total).ok().filter(|length| *length >= 4 && offset + length <= buffer.len());
+        let declared = usize::try_from(total)
+            .ok()
+            .filter(|length| *length >= 4 && offset + length <= buffer.len());
         let Some(declared) = declared else {
             return Err(if total < 0 {
-                MessageError::InvalidLength { field: "TOTALSIZE", offset, length: i64::from(total) }
+                MessageError::InvalidLength {
+                    field: "TOTALSIZE",
+                    offset,
+                    length: i64::from(total),
+                }
             } else {
                 MessageError::Truncated {
                     field: "record",
@@ -240,7 +273,11 @@ impl MessageRecord {
         };
         // Fields must stay inside the declared record, not merely inside the buffer.
         let record = buffer.slice(offset..offset + declared);
-        let mut reader = RecordReader { buffer: &record, start: 0, position: 8 };
+        let mut reader = RecordReader {
+            buffer: &record,
+            start: 0,
+            position: 8,
+        };
         let stored_crc = reader.u32("BODYCRC")?;
         let queue_id = reader.i32("QUEUEID")?;
         let flag = reader.i32("FLAG")?;
@@ -270,14 +307,24 @@ impl MessageRecord {
         let properties_length = reader.i16("PROPERTIES length")?;
         let properties_length = reader.length("PROPERTIES", i64::from(properties_length))?;
         let properties = std::str::from_utf8(reader.take("PROPERTIES", properties_length)?)
-            .map_err(|_| MessageError::InvalidUtf8 { field: "properties" })?;
+            .map_err(|_| MessageError::InvalidUtf8 {
+                field: "properties",
+            })?;
         if reader.position != declared {
-            return Err(MessageError::SizeMismatch { offset, declared: i64::from(total), actual: reader.position });
+            return Err(MessageError::SizeMismatch {
+                offset,
+                declared: i64::from(total),
+                actual: reader.position,
+            });
         }
         if options.verify_body_crc {
             let computed = body_crc(&body);
             if computed != stored_crc {
-                return Err(MessageError::BodyCrcMismatch { offset, stored: stored_crc, computed });
+                return Err(MessageError::BodyCrcMismatch {
+                    offset,
+                    stored: stored_crc,
+                    computed,
+                });
             }
         }
         let message = MessageRecord {
@@ -308,12 +355,16 @@ impl MessageRecord {
         }
         let compression = (self.sys_flag & sys_flag::COMPRESSION_TYPE_MASK) >> 8;
         if compression != 0 && compression != 3 {
-            return Err(MessageError::Decompress { reason: format!("compression type {compression} is not supported") });
+            return Err(MessageError::Decompress {
+                reason: format!("compression type {compression} is not supported"),
+            });
         }
         let mut inflated = Vec::with_capacity(self.body.len() * 4);
         flate2::read::ZlibDecoder::new(&self.body[..])
             .read_to_end(&mut inflated)
-            .map_err(|error| MessageError::Decompress { reason: error.to_string() })?;
+            .map_err(|error| MessageError::Decompress {
+                reason: error.to_string(),
+            })?;
         Ok(Bytes::from(inflated))
     }
 
@@ -324,7 +375,10 @@ impl MessageRecord {
 }
 
 /// Decodes a pull / query body: records back to back, nothing between them.
-pub fn decode_records(body: &Bytes, options: DecodeOptions) -> Result<Vec<MessageRecord>, MessageError> {
+pub fn decode_records(
+    body: &Bytes,
+    options: DecodeOptions,
+) -> Result<Vec<MessageRecord>, MessageError> {
     let mut records = Vec::new();
     let mut offset = 0;
     while offset < body.len() {
@@ -354,7 +408,12 @@ impl<'a> RecordReader<'a> {
     fn take(&mut self, field: &'static str, count: usize) -> Result<&'a [u8], MessageError> {
         let have = self.buffer.len().saturating_sub(self.position);
         if count > have {
-            return Err(MessageError::Truncated { field, offset: self.position - self.start, need: count, have });
+            return Err(MessageError::Truncated {
+                field,
+                offset: self.position - self.start,
+                need: count,
+                have,
+            });
         }
         let slice = &self.buffer[self.position..self.position + count];
         self.position += count;
@@ -384,7 +443,11 @@ impl<'a> RecordReader<'a> {
     }
 
     fn length(&self, field: &'static str, length: i64) -> Result<usize, MessageError> {
-        usize::try_from(length).map_err(|_| MessageError::InvalidLength { field, offset: self.position, length })
+        usize::try_from(length).map_err(|_| MessageError::InvalidLength {
+            field,
+            offset: self.position,
+            length,
+        })
     }
 
     fn host(&mut self, field: &'static str, ipv6: bool) -> Result<SocketAddr, MessageError> {
@@ -395,8 +458,11 @@ impl<'a> RecordReader<'a> {
         };
         let port = self.i32(field)?;
         // Java writes the port as an int; anything outside u16 is not a port.
-        let port = u16::try_from(port)
-            .map_err(|_| MessageError::InvalidLength { field, offset: self.position - 4, length: i64::from(port) })?;
+        let port = u16::try_from(port).map_err(|_| MessageError::InvalidLength {
+            field,
+            offset: self.position - 4,
+            length: i64::from(port),
+        })?;
         Ok(SocketAddr::new(ip, port))
     }
 }
@@ -427,11 +493,25 @@ mod tests {
     fn round_trip_sets_host_flags_and_crc() {
         let record = sample();
         let bytes = record.encode_to_bytes().expect("encodes");
-        let (decoded, length) = MessageRecord::decode(&bytes, 0, DecodeOptions { verify_body_crc: true }).expect("decodes");
+        let (decoded, length) = MessageRecord::decode(
+            &bytes,
+            0,
+            DecodeOptions {
+                verify_body_crc: true,
+            },
+        )
+        .expect("decodes");
         assert_eq!(length, bytes.len());
         assert_eq!(decoded.sys_flag, sys_flag::STOREHOST_V6);
         assert_eq!(decoded.body_crc, body_crc(b"hello tidemark"));
-        assert_eq!(decoded, MessageRecord { sys_flag: sys_flag::STOREHOST_V6, body_crc: decoded.body_crc, ..record });
+        assert_eq!(
+            decoded,
+            MessageRecord {
+                sys_flag: sys_flag::STOREHOST_V6,
+                body_crc: decoded.body_crc,
+                ..record
+            }
+        );
     }
 
     #[test]
@@ -442,7 +522,13 @@ mod tests {
         let bytes = bytes.freeze();
         assert!(MessageRecord::decode(&bytes, 0, DecodeOptions::default()).is_ok());
         assert!(matches!(
-            MessageRecord::decode(&bytes, 0, DecodeOptions { verify_body_crc: true }),
+            MessageRecord::decode(
+                &bytes,
+                0,
+                DecodeOptions {
+                    verify_body_crc: true
+                }
+            ),
             Err(MessageError::BodyCrcMismatch { .. })
         ));
     }
@@ -453,15 +539,31 @@ mod tests {
         let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(5));
         encoder.write_all(&[b'x'; 5000]).expect("in memory");
         let compressed = encoder.finish().expect("in memory");
-        let record = MessageRecord { body: compressed.into(), sys_flag: sys_flag::COMPRESSED, ..sample() };
-        assert_eq!(record.uncompressed_body().expect("inflates"), Bytes::from(vec![b'x'; 5000]));
+        let record = MessageRecord {
+            body: compressed.into(),
+            sys_flag: sys_flag::COMPRESSED,
+            ..sample()
+        };
+        assert_eq!(
+            record.uncompressed_body().expect("inflates"),
+            Bytes::from(vec![b'x'; 5000])
+        );
     }
 
     #[test]
     fn v1_topic_longer_than_127_bytes_is_refused() {
-        let record = MessageRecord { topic: "t".repeat(128), ..sample() };
-        assert!(matches!(record.encode_to_bytes(), Err(MessageError::FieldTooLong { field: "topic", .. })));
-        let record = MessageRecord { version: RecordVersion::V2, ..record };
+        let record = MessageRecord {
+            topic: "t".repeat(128),
+            ..sample()
+        };
+        assert!(matches!(
+            record.encode_to_bytes(),
+            Err(MessageError::FieldTooLong { field: "topic", .. })
+        ));
+        let record = MessageRecord {
+            version: RecordVersion::V2,
+            ..record
+        };
         assert!(record.encode_to_bytes().is_ok());
     }
 }

@@ -5,13 +5,16 @@ pub const SUB_ALL: &str = "*";
 
 /// Java's `String.hashCode`: `h = 31*h + c` over UTF-16 code units with 32-bit wrap-around.
 pub fn java_string_hash(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |hash, unit| hash.wrapping_mul(31).wrapping_add(i32::from(unit)))
+    text.encode_utf16().fold(0i32, |hash, unit| {
+        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
 }
 
 /// The consume-queue `tagsCode` of a message: its tag's hash sign-extended to 64 bits, 0 when
 /// the message has no tag.
 pub fn tags_code(tags: Option<&str>) -> i64 {
-    tags.filter(|tag| !tag.is_empty()).map_or(0, |tag| i64::from(java_string_hash(tag)))
+    tags.filter(|tag| !tag.is_empty())
+        .map_or(0, |tag| i64::from(java_string_hash(tag)))
 }
 
 /// A parsed TAG subscription: `*` (or empty) for all, else tags joined by `||`.
@@ -31,15 +34,27 @@ impl SubscriptionExpression {
         let trimmed = expression.trim();
         let mut tags: Vec<String> = Vec::new();
         if !(trimmed.is_empty() || trimmed == SUB_ALL) {
-            for tag in trimmed.split("||").map(str::trim).filter(|tag| !tag.is_empty()) {
+            for tag in trimmed
+                .split("||")
+                .map(str::trim)
+                .filter(|tag| !tag.is_empty())
+            {
                 if !tags.iter().any(|known| known == tag) {
                     tags.push(tag.to_owned());
                 }
             }
         }
         let codes = tags.iter().map(|tag| java_string_hash(tag)).collect();
-        let expression = if tags.is_empty() { SUB_ALL.to_owned() } else { expression.to_owned() };
-        Self { expression, tags, codes }
+        let expression = if tags.is_empty() {
+            SUB_ALL.to_owned()
+        } else {
+            expression.to_owned()
+        };
+        Self {
+            expression,
+            tags,
+            codes,
+        }
     }
 
     /// Whether every tag matches.
