@@ -1,0 +1,338 @@
+//! The commit log: fixed-size segments named by their 20-digit start offset, records back to
+//! back, and a blank record (`size | 0xCBD43194`) filling the end of every full segment
+//! (RocketMQ's `CommitLog` over a `MappedFileQueue`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, PoisonError};
+
+use bytes::Bytes;
+use tidemark_protocol::message::BLANK_MAGIC_CODE;
+use tracing::warn;
+
+use crate::error::{Result, StoreError};
+use crate::io::{Storage, StorageFile};
+
+/// A segment must keep room for the blank record that ends it (`END_FILE_MIN_BLANK_LENGTH`).
+pub const END_OF_SEGMENT_MIN_BYTES: u64 = 8;
+
+/// RocketMQ's file name for a start offset: zero-padded to 20 digits.
+pub fn segment_file_name(offset: u64) -> String {
+    format!("{offset:020}")
+}
+
+/// Parses a 20-digit segment name.
+pub fn parse_segment_file_name(name: &str) -> Option<u64> {
+    (name.len() == 20 && name.bytes().all(|byte| byte.is_ascii_digit())).then(|| name.parse().ok()).flatten()
+}
+
+/// One segment file.
+#[derive(Debug)]
+pub struct Segment {
+    pub base: u64,
+    pub path: PathBuf,
+    pub file: Arc<dyn StorageFile>,
+}
+
+/// The ordered segments and the write and flush positions.
+#[derive(Debug)]
+pub struct CommitLog {
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    segment_bytes: u64,
+    segments: RwLock<Vec<Arc<Segment>>>,
+    /// End of the last complete record: readers never look past it.
+    written: AtomicU64,
+    /// Bytes below this are durable.
+    flushed: AtomicU64,
+}
+
+impl CommitLog {
+    /// Opens the segments in `dir`. An existing store's segment size wins over `segment_bytes`
+    /// (a RocketMQ store written with other settings is read as it is).
+    pub fn open(storage: Arc<dyn Storage>, dir: PathBuf, segment_bytes: u64) -> Result<CommitLog> {
+        storage.create_dir_all(&dir).map_err(|error| StoreError::io("create", &dir, error))?;
+        let mut bases: Vec<u64> = storage
+            .list(&dir)
+            .map_err(|error| StoreError::io("list", &dir, error))?
+            .into_iter()
+            .filter(|entry| !entry.is_dir)
+            .filter_map(|entry| parse_segment_file_name(&entry.name))
+            .collect();
+        bases.sort_unstable();
+        let mut segments = Vec::with_capacity(bases.len());
+        for base in &bases {
+            let path = dir.join(segment_file_name(*base));
+            let file = storage.open(&path, false).map_err(|error| StoreError::io("open", &path, error))?;
+            segments.push(Arc::new(Segment { base: *base, path, file }));
+        }
+        let mut effective = segment_bytes;
+        if let Some(first) = segments.first() {
+            let length = first.file.len().map_err(|error| StoreError::io("stat", &first.path, error))?;
+            if length != segment_bytes && length > 0 {
+                warn!(configured = segment_bytes, on_disk = length, "commit-log segment size differs from the configuration; using the size on disk");
+                effective = length;
+            }
+        }
+        for pair in bases.windows(2) {
+            if pair[1] != pair[0] + effective {
+                return Err(StoreError::Unrecoverable {
+                    reason: format!("commit-log segments {} and {} are not {} bytes apart", pair[0], pair[1], effective),
+                });
+            }
+        }
+        let start = bases.first().copied().unwrap_or(0);
+        Ok(CommitLog {
+            dir,
+            storage,
+            segment_bytes: effective,
+            segments: RwLock::new(segments),
+            written: AtomicU64::new(start),
+            flushed: AtomicU64::new(start),
+        })
+    }
+
+    fn read_segments(&self) -> RwLockReadGuard<'_, Vec<Arc<Segment>>> {
+        self.segments.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_segments(&self) -> RwLockWriteGuard<'_, Vec<Arc<Segment>>> {
+        self.segments.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Snapshot of the segments, oldest first.
+    pub fn segments(&self) -> Vec<Arc<Segment>> {
+        self.read_segments().clone()
+    }
+
+    /// Smallest offset still stored.
+    pub fn min_offset(&self) -> u64 {
+        self.read_segments().first().map_or_else(|| self.written(), |segment| segment.base)
+    }
+
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    pub fn flushed(&self) -> u64 {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// Sets the positions after recovery.
+    pub fn set_recovered_end(&self, end: u64) {
+        self.written.store(end, Ordering::Release);
+        self.flushed.store(end, Ordering::Release);
+    }
+
+    fn segment_for(&self, offset: u64) -> Option<Arc<Segment>> {
+        let segments = self.read_segments();
+        let index = segments.partition_point(|segment| segment.base <= offset).checked_sub(1)?;
+        let segment = &segments[index];
+        (offset < segment.base + self.segment_bytes).then(|| segment.clone())
+    }
+
+    fn create_segment(&self, base: u64) -> Result<Arc<Segment>> {
+        let path = self.dir.join(segment_file_name(base));
+        let file = self.storage.open(&path, true).map_err(|error| StoreError::io("create", &path, error))?;
+        // Full size up front, as RocketMQ's mapped files are (sparse: costs no disk yet).
+        file.set_len(self.segment_bytes).map_err(|error| StoreError::io("preallocate", &path, error))?;
+        self.storage.sync_dir(&self.dir).map_err(|error| StoreError::io("sync", &self.dir, error))?;
+        let segment = Arc::new(Segment { base, path, file });
+        self.write_segments().push(segment.clone());
+        Ok(segment)
+    }
+
+    /// Where a record of `length` bytes goes. When it does not fit in the current segment
+    /// (with room left for the blank record) the segment is closed with a blank record and a new
+    /// one is started. Callers hold the store's append lock.
+    pub fn reserve(&self, length: u64) -> Result<u64> {
+        debug_assert!(length + END_OF_SEGMENT_MIN_BYTES <= self.segment_bytes, "callers check the size");
+        let end = self.written();
+        let current = match self.segment_for(end) {
+            Some(segment) => segment,
+            None => self.create_segment(end - end % self.segment_bytes)?,
+        };
+        let position = end - current.base;
+        let remaining = self.segment_bytes - position;
+        if length + END_OF_SEGMENT_MIN_BYTES <= remaining {
+            return Ok(end);
+        }
+        let mut blank = [0u8; 8];
+        blank[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
+        blank[4..8].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+        current.file.write_at(position, &blank).map_err(|error| StoreError::io("write", &current.path, error))?;
+        let next = current.base + self.segment_bytes;
+        self.create_segment(next)?;
+        self.written.store(next, Ordering::Release);
+        Ok(next)
+    }
+
+    /// Writes record bytes at an offset returned by [`reserve`](Self::reserve).
+    pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let segment = self.segment_for(offset).ok_or(StoreError::Unrecoverable {
+            reason: format!("no commit-log segment for offset {offset}"),
+        })?;
+        segment.file.write_at(offset - segment.base, bytes).map_err(|error| StoreError::io("write", &segment.path, error))
+    }
+
+    /// Makes bytes below `end` visible to readers.
+    pub fn publish(&self, end: u64) {
+        debug_assert!(end >= self.written(), "the write position only moves forward");
+        self.written.store(end, Ordering::Release);
+    }
+
+    /// `length` bytes at `offset`; `None` when they were deleted or are not written yet.
+    pub fn read(&self, offset: u64, length: usize) -> Result<Option<Bytes>> {
+        if offset + length as u64 > self.written() {
+            return Ok(None);
+        }
+        let Some(segment) = self.segment_for(offset) else {
+            return Ok(None);
+        };
+        if offset - segment.base + length as u64 > self.segment_bytes {
+            return Ok(None);
+        }
+        let mut buffer = vec![0u8; length];
+        segment.file.read_at(offset - segment.base, &mut buffer).map_err(|error| StoreError::io("read", &segment.path, error))?;
+        Ok(Some(Bytes::from(buffer)))
+    }
+
+    /// The whole record starting at `offset`.
+    pub fn read_record(&self, offset: u64) -> Result<Option<Bytes>> {
+        let Some(size) = self.read(offset, 4)? else {
+            return Ok(None);
+        };
+        let size = i32::from_be_bytes([size[0], size[1], size[2], size[3]]);
+        if size < 4 {
+            return Ok(None);
+        }
+        self.read(offset, size as usize)
+    }
+
+    /// Makes every byte below `target` durable; concurrent callers share the work safely.
+    pub fn sync_to(&self, target: u64) -> Result<()> {
+        let from = self.flushed();
+        if target <= from {
+            return Ok(());
+        }
+        for segment in self.read_segments().iter() {
+            let end = segment.base + self.segment_bytes;
+            if end > from && segment.base < target {
+                segment.file.sync().map_err(|error| StoreError::io("sync", &segment.path, error))?;
+            }
+        }
+        self.flushed.fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Recovery: everything at and after `end` goes. The rest of the segment holding `end` is
+    /// zeroed up to the first fully zero block (so no stale record can be found there later),
+    /// later segments are deleted. Returns the number of non-zero bytes cut.
+    pub fn truncate(&self, end: u64) -> Result<u64> {
+        const BLOCK: u64 = 64 * 1024;
+        let mut cut = 0u64;
+        if let Some(segment) = self.segment_for(end) {
+            let mut position = end - segment.base;
+            while position < self.segment_bytes {
+                let length = BLOCK.min(self.segment_bytes - position);
+                let mut block = vec![0u8; length as usize];
+                match segment.file.read_at(position, &mut block) {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(error) => return Err(StoreError::io("read", &segment.path, error)),
+                }
+                let dirty = block.iter().filter(|byte| **byte != 0).count() as u64;
+                if dirty == 0 {
+                    break;
+                }
+                cut += dirty;
+                segment.file.write_at(position, &vec![0u8; length as usize]).map_err(|error| StoreError::io("write", &segment.path, error))?;
+                position += length;
+            }
+            segment.file.sync().map_err(|error| StoreError::io("sync", &segment.path, error))?;
+        }
+        let doomed: Vec<Arc<Segment>> = {
+            let mut segments = self.write_segments();
+            // A segment starting exactly at `end` stays: it is where the next record goes.
+            let keep = segments.partition_point(|segment| segment.base <= end);
+            segments.split_off(keep)
+        };
+        for segment in doomed {
+            cut += segment.file.len().unwrap_or(0);
+            self.storage.remove_file(&segment.path).map_err(|error| StoreError::io("remove", &segment.path, error))?;
+        }
+        self.storage.sync_dir(&self.dir).map_err(|error| StoreError::io("sync", &self.dir, error))?;
+        self.set_recovered_end(end);
+        Ok(cut)
+    }
+
+    /// Retention: deletes the oldest segment, never the one being written.
+    pub fn delete_oldest_segment(&self) -> Result<Option<u64>> {
+        let victim = {
+            let segments = self.read_segments();
+            if segments.len() < 2 {
+                return Ok(None);
+            }
+            segments[0].clone()
+        };
+        self.storage.remove_file(&victim.path).map_err(|error| StoreError::io("remove", &victim.path, error))?;
+        self.write_segments().retain(|segment| segment.base != victim.base);
+        Ok(Some(victim.base))
+    }
+}
+
+/// Reads a segment sequentially in large windows, for recovery scans.
+#[derive(Debug)]
+pub struct SegmentReader {
+    segment: Arc<Segment>,
+    length: u64,
+    window: Bytes,
+    window_start: u64,
+}
+
+/// Bytes read from disk at a time during a scan.
+const SCAN_WINDOW_BYTES: u64 = 8 * 1024 * 1024;
+
+impl SegmentReader {
+    pub fn new(segment: Arc<Segment>, segment_bytes: u64) -> Result<SegmentReader> {
+        let on_disk = segment.file.len().map_err(|error| StoreError::io("stat", &segment.path, error))?;
+        Ok(SegmentReader { segment, length: on_disk.min(segment_bytes), window: Bytes::new(), window_start: 0 })
+    }
+
+    /// Segment bytes available to scan.
+    pub fn len(&self) -> u64 {
+        self.length
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    /// `length` bytes at `position` in the segment, or `None` past its end.
+    pub fn slice(&mut self, position: u64, length: u64) -> Result<Option<Bytes>> {
+        if position + length > self.length {
+            return Ok(None);
+        }
+        let window_end = self.window_start + self.window.len() as u64;
+        if position < self.window_start || position + length > window_end {
+            let load = (self.length - position).min(SCAN_WINDOW_BYTES.max(length));
+            let mut buffer = vec![0u8; load as usize];
+            self.segment
+                .file
+                .read_at(position, &mut buffer)
+                .map_err(|error| StoreError::io("read", &self.segment.path, error))?;
+            self.window = Bytes::from(buffer);
+            self.window_start = position;
+        }
+        let from = (position - self.window_start) as usize;
+        Ok(Some(self.window.slice(from..from + length as usize)))
+    }
+}

@@ -1,0 +1,343 @@
+//! Consume queues: per (topic, queue id), 20-byte entries `commit-log offset:i64 | size:i32 |
+//! tags code:i64`, files of `entries_per_file` entries named by their first entry's *byte*
+//! offset (RocketMQ's `ConsumeQueue`). The logical offset of an entry is its index.
+//!
+//! A *hole* (`offset -1, size 0`) stands for a record recovery found corrupt: the slot keeps
+//! later offsets where producers were told they are, and reads skip it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use crate::commit_log::{parse_segment_file_name, segment_file_name};
+use crate::error::{Result, StoreError};
+use crate::io::{Storage, StorageFile};
+
+/// Bytes of one consume-queue entry (`CQ_STORE_UNIT_SIZE`).
+pub const ENTRY_BYTES: u64 = 20;
+
+/// One consume-queue entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueEntry {
+    pub commit_log_offset: i64,
+    pub size: i32,
+    pub tags_code: i64,
+}
+
+impl QueueEntry {
+    /// The placeholder for a record that recovery could not trust.
+    pub const HOLE: QueueEntry = QueueEntry { commit_log_offset: -1, size: 0, tags_code: 0 };
+
+    pub fn is_hole(&self) -> bool {
+        *self == Self::HOLE
+    }
+
+    fn is_valid(&self) -> bool {
+        self.commit_log_offset >= 0 && self.size > 0
+    }
+
+    fn encode(&self) -> [u8; ENTRY_BYTES as usize] {
+        let mut out = [0u8; ENTRY_BYTES as usize];
+        out[0..8].copy_from_slice(&self.commit_log_offset.to_be_bytes());
+        out[8..12].copy_from_slice(&self.size.to_be_bytes());
+        out[12..20].copy_from_slice(&self.tags_code.to_be_bytes());
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> QueueEntry {
+        let mut offset = [0u8; 8];
+        offset.copy_from_slice(&bytes[0..8]);
+        let mut tags = [0u8; 8];
+        tags.copy_from_slice(&bytes[12..20]);
+        QueueEntry {
+            commit_log_offset: i64::from_be_bytes(offset),
+            size: i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]),
+            tags_code: i64::from_be_bytes(tags),
+        }
+    }
+}
+
+/// One queue's index into the commit log.
+#[derive(Debug)]
+pub struct ConsumeQueue {
+    pub topic: String,
+    pub queue_id: i32,
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    entries_per_file: u64,
+    files: RwLock<BTreeMap<u64, Arc<dyn StorageFile>>>,
+    /// First readable offset.
+    min_offset: AtomicI64,
+    /// Readers see entries below it.
+    max_offset: AtomicI64,
+    /// One past the highest entry written, published or not.
+    write_end: AtomicI64,
+    /// Files written since the last sync.
+    dirty: Mutex<BTreeSet<u64>>,
+}
+
+impl ConsumeQueue {
+    /// Opens (or creates) the queue directory and finds its end by scanning its last file.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: PathBuf,
+        topic: String,
+        queue_id: i32,
+        entries_per_file: u64,
+    ) -> Result<ConsumeQueue> {
+        storage.create_dir_all(&dir).map_err(|error| StoreError::io("create", &dir, error))?;
+        let file_bytes = entries_per_file * ENTRY_BYTES;
+        let mut files = BTreeMap::new();
+        for entry in storage.list(&dir).map_err(|error| StoreError::io("list", &dir, error))? {
+            let Some(byte_offset) = parse_segment_file_name(&entry.name).filter(|_| !entry.is_dir) else { continue };
+            if byte_offset % file_bytes != 0 {
+                return Err(StoreError::Unrecoverable {
+                    reason: format!("consume-queue file {} does not start on a {file_bytes}-byte boundary", dir.join(&entry.name).display()),
+                });
+            }
+            let path = dir.join(&entry.name);
+            let file = storage.open(&path, false).map_err(|error| StoreError::io("open", &path, error))?;
+            files.insert(byte_offset / file_bytes, file);
+        }
+        let queue = ConsumeQueue {
+            topic,
+            queue_id,
+            dir,
+            storage,
+            entries_per_file,
+            files: RwLock::new(files),
+            min_offset: AtomicI64::new(0),
+            max_offset: AtomicI64::new(0),
+            write_end: AtomicI64::new(0),
+            dirty: Mutex::new(BTreeSet::new()),
+        };
+        queue.find_bounds()?;
+        Ok(queue)
+    }
+
+    fn file_path(&self, index: u64) -> PathBuf {
+        self.dir.join(segment_file_name(index * self.entries_per_file * ENTRY_BYTES))
+    }
+
+    /// min = start of the first file; max = after the last valid entry or hole of the last file.
+    fn find_bounds(&self) -> Result<()> {
+        let files = self.files.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let Some((&first, _)) = files.iter().next() else {
+            return Ok(());
+        };
+        self.min_offset.store((first * self.entries_per_file) as i64, Ordering::Release);
+        let mut max = (first * self.entries_per_file) as i64;
+        // Walk files from the newest back until one holds an entry.
+        for (&index, file) in files.iter().rev() {
+            let entries = self.read_file_entries(index, file)?;
+            if let Some(last) = entries.iter().rposition(|entry| entry.is_valid() || entry.is_hole()) {
+                let valid_prefix = entries.iter().take_while(|entry| entry.is_valid() || entry.is_hole()).count();
+                max = (index * self.entries_per_file) as i64 + valid_prefix.min(last + 1) as i64;
+                break;
+            }
+        }
+        self.max_offset.store(max, Ordering::Release);
+        self.write_end.store(max, Ordering::Release);
+        Ok(())
+    }
+
+    fn read_file_entries(&self, index: u64, file: &Arc<dyn StorageFile>) -> Result<Vec<QueueEntry>> {
+        let path = self.file_path(index);
+        let length = file.len().map_err(|error| StoreError::io("stat", &path, error))?;
+        let usable = length.min(self.entries_per_file * ENTRY_BYTES) / ENTRY_BYTES * ENTRY_BYTES;
+        let mut bytes = vec![0u8; usable as usize];
+        file.read_at(0, &mut bytes).map_err(|error| StoreError::io("read", &path, error))?;
+        Ok(bytes.chunks_exact(ENTRY_BYTES as usize).map(QueueEntry::decode).collect())
+    }
+
+    pub fn min_offset(&self) -> i64 {
+        self.min_offset.load(Ordering::Acquire)
+    }
+
+    pub fn max_offset(&self) -> i64 {
+        self.max_offset.load(Ordering::Acquire)
+    }
+
+    fn file(&self, index: u64, create: bool) -> Result<Option<Arc<dyn StorageFile>>> {
+        if let Some(file) = self.files.read().unwrap_or_else(PoisonError::into_inner).get(&index) {
+            return Ok(Some(file.clone()));
+        }
+        if !create {
+            return Ok(None);
+        }
+        let path = self.file_path(index);
+        let file = self.storage.open(&path, true).map_err(|error| StoreError::io("create", &path, error))?;
+        file.set_len(self.entries_per_file * ENTRY_BYTES).map_err(|error| StoreError::io("preallocate", &path, error))?;
+        self.storage.sync_dir(&self.dir).map_err(|error| StoreError::io("sync", &self.dir, error))?;
+        self.files.write().unwrap_or_else(PoisonError::into_inner).insert(index, file.clone());
+        Ok(Some(file))
+    }
+
+    fn write_entry(&self, offset: i64, entry: QueueEntry) -> Result<()> {
+        let offset = u64::try_from(offset).map_err(|_| StoreError::Unrecoverable { reason: format!("negative queue offset {offset}") })?;
+        let index = offset / self.entries_per_file;
+        let file = self.file(index, true)?.ok_or(StoreError::Closed)?;
+        let position = (offset % self.entries_per_file) * ENTRY_BYTES;
+        file.write_at(position, &entry.encode()).map_err(|error| StoreError::io("write", self.file_path(index), error))?;
+        self.dirty.lock().unwrap_or_else(PoisonError::into_inner).insert(index);
+        Ok(())
+    }
+
+    /// Writes the entry for `offset` without publishing it; slots between the current end and
+    /// `offset` become holes. Overwriting an existing slot (recovery re-dispatch) is allowed.
+    pub fn put(&self, offset: i64, entry: QueueEntry) -> Result<()> {
+        for gap in self.write_end.load(Ordering::Acquire)..offset {
+            self.write_entry(gap, QueueEntry::HOLE)?;
+        }
+        self.write_entry(offset, entry)?;
+        self.write_end.fetch_max(offset + 1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Forgets written but unpublished entries (an append that failed half way): the next put
+    /// reuses their slots.
+    pub fn abandon_unpublished(&self) {
+        self.write_end.store(self.max_offset(), Ordering::Release);
+    }
+
+    /// Makes entries below `end` visible.
+    pub fn publish(&self, end: i64) {
+        self.max_offset.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// Up to `count` published entries from `from`; an error when the file holding them is gone.
+    pub fn read(&self, from: i64, count: usize) -> Result<Option<Vec<QueueEntry>>> {
+        let end = self.max_offset().min(from.saturating_add(count as i64));
+        if from < 0 || from >= end {
+            return Ok(Some(Vec::new()));
+        }
+        let mut out = Vec::with_capacity((end - from) as usize);
+        let mut offset = from as u64;
+        while (offset as i64) < end {
+            let index = offset / self.entries_per_file;
+            let Some(file) = self.file(index, false)? else {
+                return Ok(None);
+            };
+            let in_file = (self.entries_per_file - offset % self.entries_per_file).min(end as u64 - offset);
+            let mut bytes = vec![0u8; (in_file * ENTRY_BYTES) as usize];
+            file.read_at((offset % self.entries_per_file) * ENTRY_BYTES, &mut bytes)
+                .map_err(|error| StoreError::io("read", self.file_path(index), error))?;
+            out.extend(bytes.chunks_exact(ENTRY_BYTES as usize).map(QueueEntry::decode));
+            offset += in_file;
+        }
+        Ok(Some(out))
+    }
+
+    /// The first logical offset of the file after the one holding `offset` (Java's
+    /// `rollNextFile`), where a reader resumes when an entry cannot be read.
+    pub fn next_file_offset(&self, offset: i64) -> i64 {
+        let per_file = self.entries_per_file as i64;
+        (offset.max(0) / per_file + 1) * per_file
+    }
+
+    /// Recovery: removes every entry pointing at or past `commit_log_end`, from the end back.
+    /// Returns how many entries were removed.
+    pub fn truncate_past(&self, commit_log_end: u64) -> Result<u64> {
+        let mut max = self.max_offset();
+        let min = self.min_offset();
+        let mut removed = 0;
+        while max > min {
+            let Some(entries) = self.read(max - 1, 1)? else { break };
+            let Some(entry) = entries.first() else { break };
+            let beyond = entry.is_valid() && entry.commit_log_offset as u64 + entry.size as u64 > commit_log_end;
+            if !beyond && !entry.is_hole() {
+                break;
+            }
+            self.write_entry(max - 1, QueueEntry { commit_log_offset: 0, size: 0, tags_code: 0 })?;
+            max -= 1;
+            removed += 1;
+        }
+        self.max_offset.store(max, Ordering::Release);
+        self.write_end.store(max, Ordering::Release);
+        Ok(removed)
+    }
+
+    /// Syncs files written since the last call.
+    pub fn sync(&self) -> Result<()> {
+        let dirty = std::mem::take(&mut *self.dirty.lock().unwrap_or_else(PoisonError::into_inner));
+        for index in dirty {
+            if let Some(file) = self.file(index, false)? {
+                file.sync().map_err(|error| StoreError::io("sync", self.file_path(index), error))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Retention: drops files whose entries all point below `commit_log_min` (never the last
+    /// file) and moves the minimum offset to the first entry still backed by the commit log.
+    pub fn correct_min_offset(&self, commit_log_min: u64) -> Result<usize> {
+        let mut deleted = 0;
+        loop {
+            let files: Vec<(u64, Arc<dyn StorageFile>)> =
+                self.files.read().unwrap_or_else(PoisonError::into_inner).iter().map(|(index, file)| (*index, file.clone())).collect();
+            if files.len() < 2 {
+                break;
+            }
+            let (index, file) = &files[0];
+            let entries = self.read_file_entries(*index, file)?;
+            let last = entries.iter().rev().find(|entry| entry.is_valid());
+            if last.is_some_and(|entry| (entry.commit_log_offset as u64 + entry.size as u64) <= commit_log_min) {
+                let path = self.file_path(*index);
+                self.storage.remove_file(&path).map_err(|error| StoreError::io("remove", &path, error))?;
+                self.files.write().unwrap_or_else(PoisonError::into_inner).remove(index);
+                deleted += 1;
+            } else {
+                break;
+            }
+        }
+        let first = self.files.read().unwrap_or_else(PoisonError::into_inner).iter().next().map(|(index, file)| (*index, file.clone()));
+        if let Some((index, file)) = first {
+            let entries = self.read_file_entries(index, &file)?;
+            let skip = entries.iter().take_while(|entry| entry.is_valid() && (entry.commit_log_offset as u64) < commit_log_min).count();
+            let min = (index * self.entries_per_file) as i64 + skip as i64;
+            self.min_offset.store(min.min(self.max_offset()), Ordering::Release);
+        }
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimStorage;
+
+    fn entry(offset: i64) -> QueueEntry {
+        QueueEntry { commit_log_offset: offset * 100, size: 100, tags_code: offset }
+    }
+
+    #[test]
+    fn entries_span_files_and_reopen_finds_the_end() {
+        let storage = Arc::new(SimStorage::new());
+        let dir = PathBuf::from("/cq/T/0");
+        let queue = ConsumeQueue::open(storage.clone(), dir.clone(), "T".into(), 0, 4).expect("open");
+        for offset in 0..10 {
+            queue.put(offset, entry(offset)).expect("put");
+            queue.publish(offset + 1);
+        }
+        assert_eq!(queue.read(2, 5).expect("read").expect("present"), (2..7).map(entry).collect::<Vec<_>>());
+        let files: Vec<_> = storage.files().into_iter().filter(|path| path.starts_with(&dir)).collect();
+        assert_eq!(files.len(), 3, "4 entries per file: {files:?}");
+        assert!(files.contains(&dir.join("00000000000000000080")), "named by byte offset");
+        let reopened = ConsumeQueue::open(storage, dir, "T".into(), 0, 4).expect("reopen");
+        assert_eq!((reopened.min_offset(), reopened.max_offset()), (0, 10));
+    }
+
+    #[test]
+    fn gaps_become_holes_and_truncation_removes_entries_past_the_log() {
+        let storage = Arc::new(SimStorage::new());
+        let queue = ConsumeQueue::open(storage, PathBuf::from("/cq/T/1"), "T".into(), 1, 4).expect("open");
+        queue.put(0, entry(0)).expect("put");
+        queue.put(3, entry(3)).expect("put");
+        queue.publish(4);
+        let entries = queue.read(0, 4).expect("read").expect("present");
+        assert!(entries[1].is_hole() && entries[2].is_hole());
+        assert_eq!(queue.truncate_past(250).expect("truncate"), 3, "entry 3 ends past 250, holes before it go too");
+        assert_eq!(queue.max_offset(), 1);
+    }
+}

@@ -1,0 +1,49 @@
+use std::io;
+use std::path::PathBuf;
+
+use thiserror::Error;
+use tidemark_protocol::MessageError;
+
+/// What the store reports to its callers.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A read, write, sync or metadata operation failed; `op` says which.
+    #[error("{op} {path}: {source}")]
+    Io { op: &'static str, path: PathBuf, source: io::Error },
+    /// The disk is full; the append was not stored and the store stays readable.
+    #[error("no space left writing {path}")]
+    DiskFull { path: PathBuf },
+    /// The message cannot be stored as a record (too large, topic too long, …).
+    #[error("message rejected: {0}")]
+    Message(#[from] MessageError),
+    #[error("message of {size} bytes exceeds the limit of {max} bytes")]
+    MessageTooLarge { size: usize, max: usize },
+    /// The store directory is in use by another process.
+    #[error("store directory {path} is locked by another process")]
+    Locked { path: PathBuf },
+    /// Recovery found something it cannot repair safely.
+    #[error("store cannot be recovered: {reason}")]
+    Unrecoverable { reason: String },
+    /// An earlier fsync failed; nothing after it can be acknowledged durably until reopen.
+    #[error("the store stopped accepting writes after a failed sync: {reason}")]
+    SyncFailed { reason: String },
+    #[error("the store is shut down")]
+    Closed,
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl StoreError {
+    /// Wraps an I/O error with the operation and the file, turning "no space" into `DiskFull`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> StoreError {
+        let path = path.into();
+        if source.kind() == io::ErrorKind::StorageFull {
+            StoreError::DiskFull { path }
+        } else {
+            StoreError::Io { op, path, source }
+        }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,24 @@
+//! `tidemark-store` owns message durability: a commit log and consume queues in RocketMQ's
+//! on-disk layout (so an Apache RocketMQ store can be opened, and pull bodies are records copied
+//! straight out of the log), flush policies with group commit, crash recovery, and retention.
+//!
+//! It never sees sockets. All file access goes through the [`io::Storage`] seam, which
+//! [`sim::SimStorage`] implements for crash tests.
+
+pub mod checkpoint;
+pub mod commit_log;
+pub mod config;
+pub mod consume_queue;
+pub mod error;
+pub mod io;
+pub mod recovery;
+mod retention;
+pub mod sim;
+mod store;
+
+pub use config::{FlushPolicy, StoreConfig};
+pub use consume_queue::QueueEntry;
+pub use error::StoreError;
+pub use recovery::{RecoveryMode, RecoveryReport};
+pub use retention::RetentionReport;
+pub use store::{store_timestamp_of, Appended, GetResult, GetStatus, MessageStore, NewMessage};

@@ -1,0 +1,208 @@
+//! Startup recovery: find the end of the commit log, cut a torn tail, report corruption, and
+//! make the consume queues agree with the commit log.
+//!
+//! The scan starts at the last point known good:
+//! - with Tidemark's checkpoint extension, at the lower of the durable commit-log and
+//!   consume-queue offsets (after a crash, no later than the start of the newest segment, so a
+//!   corrupt byte there is noticed);
+//! - without it (a store written by RocketMQ, or a torn checkpoint), at the third-newest segment
+//!   after a clean shutdown, as RocketMQ does, and at the first segment after a crash.
+//!
+//! Every record from there is checked (magic, size, body CRC) and re-dispatched to its consume
+//! queue (idempotent: the slot is its queue offset). At the first bad record:
+//! - *inside* the durable region, data that was fsynced has rotted: the bad range is reported,
+//!   its queue slots become holes, and the scan resynchronises on the next valid record, so
+//!   acknowledged records after it are kept;
+//! - otherwise it is a torn tail: the log ends there.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tidemark_protocol::message::{DecodeOptions, MessageRecord, BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2};
+use tracing::{info, warn};
+
+use crate::checkpoint::Checkpoint;
+use crate::commit_log::{CommitLog, Segment, SegmentReader};
+use crate::error::Result;
+
+/// Whether the previous run shut down cleanly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryMode {
+    /// No `abort` marker: the previous run shut down and flushed.
+    Normal,
+    /// The `abort` marker was present: the previous run crashed or was killed.
+    Abnormal,
+}
+
+/// What recovery found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub mode: RecoveryMode,
+    /// Where the scan started.
+    pub scan_start: u64,
+    /// Records checked and dispatched by the scan.
+    pub records_recovered: u64,
+    /// End of the commit log after recovery.
+    pub commit_log_end: u64,
+    /// Non-zero bytes removed from the tail (torn or unacknowledged data).
+    pub bytes_truncated: u64,
+    /// Ranges `[start, end)` of rotten data inside the durable region, skipped.
+    pub corrupt_ranges: Vec<(u64, u64)>,
+    /// Consume-queue entries removed because they pointed past the commit log.
+    pub queue_entries_truncated: u64,
+}
+
+/// A record found by the scan, to be dispatched.
+#[derive(Debug)]
+pub struct ScannedRecord {
+    pub offset: u64,
+    pub record: MessageRecord,
+    pub size: u32,
+}
+
+/// Scans the commit log from `start`, calling `dispatch` for every valid record. Returns the
+/// end of the valid log and the corrupt ranges skipped.
+pub fn scan(
+    log: &CommitLog,
+    start: u64,
+    durable_end: u64,
+    mut dispatch: impl FnMut(ScannedRecord) -> Result<()>,
+) -> Result<(u64, Vec<(u64, u64)>, u64)> {
+    let segment_bytes = log.segment_bytes();
+    let segments: Vec<Arc<Segment>> = log.segments().into_iter().filter(|segment| segment.base + segment_bytes > start).collect();
+    let mut corrupt = Vec::new();
+    let mut records = 0u64;
+    let mut end = start.max(segments.first().map_or(start, |segment| segment.base));
+    for (index, segment) in segments.iter().enumerate() {
+        let is_last = index + 1 == segments.len();
+        let mut reader = SegmentReader::new(segment.clone(), segment_bytes)?;
+        let mut position = end.saturating_sub(segment.base);
+        loop {
+            match next_record(&mut reader, position)? {
+                Found::Record(record, size) => {
+                    dispatch(ScannedRecord { offset: segment.base + position, record, size })?;
+                    records += 1;
+                    position += u64::from(size);
+                    end = segment.base + position;
+                }
+                Found::EndOfSegment => {
+                    if is_last {
+                        // The blank was written and then the next segment never created.
+                        end = segment.base + segment_bytes;
+                    }
+                    break;
+                }
+                Found::Zeros => {
+                    // Unwritten space. In a segment that is not the newest it means the data
+                    // after this point never became durable: the log ends here either way.
+                    return Ok((segment.base + position, corrupt, records));
+                }
+                Found::Bad => {
+                    let at = segment.base + position;
+                    if at < durable_end {
+                        match resync(&mut reader, position + 1)? {
+                            Some(next) => {
+                                warn!(from = at, to = segment.base + next, "corrupt commit-log range inside synced data; skipped");
+                                corrupt.push((at, segment.base + next));
+                                position = next;
+                                continue;
+                            }
+                            None => warn!(at, "corrupt commit-log record with nothing valid after it in its segment"),
+                        }
+                    }
+                    return Ok((at, corrupt, records));
+                }
+            }
+        }
+        if !is_last {
+            end = segment.base + segment_bytes;
+        }
+    }
+    Ok((end, corrupt, records))
+}
+
+enum Found {
+    Record(MessageRecord, u32),
+    EndOfSegment,
+    Zeros,
+    Bad,
+}
+
+fn next_record(reader: &mut SegmentReader, position: u64) -> Result<Found> {
+    let Some(head) = reader.slice(position, 8)? else {
+        // Fewer than 8 bytes left cannot hold anything but the end of the segment.
+        return Ok(Found::EndOfSegment);
+    };
+    let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+    if size == 0 && magic == 0 {
+        return Ok(Found::Zeros);
+    }
+    if magic == BLANK_MAGIC_CODE && size >= 8 && position + size as u64 == reader.len() {
+        return Ok(Found::EndOfSegment);
+    }
+    if (magic != MAGIC_CODE_V1 && magic != MAGIC_CODE_V2) || size < 8 {
+        return Ok(Found::Bad);
+    }
+    let Some(bytes) = reader.slice(position, size as u64)? else {
+        return Ok(Found::Bad);
+    };
+    Ok(decode_checked(&bytes).map_or(Found::Bad, |record| Found::Record(record, size as u32)))
+}
+
+fn decode_checked(bytes: &Bytes) -> Option<MessageRecord> {
+    MessageRecord::decode(bytes, 0, DecodeOptions { verify_body_crc: true })
+        .ok()
+        .filter(|(_, length)| *length == bytes.len())
+        .map(|(record, _)| record)
+}
+
+/// The next position in the segment where a whole valid record starts.
+fn resync(reader: &mut SegmentReader, from: u64) -> Result<Option<u64>> {
+    let mut position = from;
+    while position + 8 <= reader.len() {
+        if let Some(head) = reader.slice(position, 8)? {
+            let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+            if magic == MAGIC_CODE_V1 || magic == MAGIC_CODE_V2 {
+                if let Found::Record(..) = next_record(reader, position)? {
+                    return Ok(Some(position));
+                }
+            }
+        }
+        position += 1;
+    }
+    Ok(None)
+}
+
+/// Where the scan starts, and below which offset data was known durable.
+pub fn scan_start(log: &CommitLog, checkpoint: &Checkpoint, mode: RecoveryMode) -> (u64, u64) {
+    let segments = log.segments();
+    let first = segments.first().map_or(0, |segment| segment.base);
+    let newest = segments.last().map_or(0, |segment| segment.base);
+    match (checkpoint.durable, mode) {
+        (Some(durable), RecoveryMode::Normal) => {
+            (durable.commit_log.min(durable.consume_queues).max(first), durable.commit_log)
+        }
+        (Some(durable), RecoveryMode::Abnormal) => {
+            (durable.commit_log.min(durable.consume_queues).min(newest).max(first), durable.commit_log)
+        }
+        (None, RecoveryMode::Normal) => {
+            let third_newest = segments.len().saturating_sub(3);
+            (segments.get(third_newest).map_or(first, |segment| segment.base), 0)
+        }
+        (None, RecoveryMode::Abnormal) => (first, 0),
+    }
+}
+
+pub fn log_report(report: &RecoveryReport) {
+    info!(
+        mode = ?report.mode,
+        scan_start = report.scan_start,
+        records = report.records_recovered,
+        end = report.commit_log_end,
+        bytes_truncated = report.bytes_truncated,
+        corrupt_ranges = report.corrupt_ranges.len(),
+        queue_entries_truncated = report.queue_entries_truncated,
+        "store recovered"
+    );
+}

@@ -1,0 +1,671 @@
+//! `MessageStore`: appends, reads, flushing and the lifecycle around them.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use tidemark_protocol::message::{tags_code, MessageRecord, Properties, RecordVersion};
+use tracing::{error, warn};
+
+use crate::checkpoint::{Checkpoint, CheckpointFile, DurableOffsets};
+use crate::commit_log::CommitLog;
+use crate::config::{FlushPolicy, StoreConfig};
+use crate::consume_queue::{ConsumeQueue, QueueEntry};
+use crate::error::{Result, StoreError};
+use crate::io::{FsStorage, Storage};
+use crate::recovery::{self, RecoveryMode, RecoveryReport, ScannedRecord};
+
+/// A message to append; the store assigns offsets and the store timestamp.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub topic: String,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_transaction_offset: i64,
+    pub body: Bytes,
+    pub properties: Properties,
+}
+
+/// Where an appended message landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub commit_log_offset: u64,
+    pub queue_offset: i64,
+    pub store_timestamp: i64,
+    pub size: u32,
+}
+
+/// The outcome of a read by queue offset (RocketMQ's `GetMessageStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GetStatus {
+    Found,
+    /// Entries were scanned but none matched the filter.
+    NoMatchedMessage,
+    /// The entries point at commit-log data already deleted.
+    MessageWasRemoving,
+    /// The consume-queue file holding the offset is gone.
+    OffsetFoundNull,
+    /// `offset > max`.
+    OffsetOverflowBadly,
+    /// `offset == max`: nothing new yet.
+    OffsetOverflowOne,
+    /// `offset < min`.
+    OffsetTooSmall,
+    /// The queue has no consume queue at all.
+    NoMatchedLogicQueue,
+    /// The queue exists but is empty (`max == 0`).
+    NoMessageInQueue,
+}
+
+/// Messages read from a queue, as raw stored records.
+#[derive(Debug, Clone)]
+pub struct GetResult {
+    pub status: GetStatus,
+    /// Where the next read of this queue should start.
+    pub next_begin_offset: i64,
+    pub min_offset: i64,
+    pub max_offset: i64,
+    pub messages: Vec<Bytes>,
+}
+
+/// Consume-queue entries scanned per read at most when filtering (Java: 16000 bytes of units).
+const FILTER_SCAN_ENTRIES_MAX: usize = 800;
+
+type QueueKey = (String, i32);
+type Clock = dyn Fn() -> i64 + Send + Sync;
+
+struct AppendState {
+    next_queue_offset: HashMap<QueueKey, i64>,
+    last_store_timestamp: i64,
+}
+
+#[derive(Default)]
+struct SyncState {
+    syncing: bool,
+    failed: Option<String>,
+}
+
+struct Inner {
+    config: StoreConfig,
+    storage: Arc<dyn Storage>,
+    commit_log: CommitLog,
+    queues: RwLock<HashMap<QueueKey, Arc<ConsumeQueue>>>,
+    append: Mutex<AppendState>,
+    sync_state: Mutex<SyncState>,
+    synced: Condvar,
+    checkpoint: CheckpointFile,
+    last_checkpoint: Mutex<Checkpoint>,
+    stopping: Mutex<bool>,
+    stop_signal: Condvar,
+    closed: AtomicBool,
+    clock: Box<Clock>,
+    _lock: Box<dyn Debug + Send + Sync>,
+}
+
+/// The message store: a commit log indexed by consume queues.
+pub struct MessageStore {
+    inner: Arc<Inner>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Debug for MessageStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageStore").field("root", &self.inner.config.root).finish_non_exhaustive()
+    }
+}
+
+fn system_clock_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as i64)
+}
+
+fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
+    move |error| StoreError::io(op, path, error)
+}
+
+/// The consume-queue tags code of a stored record.
+fn record_tags_code(properties: &Properties) -> i64 {
+    tags_code(properties.tags())
+}
+
+impl MessageStore {
+    /// Opens the store on the real file system.
+    pub fn open(config: StoreConfig) -> Result<(MessageStore, RecoveryReport)> {
+        Self::open_with(config, Arc::new(FsStorage), Box::new(system_clock_ms))
+    }
+
+    /// Opens the store on any storage with any clock (tests use the simulator and a fake clock).
+    pub fn open_with(
+        config: StoreConfig,
+        storage: Arc<dyn Storage>,
+        clock: Box<Clock>,
+    ) -> Result<(MessageStore, RecoveryReport)> {
+        config.validate()?;
+        let root = config.root.clone();
+        storage.create_dir_all(&root).map_err(io_error("create", &root))?;
+        let lock_path = root.join("lock");
+        let lock = storage.lock(&lock_path).map_err(io_error("lock", &lock_path))?.ok_or(StoreError::Locked { path: root.clone() })?;
+        let abort_path = root.join("abort");
+        let mode = if storage.exists(&abort_path) { RecoveryMode::Abnormal } else { RecoveryMode::Normal };
+        storage.open(&abort_path, true).map_err(io_error("create", &abort_path))?;
+        storage.sync_dir(&root).map_err(io_error("sync", &root))?;
+
+        let (checkpoint_file, checkpoint) = CheckpointFile::open(storage.as_ref(), root.join("checkpoint"))?;
+        let commit_log = CommitLog::open(storage.clone(), root.join("commitlog"), config.commit_log_segment_bytes)?;
+        let queues = open_queues(&storage, &root.join("consumequeue"), config.consume_queue_entries_per_file)?;
+        let inner = Inner {
+            config,
+            storage,
+            commit_log,
+            queues: RwLock::new(queues),
+            append: Mutex::new(AppendState { next_queue_offset: HashMap::new(), last_store_timestamp: 0 }),
+            sync_state: Mutex::new(SyncState::default()),
+            synced: Condvar::new(),
+            checkpoint: checkpoint_file,
+            last_checkpoint: Mutex::new(checkpoint),
+            stopping: Mutex::new(false),
+            stop_signal: Condvar::new(),
+            closed: AtomicBool::new(false),
+            clock,
+            _lock: lock,
+        };
+        let report = inner.recover(mode, &checkpoint)?;
+        recovery::log_report(&report);
+        let inner = Arc::new(inner);
+        let flusher = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("tidemark-store-flush".into())
+                .spawn(move || inner.flush_loop())
+                .map_err(|error| StoreError::io("spawn flush thread", PathBuf::new(), error))?
+        };
+        Ok((MessageStore { inner, flusher: Mutex::new(Some(flusher)) }, report))
+    }
+
+    /// Appends one message.
+    pub fn put(&self, message: &NewMessage) -> Result<Appended> {
+        let mut appended = self.put_batch(std::slice::from_ref(message))?;
+        appended.pop().ok_or(StoreError::Closed)
+    }
+
+    /// Appends messages of one topic and queue contiguously (SEND_BATCH_MESSAGE), with
+    /// consecutive queue offsets; all or nothing.
+    pub fn put_batch(&self, messages: &[NewMessage]) -> Result<Vec<Appended>> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        if let Some(reason) = inner.sync_state().failed.clone() {
+            return Err(StoreError::SyncFailed { reason });
+        }
+        let Some(first) = messages.first() else { return Ok(Vec::new()) };
+        if messages.iter().any(|message| message.topic != first.topic || message.queue_id != first.queue_id) {
+            return Err(StoreError::Config("a batch must target one topic and queue".into()));
+        }
+        // Encode outside the lock; offsets and the store timestamp are patched in under it.
+        let mut encoded = BytesMut::new();
+        let mut layout = Vec::with_capacity(messages.len());
+        for message in messages {
+            let record = MessageRecord {
+                version: if message.topic.len() > 127 { RecordVersion::V2 } else { RecordVersion::V1 },
+                queue_id: message.queue_id,
+                flag: message.flag,
+                sys_flag: message.sys_flag,
+                born_timestamp: message.born_timestamp,
+                born_host: message.born_host,
+                store_host: message.store_host,
+                reconsume_times: message.reconsume_times,
+                prepared_transaction_offset: message.prepared_transaction_offset,
+                body: message.body.clone(),
+                topic: message.topic.clone(),
+                properties: message.properties.clone(),
+                ..MessageRecord::default()
+            };
+            let start = encoded.len();
+            let size = record.encode(&mut encoded)?;
+            if size > inner.config.message_size_max_bytes {
+                return Err(StoreError::MessageTooLarge { size, max: inner.config.message_size_max_bytes });
+            }
+            let store_timestamp_at = 48 + if message.born_host.is_ipv6() { 20 } else { 8 };
+            layout.push((start, size, store_timestamp_at, record_tags_code(&message.properties)));
+        }
+        let total = encoded.len() as u64;
+        if total + 8 > inner.commit_log.segment_bytes() {
+            return Err(StoreError::MessageTooLarge { size: total as usize, max: inner.commit_log.segment_bytes() as usize - 8 });
+        }
+
+        let key = (first.topic.clone(), first.queue_id);
+        let queue = inner.queue(&key.0, key.1)?;
+        let (appended, end) = {
+            let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut queue_offset = match state.next_queue_offset.get(&key) {
+                Some(offset) => *offset,
+                None => queue.max_offset(),
+            };
+            let store_timestamp = (inner.clock)().max(state.last_store_timestamp);
+            let base = inner.commit_log.reserve(total)?;
+            let mut appended = Vec::with_capacity(layout.len());
+            let written = (|| {
+                for (start, size, store_timestamp_at, tags) in &layout {
+                    let offset = base + *start as u64;
+                    let record = &mut encoded[*start..*start + *size];
+                    record[20..28].copy_from_slice(&queue_offset.to_be_bytes());
+                    record[28..36].copy_from_slice(&(offset as i64).to_be_bytes());
+                    record[*store_timestamp_at..*store_timestamp_at + 8].copy_from_slice(&store_timestamp.to_be_bytes());
+                    // The queue entry is written first: it is invisible until published, and
+                    // the commit-log write below is the commit point.
+                    queue.put(queue_offset, QueueEntry { commit_log_offset: offset as i64, size: *size as i32, tags_code: *tags })?;
+                    appended.push(Appended { commit_log_offset: offset, queue_offset, store_timestamp, size: *size as u32 });
+                    queue_offset += 1;
+                }
+                inner.commit_log.write(base, &encoded)
+            })();
+            if let Err(error) = written {
+                queue.abandon_unpublished();
+                return Err(error);
+            }
+            inner.commit_log.publish(base + total);
+            queue.publish(queue_offset);
+            state.next_queue_offset.insert(key, queue_offset);
+            state.last_store_timestamp = store_timestamp;
+            (appended, base + total)
+        };
+        if inner.config.flush == FlushPolicy::Sync {
+            inner.wait_durable(end)?;
+        }
+        Ok(appended)
+    }
+
+    /// Reads up to `max_count` messages (and, past the first, at most `max_bytes`) from a
+    /// queue, keeping those whose tags code passes `filter`.
+    pub fn get(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        max_bytes: usize,
+        filter: impl Fn(i64) -> bool,
+    ) -> Result<GetResult> {
+        let inner = &self.inner;
+        let Some(queue) = inner.existing_queue(topic, queue_id) else {
+            return Ok(GetResult { status: GetStatus::NoMatchedLogicQueue, next_begin_offset: 0, min_offset: 0, max_offset: 0, messages: Vec::new() });
+        };
+        let (min, max) = (queue.min_offset(), queue.max_offset());
+        let result = |status, next| GetResult { status, next_begin_offset: next, min_offset: min, max_offset: max, messages: Vec::new() };
+        if max == 0 {
+            return Ok(result(GetStatus::NoMessageInQueue, 0));
+        }
+        if offset < min {
+            return Ok(result(GetStatus::OffsetTooSmall, min));
+        }
+        if offset == max {
+            return Ok(result(GetStatus::OffsetOverflowOne, offset));
+        }
+        if offset > max {
+            // Java sends a consumer past the end of a queue that starts at 0 back to 0.
+            return Ok(result(GetStatus::OffsetOverflowBadly, if min == 0 { min } else { max }));
+        }
+        let scan = max_count.max(FILTER_SCAN_ENTRIES_MAX);
+        let Some(entries) = queue.read(offset, scan)? else {
+            return Ok(result(GetStatus::OffsetFoundNull, queue.next_file_offset(offset)));
+        };
+        let commit_log_min = inner.commit_log.min_offset();
+        let mut messages = Vec::new();
+        let mut bytes = 0usize;
+        let mut scanned = 0i64;
+        let mut removed = false;
+        for entry in entries {
+            if messages.len() >= max_count {
+                break;
+            }
+            if entry.is_hole() {
+                scanned += 1;
+                continue;
+            }
+            if !messages.is_empty() && bytes + entry.size as usize > max_bytes {
+                break;
+            }
+            scanned += 1;
+            if (entry.commit_log_offset as u64) < commit_log_min {
+                removed = true;
+                continue;
+            }
+            if !filter(entry.tags_code) {
+                continue;
+            }
+            match inner.commit_log.read(entry.commit_log_offset as u64, entry.size as usize)? {
+                Some(record) => {
+                    bytes += record.len();
+                    messages.push(record);
+                }
+                None => removed = true,
+            }
+        }
+        let status = if !messages.is_empty() {
+            GetStatus::Found
+        } else if removed {
+            GetStatus::MessageWasRemoving
+        } else {
+            GetStatus::NoMatchedMessage
+        };
+        Ok(GetResult { status, next_begin_offset: offset + scanned, min_offset: min, max_offset: max, messages })
+    }
+
+    /// The record stored at a commit-log offset.
+    pub fn read_record(&self, commit_log_offset: u64) -> Result<Option<Bytes>> {
+        self.inner.commit_log.read_record(commit_log_offset)
+    }
+
+    pub fn min_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.inner.existing_queue(topic, queue_id).map_or(0, |queue| queue.min_offset())
+    }
+
+    /// The next offset to be written (number of entries), 0 for an unknown queue.
+    pub fn max_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.inner.existing_queue(topic, queue_id).map_or(0, |queue| queue.max_offset())
+    }
+
+    /// Every queue the store has, as (topic, queue id).
+    pub fn queues(&self) -> Vec<(String, i32)> {
+        let mut keys: Vec<QueueKey> = self.inner.queues.read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// The consume-queue entry at `offset`, if published.
+    pub fn queue_entry(&self, topic: &str, queue_id: i32, offset: i64) -> Result<Option<QueueEntry>> {
+        let Some(queue) = self.inner.existing_queue(topic, queue_id) else { return Ok(None) };
+        Ok(queue.read(offset, 1)?.and_then(|entries| entries.first().copied()))
+    }
+
+    /// The store time of the message at a queue offset.
+    pub fn store_timestamp_at(&self, topic: &str, queue_id: i32, offset: i64) -> Result<Option<i64>> {
+        let Some(entry) = self.queue_entry(topic, queue_id, offset)? else { return Ok(None) };
+        if entry.is_hole() {
+            return Ok(None);
+        }
+        let Some(record) = self.inner.commit_log.read(entry.commit_log_offset as u64, entry.size as usize)? else {
+            return Ok(None);
+        };
+        Ok(store_timestamp_of(&record))
+    }
+
+    /// The first offset whose message was stored at or after `timestamp` (5.x's LOWER
+    /// boundary); the max offset when every message is older, the min offset when every
+    /// message is newer.
+    pub fn offset_by_timestamp(&self, topic: &str, queue_id: i32, timestamp: i64) -> Result<i64> {
+        let (mut low, mut high) = (self.min_offset(topic, queue_id), self.max_offset(topic, queue_id));
+        // Invariant: messages below `low` are older than `timestamp`, those at or above `high` are not.
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.store_timestamp_at(topic, queue_id, middle)? {
+                Some(stored) if stored < timestamp => low = middle + 1,
+                Some(_) => high = middle,
+                // A hole or a removed record: step over it.
+                None => low = middle + 1,
+            }
+        }
+        Ok(low)
+    }
+
+    /// Store time of the oldest message still in a queue, if any.
+    pub fn earliest_store_timestamp(&self, topic: &str, queue_id: i32) -> Result<Option<i64>> {
+        let (min, max) = (self.min_offset(topic, queue_id), self.max_offset(topic, queue_id));
+        for offset in min..max.min(min + 16) {
+            if let Some(stored) = self.store_timestamp_at(topic, queue_id, offset)? {
+                return Ok(Some(stored));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Commit-log positions: (min, end of written data, durable end).
+    pub fn commit_log_positions(&self) -> (u64, u64, u64) {
+        let log = &self.inner.commit_log;
+        (log.min_offset(), log.written(), log.flushed())
+    }
+
+    /// Syncs everything now (commit log, consume queues, checkpoint).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush_all()
+    }
+
+    /// Stops the flush thread, syncs everything and removes the `abort` marker.
+    pub fn shutdown(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        *self.inner.stopping.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.inner.stop_signal.notify_all();
+        if let Some(handle) = self.flusher.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            let _ = handle.join();
+        }
+        // Serialise with in-flight appends before the final flush.
+        drop(self.inner.append.lock().unwrap_or_else(PoisonError::into_inner));
+        self.inner.flush_all()?;
+        let abort = self.inner.config.root.join("abort");
+        self.inner.storage.remove_file(&abort).map_err(io_error("remove", &abort))?;
+        self.inner.storage.sync_dir(&self.inner.config.root).map_err(io_error("sync", &self.inner.config.root))
+    }
+
+    /// The commit log, for retention and tests.
+    pub(crate) fn commit_log(&self) -> &CommitLog {
+        &self.inner.commit_log
+    }
+
+    pub(crate) fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.inner.queues.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+    }
+}
+
+impl Drop for MessageStore {
+    /// Dropping without `shutdown` behaves like a crash as far as the files go (the abort
+    /// marker stays), but the flush thread is stopped.
+    fn drop(&mut self) {
+        *self.inner.stopping.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.inner.stop_signal.notify_all();
+        if let Some(handle) = self.flusher.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The STORETIMESTAMP field of a raw record.
+pub fn store_timestamp_of(record: &[u8]) -> Option<i64> {
+    let sys_flag = i32::from_be_bytes(record.get(36..40)?.try_into().ok()?);
+    let at = 48 + if sys_flag & tidemark_protocol::message::sys_flag::BORNHOST_V6 != 0 { 20 } else { 8 };
+    Some(i64::from_be_bytes(record.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn open_queues(storage: &Arc<dyn Storage>, dir: &Path, entries_per_file: u64) -> Result<HashMap<QueueKey, Arc<ConsumeQueue>>> {
+    let mut queues = HashMap::new();
+    for topic in storage.list(dir).map_err(io_error("list", dir))? {
+        if !topic.is_dir {
+            continue;
+        }
+        let topic_dir = dir.join(&topic.name);
+        for queue in storage.list(&topic_dir).map_err(io_error("list", &topic_dir))? {
+            let Ok(queue_id) = queue.name.parse::<i32>() else { continue };
+            if !queue.is_dir {
+                continue;
+            }
+            let consume_queue = ConsumeQueue::open(storage.clone(), topic_dir.join(&queue.name), topic.name.clone(), queue_id, entries_per_file)?;
+            queues.insert((topic.name.clone(), queue_id), Arc::new(consume_queue));
+        }
+    }
+    Ok(queues)
+}
+
+impl Inner {
+    fn sync_state(&self) -> MutexGuard<'_, SyncState> {
+        self.sync_state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn existing_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        self.queues.read().unwrap_or_else(PoisonError::into_inner).get(&(topic.to_owned(), queue_id)).cloned()
+    }
+
+    fn queue(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
+        if let Some(queue) = self.existing_queue(topic, queue_id) {
+            return Ok(queue);
+        }
+        let mut queues = self.queues.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(queue) = queues.get(&(topic.to_owned(), queue_id)) {
+            return Ok(queue.clone());
+        }
+        let dir = self.config.root.join("consumequeue").join(topic).join(queue_id.to_string());
+        let queue = Arc::new(ConsumeQueue::open(self.storage.clone(), dir, topic.to_owned(), queue_id, self.config.consume_queue_entries_per_file)?);
+        queues.insert((topic.to_owned(), queue_id), queue.clone());
+        Ok(queue)
+    }
+
+    /// Group commit: the first waiter syncs everything written so far; the others wait for it.
+    fn wait_durable(&self, end: u64) -> Result<()> {
+        let mut state = self.sync_state();
+        loop {
+            if let Some(reason) = &state.failed {
+                return Err(StoreError::SyncFailed { reason: reason.clone() });
+            }
+            if self.commit_log.flushed() >= end {
+                return Ok(());
+            }
+            if state.syncing {
+                state = self.synced.wait(state).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            state.syncing = true;
+            drop(state);
+            let outcome = self.commit_log.sync_to(self.commit_log.written());
+            state = self.sync_state();
+            state.syncing = false;
+            if let Err(error) = outcome {
+                // After a failed fsync the page cache may have dropped the data (fsyncgate):
+                // nothing can be promised durable any more until the store is reopened.
+                error!(%error, "commit-log sync failed; refusing further writes");
+                state.failed = Some(error.to_string());
+            }
+            self.synced.notify_all();
+        }
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        if self.config.flush != FlushPolicy::Sync {
+            self.commit_log.sync_to(self.commit_log.written())?;
+        } else {
+            self.wait_durable(self.commit_log.written())?;
+        }
+        // Every record below `dispatched` has its queue entry written (entries go first).
+        let dispatched = self.commit_log.written();
+        let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        for queue in queues {
+            queue.sync()?;
+        }
+        let mut last = self.last_checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = (self.clock)();
+        let checkpoint = Checkpoint {
+            physic_msg_timestamp: now,
+            logics_msg_timestamp: now,
+            index_msg_timestamp: last.index_msg_timestamp,
+            durable: Some(DurableOffsets { commit_log: self.commit_log.flushed(), consume_queues: dispatched }),
+        };
+        if checkpoint.durable != last.durable {
+            self.checkpoint.write(&checkpoint)?;
+            *last = checkpoint;
+        }
+        Ok(())
+    }
+
+    fn flush_loop(&self) {
+        let interval = self.config.background_flush_interval();
+        let mut stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*stopping {
+            let (guard, _) = self.stop_signal.wait_timeout(stopping, interval).unwrap_or_else(PoisonError::into_inner);
+            stopping = guard;
+            if *stopping {
+                break;
+            }
+            drop(stopping);
+            if let Err(error) = self.flush_all() {
+                warn!(%error, "background flush failed; will retry");
+            }
+            stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn recover(&self, mode: RecoveryMode, checkpoint: &Checkpoint) -> Result<RecoveryReport> {
+        let (start, durable_end) = recovery::scan_start(&self.commit_log, checkpoint, mode);
+        let (end, corrupt, records) = recovery::scan(&self.commit_log, start, durable_end, |scanned: ScannedRecord| {
+            let queue = self.queue(&scanned.record.topic, scanned.record.queue_id)?;
+            queue.put(
+                scanned.record.queue_offset,
+                QueueEntry {
+                    commit_log_offset: scanned.offset as i64,
+                    size: scanned.size as i32,
+                    tags_code: record_tags_code(&scanned.record.properties),
+                },
+            )?;
+            queue.publish(scanned.record.queue_offset + 1);
+            Ok(())
+        })?;
+        let bytes_truncated = self.commit_log.truncate(end)?;
+        let commit_log_min = self.commit_log.min_offset();
+        let mut queue_entries_truncated = 0;
+        let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        for queue in &queues {
+            queue_entries_truncated += queue.truncate_past(end)?;
+            queue.correct_min_offset(commit_log_min)?;
+            queue.sync()?;
+        }
+        if !corrupt.is_empty() {
+            self.punch_holes(&queues, &corrupt)?;
+        }
+        let mut state = self.append.lock().unwrap_or_else(PoisonError::into_inner);
+        for queue in &queues {
+            state.next_queue_offset.insert((queue.topic.clone(), queue.queue_id), queue.max_offset());
+        }
+        Ok(RecoveryReport {
+            mode,
+            scan_start: start,
+            records_recovered: records,
+            commit_log_end: end,
+            bytes_truncated,
+            corrupt_ranges: corrupt,
+            queue_entries_truncated,
+        })
+    }
+
+    /// Queue entries pointing into corrupt ranges become holes: never served.
+    fn punch_holes(&self, queues: &[Arc<ConsumeQueue>], corrupt: &[(u64, u64)]) -> Result<()> {
+        for queue in queues {
+            let (min, max) = (queue.min_offset(), queue.max_offset());
+            let mut offset = min;
+            while offset < max {
+                let Some(entries) = queue.read(offset, 1024)? else { break };
+                for (index, entry) in entries.iter().enumerate() {
+                    let at = entry.commit_log_offset as u64;
+                    if !entry.is_hole() && corrupt.iter().any(|(from, to)| at >= *from && at < *to) {
+                        queue.put(offset + index as i64, QueueEntry::HOLE)?;
+                    }
+                }
+                offset += entries.len().max(1) as i64;
+            }
+        }
+        Ok(())
+    }
+}
+
