@@ -24,7 +24,7 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
         .bytes()
         .filter(|byte| !byte.is_ascii_whitespace())
         .collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     digits

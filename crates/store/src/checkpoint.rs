@@ -66,18 +66,30 @@ impl Checkpoint {
             }
             i64::from_be_bytes(buffer)
         };
-        let durable = bytes.get(EXTENSION_AT..EXTENSION_AT + 28).and_then(|extension| {
-            let u32_at = |at: usize| u32::from_be_bytes([extension[at], extension[at + 1], extension[at + 2], extension[at + 3]]);
-            let u64_at = |at: usize| {
-                let mut buffer = [0u8; 8];
-                buffer.copy_from_slice(&extension[at..at + 8]);
-                u64::from_be_bytes(buffer)
-            };
-            let valid = u32_at(0) == EXTENSION_MAGIC
-                && u32_at(4) == EXTENSION_VERSION
-                && u32_at(24) == crc32fast::hash(&extension[0..24]);
-            valid.then(|| DurableOffsets { commit_log: u64_at(8), consume_queues: u64_at(16) })
-        });
+        let durable = bytes
+            .get(EXTENSION_AT..EXTENSION_AT + 28)
+            .and_then(|extension| {
+                let u32_at = |at: usize| {
+                    u32::from_be_bytes([
+                        extension[at],
+                        extension[at + 1],
+                        extension[at + 2],
+                        extension[at + 3],
+                    ])
+                };
+                let u64_at = |at: usize| {
+                    let mut buffer = [0u8; 8];
+                    buffer.copy_from_slice(&extension[at..at + 8]);
+                    u64::from_be_bytes(buffer)
+                };
+                let valid = u32_at(0) == EXTENSION_MAGIC
+                    && u32_at(4) == EXTENSION_VERSION
+                    && u32_at(24) == crc32fast::hash(&extension[0..24]);
+                valid.then(|| DurableOffsets {
+                    commit_log: u64_at(8),
+                    consume_queues: u64_at(16),
+                })
+            });
         Checkpoint {
             physic_msg_timestamp: word(0),
             logics_msg_timestamp: word(8),
@@ -96,17 +108,26 @@ pub struct CheckpointFile {
 
 impl CheckpointFile {
     pub fn open(storage: &dyn Storage, path: PathBuf) -> Result<(CheckpointFile, Checkpoint)> {
-        let file = storage.open(&path, true).map_err(|error| StoreError::io("open", &path, error))?;
-        let length = file.len().map_err(|error| StoreError::io("stat", &path, error))? as usize;
+        let file = storage
+            .open(&path, true)
+            .map_err(|error| StoreError::io("open", &path, error))?;
+        let length = file
+            .length()
+            .map_err(|error| StoreError::io("stat", &path, error))? as usize;
         let mut bytes = vec![0u8; length.min(CHECKPOINT_FILE_BYTES)];
-        file.read_at(0, &mut bytes).map_err(|error| StoreError::io("read", &path, error))?;
+        file.read_at(0, &mut bytes)
+            .map_err(|error| StoreError::io("read", &path, error))?;
         Ok((CheckpointFile { path, file }, Checkpoint::decode(&bytes)))
     }
 
     /// Writes and syncs the checkpoint.
     pub fn write(&self, checkpoint: &Checkpoint) -> Result<()> {
-        self.file.write_at(0, &checkpoint.encode()).map_err(|error| StoreError::io("write", &self.path, error))?;
-        self.file.sync().map_err(|error| StoreError::io("sync", &self.path, error))
+        self.file
+            .write_at(0, &checkpoint.encode())
+            .map_err(|error| StoreError::io("write", &self.path, error))?;
+        self.file
+            .sync()
+            .map_err(|error| StoreError::io("sync", &self.path, error))
     }
 }
 
@@ -120,7 +141,10 @@ mod tests {
             physic_msg_timestamp: 1,
             logics_msg_timestamp: 2,
             index_msg_timestamp: 0,
-            durable: Some(DurableOffsets { commit_log: 4096, consume_queues: 1000 }),
+            durable: Some(DurableOffsets {
+                commit_log: 4096,
+                consume_queues: 1000,
+            }),
         };
         let mut bytes = checkpoint.encode();
         assert_eq!(bytes.len(), CHECKPOINT_FILE_BYTES);

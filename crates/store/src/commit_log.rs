@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use tidemark_protocol::message::BLANK_MAGIC_CODE;
@@ -23,7 +23,9 @@ pub fn segment_file_name(offset: u64) -> String {
 
 /// Parses a 20-digit segment name.
 pub fn parse_segment_file_name(name: &str) -> Option<u64> {
-    (name.len() == 20 && name.bytes().all(|byte| byte.is_ascii_digit())).then(|| name.parse().ok()).flatten()
+    (name.len() == 20 && name.bytes().all(|byte| byte.is_ascii_digit()))
+        .then(|| name.parse().ok())
+        .flatten()
 }
 
 /// One segment file.
@@ -51,7 +53,9 @@ impl CommitLog {
     /// Opens the segments in `dir`. An existing store's segment size wins over `segment_bytes`
     /// (a RocketMQ store written with other settings is read as it is).
     pub fn open(storage: Arc<dyn Storage>, dir: PathBuf, segment_bytes: u64) -> Result<CommitLog> {
-        storage.create_dir_all(&dir).map_err(|error| StoreError::io("create", &dir, error))?;
+        storage
+            .create_dir_all(&dir)
+            .map_err(|error| StoreError::io("create", &dir, error))?;
         let mut bases: Vec<u64> = storage
             .list(&dir)
             .map_err(|error| StoreError::io("list", &dir, error))?
@@ -63,12 +67,21 @@ impl CommitLog {
         let mut segments = Vec::with_capacity(bases.len());
         for base in &bases {
             let path = dir.join(segment_file_name(*base));
-            let file = storage.open(&path, false).map_err(|error| StoreError::io("open", &path, error))?;
-            segments.push(Arc::new(Segment { base: *base, path, file }));
+            let file = storage
+                .open(&path, false)
+                .map_err(|error| StoreError::io("open", &path, error))?;
+            segments.push(Arc::new(Segment {
+                base: *base,
+                path,
+                file,
+            }));
         }
         let mut effective = segment_bytes;
         if let Some(first) = segments.first() {
-            let length = first.file.len().map_err(|error| StoreError::io("stat", &first.path, error))?;
+            let length = first
+                .file
+                .length()
+                .map_err(|error| StoreError::io("stat", &first.path, error))?;
             if length != segment_bytes && length > 0 {
                 warn!(configured = segment_bytes, on_disk = length, "commit-log segment size differs from the configuration; using the size on disk");
                 effective = length;
@@ -77,7 +90,10 @@ impl CommitLog {
         for pair in bases.windows(2) {
             if pair[1] != pair[0] + effective {
                 return Err(StoreError::Unrecoverable {
-                    reason: format!("commit-log segments {} and {} are not {} bytes apart", pair[0], pair[1], effective),
+                    reason: format!(
+                        "commit-log segments {} and {} are not {} bytes apart",
+                        pair[0], pair[1], effective
+                    ),
                 });
             }
         }
@@ -97,7 +113,9 @@ impl CommitLog {
     }
 
     fn write_segments(&self) -> RwLockWriteGuard<'_, Vec<Arc<Segment>>> {
-        self.segments.write().unwrap_or_else(PoisonError::into_inner)
+        self.segments
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn segment_bytes(&self) -> u64 {
@@ -115,7 +133,9 @@ impl CommitLog {
 
     /// Smallest offset still stored.
     pub fn min_offset(&self) -> u64 {
-        self.read_segments().first().map_or_else(|| self.written(), |segment| segment.base)
+        self.read_segments()
+            .first()
+            .map_or_else(|| self.written(), |segment| segment.base)
     }
 
     pub fn written(&self) -> u64 {
@@ -134,17 +154,25 @@ impl CommitLog {
 
     fn segment_for(&self, offset: u64) -> Option<Arc<Segment>> {
         let segments = self.read_segments();
-        let index = segments.partition_point(|segment| segment.base <= offset).checked_sub(1)?;
+        let index = segments
+            .partition_point(|segment| segment.base <= offset)
+            .checked_sub(1)?;
         let segment = &segments[index];
         (offset < segment.base + self.segment_bytes).then(|| segment.clone())
     }
 
     fn create_segment(&self, base: u64) -> Result<Arc<Segment>> {
         let path = self.dir.join(segment_file_name(base));
-        let file = self.storage.open(&path, true).map_err(|error| StoreError::io("create", &path, error))?;
+        let file = self
+            .storage
+            .open(&path, true)
+            .map_err(|error| StoreError::io("create", &path, error))?;
         // Full size up front, as RocketMQ's mapped files are (sparse: costs no disk yet).
-        file.set_len(self.segment_bytes).map_err(|error| StoreError::io("preallocate", &path, error))?;
-        self.storage.sync_dir(&self.dir).map_err(|error| StoreError::io("sync", &self.dir, error))?;
+        file.set_len(self.segment_bytes)
+            .map_err(|error| StoreError::io("preallocate", &path, error))?;
+        self.storage
+            .sync_dir(&self.dir)
+            .map_err(|error| StoreError::io("sync", &self.dir, error))?;
         let segment = Arc::new(Segment { base, path, file });
         self.write_segments().push(segment.clone());
         Ok(segment)
@@ -154,7 +182,10 @@ impl CommitLog {
     /// (with room left for the blank record) the segment is closed with a blank record and a new
     /// one is started. Callers hold the store's append lock.
     pub fn reserve(&self, length: u64) -> Result<u64> {
-        debug_assert!(length + END_OF_SEGMENT_MIN_BYTES <= self.segment_bytes, "callers check the size");
+        debug_assert!(
+            length + END_OF_SEGMENT_MIN_BYTES <= self.segment_bytes,
+            "callers check the size"
+        );
         let end = self.written();
         let current = match self.segment_for(end) {
             Some(segment) => segment,
@@ -168,7 +199,10 @@ impl CommitLog {
         let mut blank = [0u8; 8];
         blank[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
         blank[4..8].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
-        current.file.write_at(position, &blank).map_err(|error| StoreError::io("write", &current.path, error))?;
+        current
+            .file
+            .write_at(position, &blank)
+            .map_err(|error| StoreError::io("write", &current.path, error))?;
         let next = current.base + self.segment_bytes;
         self.create_segment(next)?;
         self.written.store(next, Ordering::Release);
@@ -180,12 +214,18 @@ impl CommitLog {
         let segment = self.segment_for(offset).ok_or(StoreError::Unrecoverable {
             reason: format!("no commit-log segment for offset {offset}"),
         })?;
-        segment.file.write_at(offset - segment.base, bytes).map_err(|error| StoreError::io("write", &segment.path, error))
+        segment
+            .file
+            .write_at(offset - segment.base, bytes)
+            .map_err(|error| StoreError::io("write", &segment.path, error))
     }
 
     /// Makes bytes below `end` visible to readers.
     pub fn publish(&self, end: u64) {
-        debug_assert!(end >= self.written(), "the write position only moves forward");
+        debug_assert!(
+            end >= self.written(),
+            "the write position only moves forward"
+        );
         self.written.store(end, Ordering::Release);
     }
 
@@ -201,7 +241,10 @@ impl CommitLog {
             return Ok(None);
         }
         let mut buffer = vec![0u8; length];
-        segment.file.read_at(offset - segment.base, &mut buffer).map_err(|error| StoreError::io("read", &segment.path, error))?;
+        segment
+            .file
+            .read_at(offset - segment.base, &mut buffer)
+            .map_err(|error| StoreError::io("read", &segment.path, error))?;
         Ok(Some(Bytes::from(buffer)))
     }
 
@@ -226,7 +269,10 @@ impl CommitLog {
         for segment in self.read_segments().iter() {
             let end = segment.base + self.segment_bytes;
             if end > from && segment.base < target {
-                segment.file.sync().map_err(|error| StoreError::io("sync", &segment.path, error))?;
+                segment
+                    .file
+                    .sync()
+                    .map_err(|error| StoreError::io("sync", &segment.path, error))?;
             }
         }
         self.flushed.fetch_max(target, Ordering::AcqRel);
@@ -254,10 +300,27 @@ impl CommitLog {
                     break;
                 }
                 cut += dirty;
-                segment.file.write_at(position, &vec![0u8; length as usize]).map_err(|error| StoreError::io("write", &segment.path, error))?;
+                segment
+                    .file
+                    .write_at(position, &vec![0u8; length as usize])
+                    .map_err(|error| StoreError::io("write", &segment.path, error))?;
                 position += length;
             }
-            segment.file.sync().map_err(|error| StoreError::io("sync", &segment.path, error))?;
+            // A crash can leave a fresh segment shorter than its size; restore the full length.
+            let length = segment
+                .file
+                .length()
+                .map_err(|error| StoreError::io("stat", &segment.path, error))?;
+            if length < self.segment_bytes {
+                segment
+                    .file
+                    .set_len(self.segment_bytes)
+                    .map_err(|error| StoreError::io("preallocate", &segment.path, error))?;
+            }
+            segment
+                .file
+                .sync()
+                .map_err(|error| StoreError::io("sync", &segment.path, error))?;
         }
         let doomed: Vec<Arc<Segment>> = {
             let mut segments = self.write_segments();
@@ -266,10 +329,14 @@ impl CommitLog {
             segments.split_off(keep)
         };
         for segment in doomed {
-            cut += segment.file.len().unwrap_or(0);
-            self.storage.remove_file(&segment.path).map_err(|error| StoreError::io("remove", &segment.path, error))?;
+            cut += segment.file.length().unwrap_or(0);
+            self.storage
+                .remove_file(&segment.path)
+                .map_err(|error| StoreError::io("remove", &segment.path, error))?;
         }
-        self.storage.sync_dir(&self.dir).map_err(|error| StoreError::io("sync", &self.dir, error))?;
+        self.storage
+            .sync_dir(&self.dir)
+            .map_err(|error| StoreError::io("sync", &self.dir, error))?;
         self.set_recovered_end(end);
         Ok(cut)
     }
@@ -283,8 +350,11 @@ impl CommitLog {
             }
             segments[0].clone()
         };
-        self.storage.remove_file(&victim.path).map_err(|error| StoreError::io("remove", &victim.path, error))?;
-        self.write_segments().retain(|segment| segment.base != victim.base);
+        self.storage
+            .remove_file(&victim.path)
+            .map_err(|error| StoreError::io("remove", &victim.path, error))?;
+        self.write_segments()
+            .retain(|segment| segment.base != victim.base);
         Ok(Some(victim.base))
     }
 }
@@ -293,7 +363,9 @@ impl CommitLog {
 #[derive(Debug)]
 pub struct SegmentReader {
     segment: Arc<Segment>,
+    /// Bytes present in the file (a crash can leave a new segment shorter than its size).
     length: u64,
+    segment_bytes: u64,
     window: Bytes,
     window_start: u64,
 }
@@ -303,17 +375,31 @@ const SCAN_WINDOW_BYTES: u64 = 8 * 1024 * 1024;
 
 impl SegmentReader {
     pub fn new(segment: Arc<Segment>, segment_bytes: u64) -> Result<SegmentReader> {
-        let on_disk = segment.file.len().map_err(|error| StoreError::io("stat", &segment.path, error))?;
-        Ok(SegmentReader { segment, length: on_disk.min(segment_bytes), window: Bytes::new(), window_start: 0 })
+        let on_disk = segment
+            .file
+            .length()
+            .map_err(|error| StoreError::io("stat", &segment.path, error))?;
+        Ok(SegmentReader {
+            segment,
+            length: on_disk.min(segment_bytes),
+            segment_bytes,
+            window: Bytes::new(),
+            window_start: 0,
+        })
     }
 
-    /// Segment bytes available to scan.
+    /// Segment bytes present in the file.
     pub fn len(&self) -> u64 {
         self.length
     }
 
     pub fn is_empty(&self) -> bool {
         self.length == 0
+    }
+
+    /// The segment's nominal size.
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
     }
 
     /// `length` bytes at `position` in the segment, or `None` past its end.

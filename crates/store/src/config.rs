@@ -61,19 +61,29 @@ impl StoreConfig {
 
     pub fn validate(&self) -> Result<()> {
         if self.commit_log_segment_bytes < 4096 {
-            return Err(StoreError::Config("commit_log_segment_bytes must be at least 4096".into()));
+            return Err(StoreError::Config(
+                "commit_log_segment_bytes must be at least 4096".into(),
+            ));
         }
         if self.message_size_max_bytes as u64 + 8 > self.commit_log_segment_bytes {
-            return Err(StoreError::Config("a message of message_size_max_bytes must fit in a segment".into()));
+            return Err(StoreError::Config(
+                "a message of message_size_max_bytes must fit in a segment".into(),
+            ));
         }
         if self.consume_queue_entries_per_file == 0 {
-            return Err(StoreError::Config("consume_queue_entries_per_file must be positive".into()));
+            return Err(StoreError::Config(
+                "consume_queue_entries_per_file must be positive".into(),
+            ));
         }
         if self.delete_when_hour > 23 {
-            return Err(StoreError::Config("delete_when_hour is an hour of the day (0-23)".into()));
+            return Err(StoreError::Config(
+                "delete_when_hour is an hour of the day (0-23)".into(),
+            ));
         }
         if !(0.0..=1.0).contains(&self.disk_usage_ratio_max) {
-            return Err(StoreError::Config("disk_usage_ratio_max is a ratio between 0 and 1".into()));
+            return Err(StoreError::Config(
+                "disk_usage_ratio_max is a ratio between 0 and 1".into(),
+            ));
         }
         Ok(())
     }

@@ -27,7 +27,17 @@ pub struct QueueEntry {
 
 impl QueueEntry {
     /// The placeholder for a record that recovery could not trust.
-    pub const HOLE: QueueEntry = QueueEntry { commit_log_offset: -1, size: 0, tags_code: 0 };
+    pub const HOLE: QueueEntry = QueueEntry {
+        commit_log_offset: -1,
+        size: 0,
+        tags_code: 0,
+    };
+    /// An unwritten slot.
+    pub const EMPTY: QueueEntry = QueueEntry {
+        commit_log_offset: 0,
+        size: 0,
+        tags_code: 0,
+    };
 
     pub fn is_hole(&self) -> bool {
         *self == Self::HOLE
@@ -86,18 +96,31 @@ impl ConsumeQueue {
         queue_id: i32,
         entries_per_file: u64,
     ) -> Result<ConsumeQueue> {
-        storage.create_dir_all(&dir).map_err(|error| StoreError::io("create", &dir, error))?;
+        storage
+            .create_dir_all(&dir)
+            .map_err(|error| StoreError::io("create", &dir, error))?;
         let file_bytes = entries_per_file * ENTRY_BYTES;
         let mut files = BTreeMap::new();
-        for entry in storage.list(&dir).map_err(|error| StoreError::io("list", &dir, error))? {
-            let Some(byte_offset) = parse_segment_file_name(&entry.name).filter(|_| !entry.is_dir) else { continue };
+        for entry in storage
+            .list(&dir)
+            .map_err(|error| StoreError::io("list", &dir, error))?
+        {
+            let Some(byte_offset) = parse_segment_file_name(&entry.name).filter(|_| !entry.is_dir)
+            else {
+                continue;
+            };
             if byte_offset % file_bytes != 0 {
                 return Err(StoreError::Unrecoverable {
-                    reason: format!("consume-queue file {} does not start on a {file_bytes}-byte boundary", dir.join(&entry.name).display()),
+                    reason: format!(
+                        "consume-queue file {} does not start on a {file_bytes}-byte boundary",
+                        dir.join(&entry.name).display()
+                    ),
                 });
             }
             let path = dir.join(&entry.name);
-            let file = storage.open(&path, false).map_err(|error| StoreError::io("open", &path, error))?;
+            let file = storage
+                .open(&path, false)
+                .map_err(|error| StoreError::io("open", &path, error))?;
             files.insert(byte_offset / file_bytes, file);
         }
         let queue = ConsumeQueue {
@@ -117,22 +140,35 @@ impl ConsumeQueue {
     }
 
     fn file_path(&self, index: u64) -> PathBuf {
-        self.dir.join(segment_file_name(index * self.entries_per_file * ENTRY_BYTES))
+        self.dir.join(segment_file_name(
+            index * self.entries_per_file * ENTRY_BYTES,
+        ))
     }
 
     /// min = start of the first file; max = after the last valid entry or hole of the last file.
     fn find_bounds(&self) -> Result<()> {
-        let files = self.files.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let files = self
+            .files
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let Some((&first, _)) = files.iter().next() else {
             return Ok(());
         };
-        self.min_offset.store((first * self.entries_per_file) as i64, Ordering::Release);
+        self.min_offset
+            .store((first * self.entries_per_file) as i64, Ordering::Release);
         let mut max = (first * self.entries_per_file) as i64;
         // Walk files from the newest back until one holds an entry.
         for (&index, file) in files.iter().rev() {
             let entries = self.read_file_entries(index, file)?;
-            if let Some(last) = entries.iter().rposition(|entry| entry.is_valid() || entry.is_hole()) {
-                let valid_prefix = entries.iter().take_while(|entry| entry.is_valid() || entry.is_hole()).count();
+            if let Some(last) = entries
+                .iter()
+                .rposition(|entry| entry.is_valid() || entry.is_hole())
+            {
+                let valid_prefix = entries
+                    .iter()
+                    .take_while(|entry| entry.is_valid() || entry.is_hole())
+                    .count();
                 max = (index * self.entries_per_file) as i64 + valid_prefix.min(last + 1) as i64;
                 break;
             }
@@ -142,13 +178,23 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    fn read_file_entries(&self, index: u64, file: &Arc<dyn StorageFile>) -> Result<Vec<QueueEntry>> {
+    fn read_file_entries(
+        &self,
+        index: u64,
+        file: &Arc<dyn StorageFile>,
+    ) -> Result<Vec<QueueEntry>> {
         let path = self.file_path(index);
-        let length = file.len().map_err(|error| StoreError::io("stat", &path, error))?;
+        let length = file
+            .length()
+            .map_err(|error| StoreError::io("stat", &path, error))?;
         let usable = length.min(self.entries_per_file * ENTRY_BYTES) / ENTRY_BYTES * ENTRY_BYTES;
         let mut bytes = vec![0u8; usable as usize];
-        file.read_at(0, &mut bytes).map_err(|error| StoreError::io("read", &path, error))?;
-        Ok(bytes.chunks_exact(ENTRY_BYTES as usize).map(QueueEntry::decode).collect())
+        file.read_at(0, &mut bytes)
+            .map_err(|error| StoreError::io("read", &path, error))?;
+        Ok(bytes
+            .chunks_exact(ENTRY_BYTES as usize)
+            .map(QueueEntry::decode)
+            .collect())
     }
 
     pub fn min_offset(&self) -> i64 {
@@ -160,27 +206,47 @@ impl ConsumeQueue {
     }
 
     fn file(&self, index: u64, create: bool) -> Result<Option<Arc<dyn StorageFile>>> {
-        if let Some(file) = self.files.read().unwrap_or_else(PoisonError::into_inner).get(&index) {
+        if let Some(file) = self
+            .files
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&index)
+        {
             return Ok(Some(file.clone()));
         }
         if !create {
             return Ok(None);
         }
         let path = self.file_path(index);
-        let file = self.storage.open(&path, true).map_err(|error| StoreError::io("create", &path, error))?;
-        file.set_len(self.entries_per_file * ENTRY_BYTES).map_err(|error| StoreError::io("preallocate", &path, error))?;
-        self.storage.sync_dir(&self.dir).map_err(|error| StoreError::io("sync", &self.dir, error))?;
-        self.files.write().unwrap_or_else(PoisonError::into_inner).insert(index, file.clone());
+        let file = self
+            .storage
+            .open(&path, true)
+            .map_err(|error| StoreError::io("create", &path, error))?;
+        file.set_len(self.entries_per_file * ENTRY_BYTES)
+            .map_err(|error| StoreError::io("preallocate", &path, error))?;
+        self.storage
+            .sync_dir(&self.dir)
+            .map_err(|error| StoreError::io("sync", &self.dir, error))?;
+        self.files
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(index, file.clone());
         Ok(Some(file))
     }
 
     fn write_entry(&self, offset: i64, entry: QueueEntry) -> Result<()> {
-        let offset = u64::try_from(offset).map_err(|_| StoreError::Unrecoverable { reason: format!("negative queue offset {offset}") })?;
+        let offset = u64::try_from(offset).map_err(|_| StoreError::Unrecoverable {
+            reason: format!("negative queue offset {offset}"),
+        })?;
         let index = offset / self.entries_per_file;
         let file = self.file(index, true)?.ok_or(StoreError::Closed)?;
         let position = (offset % self.entries_per_file) * ENTRY_BYTES;
-        file.write_at(position, &entry.encode()).map_err(|error| StoreError::io("write", self.file_path(index), error))?;
-        self.dirty.lock().unwrap_or_else(PoisonError::into_inner).insert(index);
+        file.write_at(position, &entry.encode())
+            .map_err(|error| StoreError::io("write", self.file_path(index), error))?;
+        self.dirty
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(index);
         Ok(())
     }
 
@@ -193,6 +259,11 @@ impl ConsumeQueue {
         self.write_entry(offset, entry)?;
         self.write_end.fetch_max(offset + 1, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// One past the highest entry written, published or not.
+    pub fn write_end(&self) -> i64 {
+        self.write_end.load(Ordering::Acquire)
     }
 
     /// Forgets written but unpublished entries (an append that failed half way): the next put
@@ -219,14 +290,51 @@ impl ConsumeQueue {
             let Some(file) = self.file(index, false)? else {
                 return Ok(None);
             };
-            let in_file = (self.entries_per_file - offset % self.entries_per_file).min(end as u64 - offset);
+            let in_file =
+                (self.entries_per_file - offset % self.entries_per_file).min(end as u64 - offset);
             let mut bytes = vec![0u8; (in_file * ENTRY_BYTES) as usize];
-            file.read_at((offset % self.entries_per_file) * ENTRY_BYTES, &mut bytes)
-                .map_err(|error| StoreError::io("read", self.file_path(index), error))?;
-            out.extend(bytes.chunks_exact(ENTRY_BYTES as usize).map(QueueEntry::decode));
+            self.read_padded(
+                index,
+                &file,
+                (offset % self.entries_per_file) * ENTRY_BYTES,
+                &mut bytes,
+            )?;
+            out.extend(
+                bytes
+                    .chunks_exact(ENTRY_BYTES as usize)
+                    .map(QueueEntry::decode),
+            );
             offset += in_file;
         }
         Ok(Some(out))
+    }
+
+    /// Reads slots; bytes past the end of a file (a crash can lose its preallocation) read as
+    /// empty slots.
+    fn read_padded(
+        &self,
+        index: u64,
+        file: &Arc<dyn StorageFile>,
+        position: u64,
+        buffer: &mut [u8],
+    ) -> Result<()> {
+        match file.read_at(position, buffer) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let path = self.file_path(index);
+                let length = file
+                    .length()
+                    .map_err(|error| StoreError::io("stat", &path, error))?;
+                buffer.fill(0);
+                let available = length.saturating_sub(position).min(buffer.len() as u64) as usize;
+                if available == 0 {
+                    return Ok(());
+                }
+                file.read_at(position, &mut buffer[..available])
+                    .map_err(|error| StoreError::io("read", &path, error))
+            }
+            Err(error) => Err(StoreError::io("read", self.file_path(index), error)),
+        }
     }
 
     /// The first logical offset of the file after the one holding `offset` (Java's
@@ -236,20 +344,24 @@ impl ConsumeQueue {
         (offset.max(0) / per_file + 1) * per_file
     }
 
-    /// Recovery: removes every entry pointing at or past `commit_log_end`, from the end back.
-    /// Returns how many entries were removed.
+    /// Recovery: removes every entry pointing at or past `commit_log_end`, from the end back,
+    /// together with holes and empty slots among them (a crash can keep a later file's entries
+    /// and lose an earlier one's). Returns how many slots were cleared.
     pub fn truncate_past(&self, commit_log_end: u64) -> Result<u64> {
         let mut max = self.max_offset();
         let min = self.min_offset();
         let mut removed = 0;
         while max > min {
-            let Some(entries) = self.read(max - 1, 1)? else { break };
+            let Some(entries) = self.read(max - 1, 1)? else {
+                break;
+            };
             let Some(entry) = entries.first() else { break };
-            let beyond = entry.is_valid() && entry.commit_log_offset as u64 + entry.size as u64 > commit_log_end;
-            if !beyond && !entry.is_hole() {
+            let below = entry.is_valid()
+                && entry.commit_log_offset as u64 + entry.size as u64 <= commit_log_end;
+            if below {
                 break;
             }
-            self.write_entry(max - 1, QueueEntry { commit_log_offset: 0, size: 0, tags_code: 0 })?;
+            self.write_entry(max - 1, QueueEntry::EMPTY)?;
             max -= 1;
             removed += 1;
         }
@@ -263,7 +375,8 @@ impl ConsumeQueue {
         let dirty = std::mem::take(&mut *self.dirty.lock().unwrap_or_else(PoisonError::into_inner));
         for index in dirty {
             if let Some(file) = self.file(index, false)? {
-                file.sync().map_err(|error| StoreError::io("sync", self.file_path(index), error))?;
+                file.sync()
+                    .map_err(|error| StoreError::io("sync", self.file_path(index), error))?;
             }
         }
         Ok(())
@@ -274,29 +387,53 @@ impl ConsumeQueue {
     pub fn correct_min_offset(&self, commit_log_min: u64) -> Result<usize> {
         let mut deleted = 0;
         loop {
-            let files: Vec<(u64, Arc<dyn StorageFile>)> =
-                self.files.read().unwrap_or_else(PoisonError::into_inner).iter().map(|(index, file)| (*index, file.clone())).collect();
+            let files: Vec<(u64, Arc<dyn StorageFile>)> = self
+                .files
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .map(|(index, file)| (*index, file.clone()))
+                .collect();
             if files.len() < 2 {
                 break;
             }
             let (index, file) = &files[0];
             let entries = self.read_file_entries(*index, file)?;
             let last = entries.iter().rev().find(|entry| entry.is_valid());
-            if last.is_some_and(|entry| (entry.commit_log_offset as u64 + entry.size as u64) <= commit_log_min) {
+            if last.is_some_and(|entry| {
+                (entry.commit_log_offset as u64 + entry.size as u64) <= commit_log_min
+            }) {
                 let path = self.file_path(*index);
-                self.storage.remove_file(&path).map_err(|error| StoreError::io("remove", &path, error))?;
-                self.files.write().unwrap_or_else(PoisonError::into_inner).remove(index);
+                self.storage
+                    .remove_file(&path)
+                    .map_err(|error| StoreError::io("remove", &path, error))?;
+                self.files
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(index);
                 deleted += 1;
             } else {
                 break;
             }
         }
-        let first = self.files.read().unwrap_or_else(PoisonError::into_inner).iter().next().map(|(index, file)| (*index, file.clone()));
+        let first = self
+            .files
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .next()
+            .map(|(index, file)| (*index, file.clone()));
         if let Some((index, file)) = first {
             let entries = self.read_file_entries(index, &file)?;
-            let skip = entries.iter().take_while(|entry| entry.is_valid() && (entry.commit_log_offset as u64) < commit_log_min).count();
+            let skip = entries
+                .iter()
+                .take_while(|entry| {
+                    entry.is_valid() && (entry.commit_log_offset as u64) < commit_log_min
+                })
+                .count();
             let min = (index * self.entries_per_file) as i64 + skip as i64;
-            self.min_offset.store(min.min(self.max_offset()), Ordering::Release);
+            self.min_offset
+                .store(min.min(self.max_offset()), Ordering::Release);
         }
         Ok(deleted)
     }
@@ -308,22 +445,37 @@ mod tests {
     use crate::sim::SimStorage;
 
     fn entry(offset: i64) -> QueueEntry {
-        QueueEntry { commit_log_offset: offset * 100, size: 100, tags_code: offset }
+        QueueEntry {
+            commit_log_offset: offset * 100,
+            size: 100,
+            tags_code: offset,
+        }
     }
 
     #[test]
     fn entries_span_files_and_reopen_finds_the_end() {
         let storage = Arc::new(SimStorage::new());
         let dir = PathBuf::from("/cq/T/0");
-        let queue = ConsumeQueue::open(storage.clone(), dir.clone(), "T".into(), 0, 4).expect("open");
+        let queue =
+            ConsumeQueue::open(storage.clone(), dir.clone(), "T".into(), 0, 4).expect("open");
         for offset in 0..10 {
             queue.put(offset, entry(offset)).expect("put");
             queue.publish(offset + 1);
         }
-        assert_eq!(queue.read(2, 5).expect("read").expect("present"), (2..7).map(entry).collect::<Vec<_>>());
-        let files: Vec<_> = storage.files().into_iter().filter(|path| path.starts_with(&dir)).collect();
+        assert_eq!(
+            queue.read(2, 5).expect("read").expect("present"),
+            (2..7).map(entry).collect::<Vec<_>>()
+        );
+        let files: Vec<_> = storage
+            .files()
+            .into_iter()
+            .filter(|path| path.starts_with(&dir))
+            .collect();
         assert_eq!(files.len(), 3, "4 entries per file: {files:?}");
-        assert!(files.contains(&dir.join("00000000000000000080")), "named by byte offset");
+        assert!(
+            files.contains(&dir.join("00000000000000000080")),
+            "named by byte offset"
+        );
         let reopened = ConsumeQueue::open(storage, dir, "T".into(), 0, 4).expect("reopen");
         assert_eq!((reopened.min_offset(), reopened.max_offset()), (0, 10));
     }
@@ -331,13 +483,18 @@ mod tests {
     #[test]
     fn gaps_become_holes_and_truncation_removes_entries_past_the_log() {
         let storage = Arc::new(SimStorage::new());
-        let queue = ConsumeQueue::open(storage, PathBuf::from("/cq/T/1"), "T".into(), 1, 4).expect("open");
+        let queue =
+            ConsumeQueue::open(storage, PathBuf::from("/cq/T/1"), "T".into(), 1, 4).expect("open");
         queue.put(0, entry(0)).expect("put");
         queue.put(3, entry(3)).expect("put");
         queue.publish(4);
         let entries = queue.read(0, 4).expect("read").expect("present");
         assert!(entries[1].is_hole() && entries[2].is_hole());
-        assert_eq!(queue.truncate_past(250).expect("truncate"), 3, "entry 3 ends past 250, holes before it go too");
+        assert_eq!(
+            queue.truncate_past(250).expect("truncate"),
+            3,
+            "entry 3 ends past 250, holes before it go too"
+        );
         assert_eq!(queue.max_offset(), 1);
     }
 }

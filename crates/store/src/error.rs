@@ -10,7 +10,11 @@ use tidemark_protocol::MessageError;
 pub enum StoreError {
     /// A read, write, sync or metadata operation failed; `op` says which.
     #[error("{op} {path}: {source}")]
-    Io { op: &'static str, path: PathBuf, source: io::Error },
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
     /// The disk is full; the append was not stored and the store stays readable.
     #[error("no space left writing {path}")]
     DiskFull { path: PathBuf },

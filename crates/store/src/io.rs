@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 /// One file, read and written by position.
 pub trait StorageFile: Send + Sync + Debug {
-    fn len(&self) -> io::Result<u64>;
+    fn length(&self) -> io::Result<u64>;
     /// Fills `buffer` from `offset`; reading past the end is `UnexpectedEof`.
     fn read_at(&self, offset: u64, buffer: &mut [u8]) -> io::Result<()>;
     /// Writes all of `data` at `offset`, growing the file if needed.
@@ -59,7 +59,7 @@ struct FsFile {
 }
 
 impl StorageFile for FsFile {
-    fn len(&self) -> io::Result<u64> {
+    fn length(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
 
@@ -82,7 +82,12 @@ impl StorageFile for FsFile {
 
 impl Storage for FsStorage {
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn StorageFile>> {
-        let file = OpenOptions::new().read(true).write(true).create(create).truncate(false).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)?;
         Ok(Arc::new(FsFile { file }))
     }
 
@@ -101,7 +106,10 @@ impl Storage for FsStorage {
             let entry = entry?;
             // Names we cannot read as UTF-8 are not ours.
             if let Ok(name) = entry.file_name().into_string() {
-                out.push(Entry { name, is_dir: entry.file_type()?.is_dir() });
+                out.push(Entry {
+                    name,
+                    is_dir: entry.file_type()?.is_dir(),
+                });
             }
         }
         Ok(out)
@@ -120,7 +128,12 @@ impl Storage for FsStorage {
     }
 
     fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn Debug + Send + Sync>>> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         match file.try_lock() {
             Ok(()) => Ok(Some(Box::new(file))),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),

@@ -18,7 +18,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tidemark_protocol::message::{DecodeOptions, MessageRecord, BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2};
+use tidemark_protocol::message::{
+    DecodeOptions, MessageRecord, BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2,
+};
 use tracing::{info, warn};
 
 use crate::checkpoint::Checkpoint;
@@ -58,18 +60,34 @@ pub struct ScannedRecord {
     pub offset: u64,
     pub record: MessageRecord,
     pub size: u32,
+    /// Corrupt ranges skipped so far in this scan.
+    pub corrupt_ranges_before: usize,
 }
 
-/// Scans the commit log from `start`, calling `dispatch` for every valid record. Returns the
-/// end of the valid log and the corrupt ranges skipped.
+/// What a scan found.
+#[derive(Debug)]
+pub struct ScanOutcome {
+    /// End of the valid log.
+    pub end: u64,
+    /// Corrupt ranges skipped inside synced data.
+    pub corrupt_ranges: Vec<(u64, u64)>,
+    pub records: u64,
+}
+
+/// Scans the commit log from `start`, calling `dispatch` for every valid record; a record
+/// `dispatch` refuses counts as bad.
 pub fn scan(
     log: &CommitLog,
     start: u64,
     durable_end: u64,
-    mut dispatch: impl FnMut(ScannedRecord) -> Result<()>,
-) -> Result<(u64, Vec<(u64, u64)>, u64)> {
+    mut dispatch: impl FnMut(ScannedRecord) -> Result<bool>,
+) -> Result<ScanOutcome> {
     let segment_bytes = log.segment_bytes();
-    let segments: Vec<Arc<Segment>> = log.segments().into_iter().filter(|segment| segment.base + segment_bytes > start).collect();
+    let segments: Vec<Arc<Segment>> = log
+        .segments()
+        .into_iter()
+        .filter(|segment| segment.base + segment_bytes > start)
+        .collect();
     let mut corrupt = Vec::new();
     let mut records = 0u64;
     let mut end = start.max(segments.first().map_or(start, |segment| segment.base));
@@ -79,11 +97,34 @@ pub fn scan(
         let mut position = end.saturating_sub(segment.base);
         loop {
             match next_record(&mut reader, position)? {
-                Found::Record(record, size) => {
-                    dispatch(ScannedRecord { offset: segment.base + position, record, size })?;
-                    records += 1;
-                    position += u64::from(size);
-                    end = segment.base + position;
+                Found::Record(record, size)
+                    if record.physical_offset == (segment.base + position) as i64 =>
+                {
+                    let scanned = ScannedRecord {
+                        offset: segment.base + position,
+                        record: *record,
+                        size,
+                        corrupt_ranges_before: corrupt.len(),
+                    };
+                    if dispatch(scanned)? {
+                        records += 1;
+                        position += u64::from(size);
+                        end = segment.base + position;
+                    } else if let Some(next) = skip_bad(
+                        &mut reader,
+                        segment.base,
+                        position,
+                        durable_end,
+                        &mut corrupt,
+                    )? {
+                        position = next;
+                    } else {
+                        return Ok(ScanOutcome {
+                            end: segment.base + position,
+                            corrupt_ranges: corrupt,
+                            records,
+                        });
+                    }
                 }
                 Found::EndOfSegment => {
                     if is_last {
@@ -95,50 +136,98 @@ pub fn scan(
                 Found::Zeros => {
                     // Unwritten space. In a segment that is not the newest it means the data
                     // after this point never became durable: the log ends here either way.
-                    return Ok((segment.base + position, corrupt, records));
+                    return Ok(ScanOutcome {
+                        end: segment.base + position,
+                        corrupt_ranges: corrupt,
+                        records,
+                    });
                 }
-                Found::Bad => {
-                    let at = segment.base + position;
-                    if at < durable_end {
-                        match resync(&mut reader, position + 1)? {
-                            Some(next) => {
-                                warn!(from = at, to = segment.base + next, "corrupt commit-log range inside synced data; skipped");
-                                corrupt.push((at, segment.base + next));
-                                position = next;
-                                continue;
-                            }
-                            None => warn!(at, "corrupt commit-log record with nothing valid after it in its segment"),
-                        }
+                // A record whose body checks out but whose position field is wrong was damaged
+                // in its header: as untrustworthy as a bad CRC.
+                Found::Record(..) | Found::Bad => match skip_bad(
+                    &mut reader,
+                    segment.base,
+                    position,
+                    durable_end,
+                    &mut corrupt,
+                )? {
+                    Some(next) => position = next,
+                    None => {
+                        return Ok(ScanOutcome {
+                            end: segment.base + position,
+                            corrupt_ranges: corrupt,
+                            records,
+                        })
                     }
-                    return Ok((at, corrupt, records));
-                }
+                },
             }
         }
         if !is_last {
             end = segment.base + segment_bytes;
         }
     }
-    Ok((end, corrupt, records))
+    Ok(ScanOutcome {
+        end,
+        corrupt_ranges: corrupt,
+        records,
+    })
+}
+
+/// At a bad record: inside synced data, resynchronise on the next valid record and report the
+/// range (returns where to continue); otherwise the log ends here (returns `None`).
+fn skip_bad(
+    reader: &mut SegmentReader,
+    base: u64,
+    position: u64,
+    durable_end: u64,
+    corrupt: &mut Vec<(u64, u64)>,
+) -> Result<Option<u64>> {
+    let at = base + position;
+    if at >= durable_end {
+        return Ok(None);
+    }
+    match resync(reader, position + 1)? {
+        Some(next) => {
+            warn!(
+                from = at,
+                to = base + next,
+                "corrupt commit-log range inside synced data; skipped"
+            );
+            corrupt.push((at, base + next));
+            Ok(Some(next))
+        }
+        None => {
+            warn!(
+                at,
+                "corrupt commit-log record with nothing valid after it in its segment"
+            );
+            Ok(None)
+        }
+    }
 }
 
 enum Found {
-    Record(MessageRecord, u32),
+    Record(Box<MessageRecord>, u32),
     EndOfSegment,
     Zeros,
     Bad,
 }
 
 fn next_record(reader: &mut SegmentReader, position: u64) -> Result<Found> {
-    let Some(head) = reader.slice(position, 8)? else {
+    if position + 8 > reader.segment_bytes() {
         // Fewer than 8 bytes left cannot hold anything but the end of the segment.
         return Ok(Found::EndOfSegment);
+    }
+    let Some(head) = reader.slice(position, 8)? else {
+        // The file is shorter than its segment: nothing was written here.
+        return Ok(Found::Zeros);
     };
     let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
     let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
     if size == 0 && magic == 0 {
         return Ok(Found::Zeros);
     }
-    if magic == BLANK_MAGIC_CODE && size >= 8 && position + size as u64 == reader.len() {
+    if magic == BLANK_MAGIC_CODE && size >= 8 && position + size as u64 == reader.segment_bytes() {
         return Ok(Found::EndOfSegment);
     }
     if (magic != MAGIC_CODE_V1 && magic != MAGIC_CODE_V2) || size < 8 {
@@ -147,20 +236,29 @@ fn next_record(reader: &mut SegmentReader, position: u64) -> Result<Found> {
     let Some(bytes) = reader.slice(position, size as u64)? else {
         return Ok(Found::Bad);
     };
-    Ok(decode_checked(&bytes).map_or(Found::Bad, |record| Found::Record(record, size as u32)))
+    Ok(decode_checked(&bytes).map_or(Found::Bad, |record| {
+        Found::Record(Box::new(record), size as u32)
+    }))
 }
 
 fn decode_checked(bytes: &Bytes) -> Option<MessageRecord> {
-    MessageRecord::decode(bytes, 0, DecodeOptions { verify_body_crc: true })
-        .ok()
-        .filter(|(_, length)| *length == bytes.len())
-        .map(|(record, _)| record)
+    MessageRecord::decode(
+        bytes,
+        0,
+        DecodeOptions {
+            verify_body_crc: true,
+        },
+    )
+    .ok()
+    .filter(|(_, length)| *length == bytes.len())
+    .map(|(record, _)| record)
 }
 
 /// The next position in the segment where a whole valid record starts.
 fn resync(reader: &mut SegmentReader, from: u64) -> Result<Option<u64>> {
     let mut position = from;
     while position + 8 <= reader.len() {
+        // Records cannot start in the last 8 bytes, and a resync never crosses a segment.
         if let Some(head) = reader.slice(position, 8)? {
             let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
             if magic == MAGIC_CODE_V1 || magic == MAGIC_CODE_V2 {
@@ -180,15 +278,26 @@ pub fn scan_start(log: &CommitLog, checkpoint: &Checkpoint, mode: RecoveryMode) 
     let first = segments.first().map_or(0, |segment| segment.base);
     let newest = segments.last().map_or(0, |segment| segment.base);
     match (checkpoint.durable, mode) {
-        (Some(durable), RecoveryMode::Normal) => {
-            (durable.commit_log.min(durable.consume_queues).max(first), durable.commit_log)
-        }
-        (Some(durable), RecoveryMode::Abnormal) => {
-            (durable.commit_log.min(durable.consume_queues).min(newest).max(first), durable.commit_log)
-        }
+        (Some(durable), RecoveryMode::Normal) => (
+            durable.commit_log.min(durable.consume_queues).max(first),
+            durable.commit_log,
+        ),
+        (Some(durable), RecoveryMode::Abnormal) => (
+            durable
+                .commit_log
+                .min(durable.consume_queues)
+                .min(newest)
+                .max(first),
+            durable.commit_log,
+        ),
         (None, RecoveryMode::Normal) => {
             let third_newest = segments.len().saturating_sub(3);
-            (segments.get(third_newest).map_or(first, |segment| segment.base), 0)
+            (
+                segments
+                    .get(third_newest)
+                    .map_or(first, |segment| segment.base),
+                0,
+            )
         }
         (None, RecoveryMode::Abnormal) => (first, 0),
     }

@@ -22,7 +22,12 @@ impl MessageStore {
     /// the configured maximum, the oldest segment goes whether expired or not. The segment being
     /// written is never deleted. Consume queues then drop files that point only at deleted data
     /// and move their minimum offsets.
-    pub fn delete_expired(&self, now_ms: i64, hour_of_day: u32, disk_usage_ratio: f64) -> Result<RetentionReport> {
+    pub fn delete_expired(
+        &self,
+        now_ms: i64,
+        hour_of_day: u32,
+        disk_usage_ratio: f64,
+    ) -> Result<RetentionReport> {
         let config = self.config();
         let reserved_ms = config.file_reserved_hours as i64 * 3_600_000;
         let disk_full = disk_usage_ratio > config.disk_usage_ratio_max;
@@ -33,9 +38,13 @@ impl MessageStore {
             if segments.len() < 2 {
                 break;
             }
-            let closed_at = self.commit_log().read(segments[1].base, 64)?.and_then(|head| store_timestamp_of(&head));
+            let closed_at = self
+                .commit_log()
+                .read(segments[1].base, 64)?
+                .and_then(|head| store_timestamp_of(&head));
             let expired = closed_at.is_some_and(|closed| closed + reserved_ms <= now_ms);
-            let delete = (expired && (in_delete_hour || disk_full)) || (disk_full && report.segments_deleted.is_empty());
+            let delete = (expired && (in_delete_hour || disk_full))
+                || (disk_full && report.segments_deleted.is_empty());
             if !delete {
                 break;
             }
@@ -49,7 +58,11 @@ impl MessageStore {
             for queue in self.all_queues() {
                 report.queue_files_deleted += queue.correct_min_offset(min)?;
             }
-            info!(segments = report.segments_deleted.len(), queue_files = report.queue_files_deleted, "retention deleted old data");
+            info!(
+                segments = report.segments_deleted.len(),
+                queue_files = report.queue_files_deleted,
+                "retention deleted old data"
+            );
         }
         Ok(report)
     }

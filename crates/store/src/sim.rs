@@ -60,7 +60,10 @@ impl State {
             return Err(io::Error::other("simulated crash: the process is gone"));
         }
         self.operations += 1;
-        if self.crash_after.is_some_and(|limit| self.operations > limit) {
+        if self
+            .crash_after
+            .is_some_and(|limit| self.operations > limit)
+        {
             self.crashed = true;
             return Err(io::Error::other("simulated crash"));
         }
@@ -77,7 +80,9 @@ impl State {
     }
 
     fn file(&mut self, path: &Path) -> io::Result<&mut SimFile> {
-        self.files.get_mut(path).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{}", path.display())))
+        self.files
+            .get_mut(path)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{}", path.display())))
     }
 }
 
@@ -132,16 +137,36 @@ impl SimStorage {
                 match pending {
                     Pending::Write { offset, data } if index + 1 == keep => {
                         let torn = (state.next_random() % (data.len() as u64 + 1)) as usize;
-                        apply(&mut image, &Pending::Write { offset: *offset, data: data[..torn].to_vec() });
+                        apply(
+                            &mut image,
+                            &Pending::Write {
+                                offset: *offset,
+                                data: data[..torn].to_vec(),
+                            },
+                        );
                     }
                     other => apply(&mut image, other),
                 }
             }
             let extent = image.len() as u64;
-            files.insert(path, SimFile { live: image.clone(), durable: image, unsynced: Vec::new(), written_extent: extent });
+            files.insert(
+                path,
+                SimFile {
+                    live: image.clone(),
+                    durable: image,
+                    unsynced: Vec::new(),
+                    written_extent: extent,
+                },
+            );
         }
         let dirs = state.dirs.clone();
-        SimStorage { state: Arc::new(Mutex::new(State { files, dirs, ..State::default() })) }
+        SimStorage {
+            state: Arc::new(Mutex::new(State {
+                files,
+                dirs,
+                ..State::default()
+            })),
+        }
     }
 
     /// The current (live) bytes of a file, for assertions.
@@ -154,7 +179,10 @@ impl SimStorage {
     pub fn corrupt(&self, path: &Path, offset: u64, data: &[u8]) {
         let mut state = self.lock();
         if let Some(file) = state.files.get_mut(path) {
-            let pending = Pending::Write { offset, data: data.to_vec() };
+            let pending = Pending::Write {
+                offset,
+                data: data.to_vec(),
+            };
             apply(&mut file.live, &pending);
             apply(&mut file.durable, &pending);
         }
@@ -173,7 +201,7 @@ struct SimHandle {
 }
 
 impl StorageFile for SimHandle {
-    fn len(&self) -> io::Result<u64> {
+    fn length(&self) -> io::Result<u64> {
         let mut state = self.storage.lock();
         state.tick()?;
         Ok(state.file(&self.path)?.live.len() as u64)
@@ -183,8 +211,14 @@ impl StorageFile for SimHandle {
         let mut state = self.storage.lock();
         state.tick()?;
         let file = state.file(&self.path)?;
+        if buffer.is_empty() {
+            return Ok(());
+        }
         let end = offset as usize + buffer.len();
-        let source = file.live.get(offset as usize..end).ok_or(io::ErrorKind::UnexpectedEof)?;
+        let source = file
+            .live
+            .get(offset as usize..end)
+            .ok_or(io::ErrorKind::UnexpectedEof)?;
         buffer.copy_from_slice(source);
         Ok(())
     }
@@ -197,7 +231,10 @@ impl StorageFile for SimHandle {
             // The process died in the middle of this write: part of it may reach the page cache.
             if state.files.contains_key(&self.path) {
                 let torn = (state.next_random() % (data.len() as u64 + 1)) as usize;
-                let pending = Pending::Write { offset, data: data[..torn].to_vec() };
+                let pending = Pending::Write {
+                    offset,
+                    data: data[..torn].to_vec(),
+                };
                 let file = state.file(&self.path)?;
                 apply(&mut file.live, &pending);
                 file.unsynced.push(pending);
@@ -208,9 +245,15 @@ impl StorageFile for SimHandle {
         let end = offset + data.len() as u64;
         let growth = end.saturating_sub(file.written_extent);
         if capacity.is_some_and(|capacity| used + growth > capacity) {
-            return Err(io::Error::new(io::ErrorKind::StorageFull, "simulated disk full"));
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "simulated disk full",
+            ));
         }
-        let pending = Pending::Write { offset, data: data.to_vec() };
+        let pending = Pending::Write {
+            offset,
+            data: data.to_vec(),
+        };
         apply(&mut file.live, &pending);
         file.unsynced.push(pending);
         file.written_extent = file.written_extent.max(end);
@@ -245,12 +288,18 @@ impl Storage for SimStorage {
         state.tick()?;
         if !state.files.contains_key(path) {
             if !create {
-                return Err(io::Error::new(io::ErrorKind::NotFound, format!("{}", path.display())));
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("{}", path.display()),
+                ));
             }
             // Creation is modelled as durable at once (as if the directory were synced).
             state.files.insert(path.to_path_buf(), SimFile::default());
         }
-        Ok(Arc::new(SimHandle { storage: self.clone(), path: path.to_path_buf() }))
+        Ok(Arc::new(SimHandle {
+            storage: self.clone(),
+            path: path.to_path_buf(),
+        }))
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -265,14 +314,20 @@ impl Storage for SimStorage {
         for path in state.files.keys() {
             if path.parent() == Some(dir) {
                 if let Some(name) = path.file_name().and_then(|name| name.to_str()) {
-                    entries.push(Entry { name: name.to_owned(), is_dir: false });
+                    entries.push(Entry {
+                        name: name.to_owned(),
+                        is_dir: false,
+                    });
                 }
             }
         }
         for path in &state.dirs {
             if path.parent() == Some(dir) {
                 if let Some(name) = path.file_name().and_then(|name| name.to_str()) {
-                    entries.push(Entry { name: name.to_owned(), is_dir: true });
+                    entries.push(Entry {
+                        name: name.to_owned(),
+                        is_dir: true,
+                    });
                 }
             }
         }
@@ -325,7 +380,10 @@ mod tests {
             let after = storage.crash(seed);
             let image = after.read_file(path).expect("file survives");
             assert!(image.starts_with(b"durable"), "seed {seed}");
-            assert!(b"durable-volatile".starts_with(&image), "seed {seed}: a prefix of what was written");
+            assert!(
+                b"durable-volatile".starts_with(&image),
+                "seed {seed}: a prefix of what was written"
+            );
         }
     }
 
@@ -348,6 +406,7 @@ mod tests {
         file.write_at(0, b"abcd").expect("fits");
         let error = file.write_at(4, b"e").expect_err("full");
         assert_eq!(error.kind(), io::ErrorKind::StorageFull);
-        file.write_at(0, b"wxyz").expect("overwriting needs no space");
+        file.write_at(0, b"wxyz")
+            .expect("overwriting needs no space");
     }
 }

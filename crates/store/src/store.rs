@@ -121,15 +121,22 @@ pub struct MessageStore {
 
 impl Debug for MessageStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MessageStore").field("root", &self.inner.config.root).finish_non_exhaustive()
+        f.debug_struct("MessageStore")
+            .field("root", &self.inner.config.root)
+            .finish_non_exhaustive()
     }
 }
 
 fn system_clock_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64)
 }
 
-fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
+fn io_error<'a>(
+    op: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
     move |error| StoreError::io(op, path, error)
 }
 
@@ -152,23 +159,46 @@ impl MessageStore {
     ) -> Result<(MessageStore, RecoveryReport)> {
         config.validate()?;
         let root = config.root.clone();
-        storage.create_dir_all(&root).map_err(io_error("create", &root))?;
+        storage
+            .create_dir_all(&root)
+            .map_err(io_error("create", &root))?;
         let lock_path = root.join("lock");
-        let lock = storage.lock(&lock_path).map_err(io_error("lock", &lock_path))?.ok_or(StoreError::Locked { path: root.clone() })?;
+        let lock = storage
+            .lock(&lock_path)
+            .map_err(io_error("lock", &lock_path))?
+            .ok_or(StoreError::Locked { path: root.clone() })?;
         let abort_path = root.join("abort");
-        let mode = if storage.exists(&abort_path) { RecoveryMode::Abnormal } else { RecoveryMode::Normal };
-        storage.open(&abort_path, true).map_err(io_error("create", &abort_path))?;
+        let mode = if storage.exists(&abort_path) {
+            RecoveryMode::Abnormal
+        } else {
+            RecoveryMode::Normal
+        };
+        storage
+            .open(&abort_path, true)
+            .map_err(io_error("create", &abort_path))?;
         storage.sync_dir(&root).map_err(io_error("sync", &root))?;
 
-        let (checkpoint_file, checkpoint) = CheckpointFile::open(storage.as_ref(), root.join("checkpoint"))?;
-        let commit_log = CommitLog::open(storage.clone(), root.join("commitlog"), config.commit_log_segment_bytes)?;
-        let queues = open_queues(&storage, &root.join("consumequeue"), config.consume_queue_entries_per_file)?;
+        let (checkpoint_file, checkpoint) =
+            CheckpointFile::open(storage.as_ref(), root.join("checkpoint"))?;
+        let commit_log = CommitLog::open(
+            storage.clone(),
+            root.join("commitlog"),
+            config.commit_log_segment_bytes,
+        )?;
+        let queues = open_queues(
+            &storage,
+            &root.join("consumequeue"),
+            config.consume_queue_entries_per_file,
+        )?;
         let inner = Inner {
             config,
             storage,
             commit_log,
             queues: RwLock::new(queues),
-            append: Mutex::new(AppendState { next_queue_offset: HashMap::new(), last_store_timestamp: 0 }),
+            append: Mutex::new(AppendState {
+                next_queue_offset: HashMap::new(),
+                last_store_timestamp: 0,
+            }),
             sync_state: Mutex::new(SyncState::default()),
             synced: Condvar::new(),
             checkpoint: checkpoint_file,
@@ -189,7 +219,13 @@ impl MessageStore {
                 .spawn(move || inner.flush_loop())
                 .map_err(|error| StoreError::io("spawn flush thread", PathBuf::new(), error))?
         };
-        Ok((MessageStore { inner, flusher: Mutex::new(Some(flusher)) }, report))
+        Ok((
+            MessageStore {
+                inner,
+                flusher: Mutex::new(Some(flusher)),
+            },
+            report,
+        ))
     }
 
     /// Appends one message.
@@ -208,16 +244,27 @@ impl MessageStore {
         if let Some(reason) = inner.sync_state().failed.clone() {
             return Err(StoreError::SyncFailed { reason });
         }
-        let Some(first) = messages.first() else { return Ok(Vec::new()) };
-        if messages.iter().any(|message| message.topic != first.topic || message.queue_id != first.queue_id) {
-            return Err(StoreError::Config("a batch must target one topic and queue".into()));
+        let Some(first) = messages.first() else {
+            return Ok(Vec::new());
+        };
+        if messages
+            .iter()
+            .any(|message| message.topic != first.topic || message.queue_id != first.queue_id)
+        {
+            return Err(StoreError::Config(
+                "a batch must target one topic and queue".into(),
+            ));
         }
         // Encode outside the lock; offsets and the store timestamp are patched in under it.
         let mut encoded = BytesMut::new();
         let mut layout = Vec::with_capacity(messages.len());
         for message in messages {
             let record = MessageRecord {
-                version: if message.topic.len() > 127 { RecordVersion::V2 } else { RecordVersion::V1 },
+                version: if message.topic.len() > 127 {
+                    RecordVersion::V2
+                } else {
+                    RecordVersion::V1
+                },
                 queue_id: message.queue_id,
                 flag: message.flag,
                 sys_flag: message.sys_flag,
@@ -234,14 +281,25 @@ impl MessageStore {
             let start = encoded.len();
             let size = record.encode(&mut encoded)?;
             if size > inner.config.message_size_max_bytes {
-                return Err(StoreError::MessageTooLarge { size, max: inner.config.message_size_max_bytes });
+                return Err(StoreError::MessageTooLarge {
+                    size,
+                    max: inner.config.message_size_max_bytes,
+                });
             }
             let store_timestamp_at = 48 + if message.born_host.is_ipv6() { 20 } else { 8 };
-            layout.push((start, size, store_timestamp_at, record_tags_code(&message.properties)));
+            layout.push((
+                start,
+                size,
+                store_timestamp_at,
+                record_tags_code(&message.properties),
+            ));
         }
         let total = encoded.len() as u64;
         if total + 8 > inner.commit_log.segment_bytes() {
-            return Err(StoreError::MessageTooLarge { size: total as usize, max: inner.commit_log.segment_bytes() as usize - 8 });
+            return Err(StoreError::MessageTooLarge {
+                size: total as usize,
+                max: inner.commit_log.segment_bytes() as usize - 8,
+            });
         }
 
         let key = (first.topic.clone(), first.queue_id);
@@ -261,11 +319,24 @@ impl MessageStore {
                     let record = &mut encoded[*start..*start + *size];
                     record[20..28].copy_from_slice(&queue_offset.to_be_bytes());
                     record[28..36].copy_from_slice(&(offset as i64).to_be_bytes());
-                    record[*store_timestamp_at..*store_timestamp_at + 8].copy_from_slice(&store_timestamp.to_be_bytes());
+                    record[*store_timestamp_at..*store_timestamp_at + 8]
+                        .copy_from_slice(&store_timestamp.to_be_bytes());
                     // The queue entry is written first: it is invisible until published, and
                     // the commit-log write below is the commit point.
-                    queue.put(queue_offset, QueueEntry { commit_log_offset: offset as i64, size: *size as i32, tags_code: *tags })?;
-                    appended.push(Appended { commit_log_offset: offset, queue_offset, store_timestamp, size: *size as u32 });
+                    queue.put(
+                        queue_offset,
+                        QueueEntry {
+                            commit_log_offset: offset as i64,
+                            size: *size as i32,
+                            tags_code: *tags,
+                        },
+                    )?;
+                    appended.push(Appended {
+                        commit_log_offset: offset,
+                        queue_offset,
+                        store_timestamp,
+                        size: *size as u32,
+                    });
                     queue_offset += 1;
                 }
                 inner.commit_log.write(base, &encoded)
@@ -299,10 +370,22 @@ impl MessageStore {
     ) -> Result<GetResult> {
         let inner = &self.inner;
         let Some(queue) = inner.existing_queue(topic, queue_id) else {
-            return Ok(GetResult { status: GetStatus::NoMatchedLogicQueue, next_begin_offset: 0, min_offset: 0, max_offset: 0, messages: Vec::new() });
+            return Ok(GetResult {
+                status: GetStatus::NoMatchedLogicQueue,
+                next_begin_offset: 0,
+                min_offset: 0,
+                max_offset: 0,
+                messages: Vec::new(),
+            });
         };
         let (min, max) = (queue.min_offset(), queue.max_offset());
-        let result = |status, next| GetResult { status, next_begin_offset: next, min_offset: min, max_offset: max, messages: Vec::new() };
+        let result = |status, next| GetResult {
+            status,
+            next_begin_offset: next,
+            min_offset: min,
+            max_offset: max,
+            messages: Vec::new(),
+        };
         if max == 0 {
             return Ok(result(GetStatus::NoMessageInQueue, 0));
         }
@@ -314,11 +397,17 @@ impl MessageStore {
         }
         if offset > max {
             // Java sends a consumer past the end of a queue that starts at 0 back to 0.
-            return Ok(result(GetStatus::OffsetOverflowBadly, if min == 0 { min } else { max }));
+            return Ok(result(
+                GetStatus::OffsetOverflowBadly,
+                if min == 0 { min } else { max },
+            ));
         }
         let scan = max_count.max(FILTER_SCAN_ENTRIES_MAX);
         let Some(entries) = queue.read(offset, scan)? else {
-            return Ok(result(GetStatus::OffsetFoundNull, queue.next_file_offset(offset)));
+            return Ok(result(
+                GetStatus::OffsetFoundNull,
+                queue.next_file_offset(offset),
+            ));
         };
         let commit_log_min = inner.commit_log.min_offset();
         let mut messages = Vec::new();
@@ -329,7 +418,7 @@ impl MessageStore {
             if messages.len() >= max_count {
                 break;
             }
-            if entry.is_hole() {
+            if entry.is_hole() || entry.size <= 0 {
                 scanned += 1;
                 continue;
             }
@@ -344,7 +433,10 @@ impl MessageStore {
             if !filter(entry.tags_code) {
                 continue;
             }
-            match inner.commit_log.read(entry.commit_log_offset as u64, entry.size as usize)? {
+            match inner
+                .commit_log
+                .read(entry.commit_log_offset as u64, entry.size as usize)?
+            {
                 Some(record) => {
                     bytes += record.len();
                     messages.push(record);
@@ -359,7 +451,13 @@ impl MessageStore {
         } else {
             GetStatus::NoMatchedMessage
         };
-        Ok(GetResult { status, next_begin_offset: offset + scanned, min_offset: min, max_offset: max, messages })
+        Ok(GetResult {
+            status,
+            next_begin_offset: offset + scanned,
+            min_offset: min,
+            max_offset: max,
+            messages,
+        })
     }
 
     /// The record stored at a commit-log offset.
@@ -368,34 +466,65 @@ impl MessageStore {
     }
 
     pub fn min_offset(&self, topic: &str, queue_id: i32) -> i64 {
-        self.inner.existing_queue(topic, queue_id).map_or(0, |queue| queue.min_offset())
+        self.inner
+            .existing_queue(topic, queue_id)
+            .map_or(0, |queue| queue.min_offset())
     }
 
     /// The next offset to be written (number of entries), 0 for an unknown queue.
     pub fn max_offset(&self, topic: &str, queue_id: i32) -> i64 {
-        self.inner.existing_queue(topic, queue_id).map_or(0, |queue| queue.max_offset())
+        self.inner
+            .existing_queue(topic, queue_id)
+            .map_or(0, |queue| queue.max_offset())
     }
 
     /// Every queue the store has, as (topic, queue id).
     pub fn queues(&self) -> Vec<(String, i32)> {
-        let mut keys: Vec<QueueKey> = self.inner.queues.read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+        let mut keys: Vec<QueueKey> = self
+            .inner
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
         keys.sort();
         keys
     }
 
     /// The consume-queue entry at `offset`, if published.
-    pub fn queue_entry(&self, topic: &str, queue_id: i32, offset: i64) -> Result<Option<QueueEntry>> {
-        let Some(queue) = self.inner.existing_queue(topic, queue_id) else { return Ok(None) };
-        Ok(queue.read(offset, 1)?.and_then(|entries| entries.first().copied()))
+    pub fn queue_entry(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> Result<Option<QueueEntry>> {
+        let Some(queue) = self.inner.existing_queue(topic, queue_id) else {
+            return Ok(None);
+        };
+        Ok(queue
+            .read(offset, 1)?
+            .and_then(|entries| entries.first().copied()))
     }
 
     /// The store time of the message at a queue offset.
-    pub fn store_timestamp_at(&self, topic: &str, queue_id: i32, offset: i64) -> Result<Option<i64>> {
-        let Some(entry) = self.queue_entry(topic, queue_id, offset)? else { return Ok(None) };
+    pub fn store_timestamp_at(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> Result<Option<i64>> {
+        let Some(entry) = self.queue_entry(topic, queue_id, offset)? else {
+            return Ok(None);
+        };
         if entry.is_hole() {
             return Ok(None);
         }
-        let Some(record) = self.inner.commit_log.read(entry.commit_log_offset as u64, entry.size as usize)? else {
+        let Some(record) = self
+            .inner
+            .commit_log
+            .read(entry.commit_log_offset as u64, entry.size as usize)?
+        else {
             return Ok(None);
         };
         Ok(store_timestamp_of(&record))
@@ -405,7 +534,10 @@ impl MessageStore {
     /// boundary); the max offset when every message is older, the min offset when every
     /// message is newer.
     pub fn offset_by_timestamp(&self, topic: &str, queue_id: i32, timestamp: i64) -> Result<i64> {
-        let (mut low, mut high) = (self.min_offset(topic, queue_id), self.max_offset(topic, queue_id));
+        let (mut low, mut high) = (
+            self.min_offset(topic, queue_id),
+            self.max_offset(topic, queue_id),
+        );
         // Invariant: messages below `low` are older than `timestamp`, those at or above `high` are not.
         while low < high {
             let middle = low + (high - low) / 2;
@@ -421,7 +553,10 @@ impl MessageStore {
 
     /// Store time of the oldest message still in a queue, if any.
     pub fn earliest_store_timestamp(&self, topic: &str, queue_id: i32) -> Result<Option<i64>> {
-        let (min, max) = (self.min_offset(topic, queue_id), self.max_offset(topic, queue_id));
+        let (min, max) = (
+            self.min_offset(topic, queue_id),
+            self.max_offset(topic, queue_id),
+        );
         for offset in min..max.min(min + 16) {
             if let Some(stored) = self.store_timestamp_at(topic, queue_id, offset)? {
                 return Ok(Some(stored));
@@ -446,17 +581,37 @@ impl MessageStore {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        *self.inner.stopping.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        *self
+            .inner
+            .stopping
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
         self.inner.stop_signal.notify_all();
-        if let Some(handle) = self.flusher.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        if let Some(handle) = self
+            .flusher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             let _ = handle.join();
         }
         // Serialise with in-flight appends before the final flush.
-        drop(self.inner.append.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(
+            self.inner
+                .append
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         self.inner.flush_all()?;
         let abort = self.inner.config.root.join("abort");
-        self.inner.storage.remove_file(&abort).map_err(io_error("remove", &abort))?;
-        self.inner.storage.sync_dir(&self.inner.config.root).map_err(io_error("sync", &self.inner.config.root))
+        self.inner
+            .storage
+            .remove_file(&abort)
+            .map_err(io_error("remove", &abort))?;
+        self.inner
+            .storage
+            .sync_dir(&self.inner.config.root)
+            .map_err(io_error("sync", &self.inner.config.root))
     }
 
     /// The commit log, for retention and tests.
@@ -469,7 +624,13 @@ impl MessageStore {
     }
 
     pub(crate) fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
-        self.inner.queues.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+        self.inner
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 }
 
@@ -477,9 +638,18 @@ impl Drop for MessageStore {
     /// Dropping without `shutdown` behaves like a crash as far as the files go (the abort
     /// marker stays), but the flush thread is stopped.
     fn drop(&mut self) {
-        *self.inner.stopping.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        *self
+            .inner
+            .stopping
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
         self.inner.stop_signal.notify_all();
-        if let Some(handle) = self.flusher.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        if let Some(handle) = self
+            .flusher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             let _ = handle.join();
         }
     }
@@ -488,23 +658,43 @@ impl Drop for MessageStore {
 /// The STORETIMESTAMP field of a raw record.
 pub fn store_timestamp_of(record: &[u8]) -> Option<i64> {
     let sys_flag = i32::from_be_bytes(record.get(36..40)?.try_into().ok()?);
-    let at = 48 + if sys_flag & tidemark_protocol::message::sys_flag::BORNHOST_V6 != 0 { 20 } else { 8 };
+    let at = 48
+        + if sys_flag & tidemark_protocol::message::sys_flag::BORNHOST_V6 != 0 {
+            20
+        } else {
+            8
+        };
     Some(i64::from_be_bytes(record.get(at..at + 8)?.try_into().ok()?))
 }
 
-fn open_queues(storage: &Arc<dyn Storage>, dir: &Path, entries_per_file: u64) -> Result<HashMap<QueueKey, Arc<ConsumeQueue>>> {
+fn open_queues(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    entries_per_file: u64,
+) -> Result<HashMap<QueueKey, Arc<ConsumeQueue>>> {
     let mut queues = HashMap::new();
     for topic in storage.list(dir).map_err(io_error("list", dir))? {
         if !topic.is_dir {
             continue;
         }
         let topic_dir = dir.join(&topic.name);
-        for queue in storage.list(&topic_dir).map_err(io_error("list", &topic_dir))? {
-            let Ok(queue_id) = queue.name.parse::<i32>() else { continue };
+        for queue in storage
+            .list(&topic_dir)
+            .map_err(io_error("list", &topic_dir))?
+        {
+            let Ok(queue_id) = queue.name.parse::<i32>() else {
+                continue;
+            };
             if !queue.is_dir {
                 continue;
             }
-            let consume_queue = ConsumeQueue::open(storage.clone(), topic_dir.join(&queue.name), topic.name.clone(), queue_id, entries_per_file)?;
+            let consume_queue = ConsumeQueue::open(
+                storage.clone(),
+                topic_dir.join(&queue.name),
+                topic.name.clone(),
+                queue_id,
+                entries_per_file,
+            )?;
             queues.insert((topic.name.clone(), queue_id), Arc::new(consume_queue));
         }
     }
@@ -513,11 +703,17 @@ fn open_queues(storage: &Arc<dyn Storage>, dir: &Path, entries_per_file: u64) ->
 
 impl Inner {
     fn sync_state(&self) -> MutexGuard<'_, SyncState> {
-        self.sync_state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.sync_state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn existing_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
-        self.queues.read().unwrap_or_else(PoisonError::into_inner).get(&(topic.to_owned(), queue_id)).cloned()
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(topic.to_owned(), queue_id))
+            .cloned()
     }
 
     fn queue(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
@@ -528,8 +724,19 @@ impl Inner {
         if let Some(queue) = queues.get(&(topic.to_owned(), queue_id)) {
             return Ok(queue.clone());
         }
-        let dir = self.config.root.join("consumequeue").join(topic).join(queue_id.to_string());
-        let queue = Arc::new(ConsumeQueue::open(self.storage.clone(), dir, topic.to_owned(), queue_id, self.config.consume_queue_entries_per_file)?);
+        let dir = self
+            .config
+            .root
+            .join("consumequeue")
+            .join(topic)
+            .join(queue_id.to_string());
+        let queue = Arc::new(ConsumeQueue::open(
+            self.storage.clone(),
+            dir,
+            topic.to_owned(),
+            queue_id,
+            self.config.consume_queue_entries_per_file,
+        )?);
         queues.insert((topic.to_owned(), queue_id), queue.clone());
         Ok(queue)
     }
@@ -539,13 +746,18 @@ impl Inner {
         let mut state = self.sync_state();
         loop {
             if let Some(reason) = &state.failed {
-                return Err(StoreError::SyncFailed { reason: reason.clone() });
+                return Err(StoreError::SyncFailed {
+                    reason: reason.clone(),
+                });
             }
             if self.commit_log.flushed() >= end {
                 return Ok(());
             }
             if state.syncing {
-                state = self.synced.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state = self
+                    .synced
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
             state.syncing = true;
@@ -571,17 +783,29 @@ impl Inner {
         }
         // Every record below `dispatched` has its queue entry written (entries go first).
         let dispatched = self.commit_log.written();
-        let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        let queues: Vec<Arc<ConsumeQueue>> = self
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
         for queue in queues {
             queue.sync()?;
         }
-        let mut last = self.last_checkpoint.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last = self
+            .last_checkpoint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let now = (self.clock)();
         let checkpoint = Checkpoint {
             physic_msg_timestamp: now,
             logics_msg_timestamp: now,
             index_msg_timestamp: last.index_msg_timestamp,
-            durable: Some(DurableOffsets { commit_log: self.commit_log.flushed(), consume_queues: dispatched }),
+            durable: Some(DurableOffsets {
+                commit_log: self.commit_log.flushed(),
+                consume_queues: dispatched,
+            }),
         };
         if checkpoint.durable != last.durable {
             self.checkpoint.write(&checkpoint)?;
@@ -594,7 +818,10 @@ impl Inner {
         let interval = self.config.background_flush_interval();
         let mut stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
         while !*stopping {
-            let (guard, _) = self.stop_signal.wait_timeout(stopping, interval).unwrap_or_else(PoisonError::into_inner);
+            let (guard, _) = self
+                .stop_signal
+                .wait_timeout(stopping, interval)
+                .unwrap_or_else(PoisonError::into_inner);
             stopping = guard;
             if *stopping {
                 break;
@@ -609,23 +836,65 @@ impl Inner {
 
     fn recover(&self, mode: RecoveryMode, checkpoint: &Checkpoint) -> Result<RecoveryReport> {
         let (start, durable_end) = recovery::scan_start(&self.commit_log, checkpoint, mode);
-        let (end, corrupt, records) = recovery::scan(&self.commit_log, start, durable_end, |scanned: ScannedRecord| {
-            let queue = self.queue(&scanned.record.topic, scanned.record.queue_id)?;
-            queue.put(
-                scanned.record.queue_offset,
-                QueueEntry {
-                    commit_log_offset: scanned.offset as i64,
-                    size: scanned.size as i32,
-                    tags_code: record_tags_code(&scanned.record.properties),
-                },
-            )?;
-            queue.publish(scanned.record.queue_offset + 1);
-            Ok(())
-        })?;
+        // Consume queues are derived data: everything they say about the log from the scan
+        // start on is dropped and rebuilt from the records themselves.
+        let queues: Vec<Arc<ConsumeQueue>> = self
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for queue in &queues {
+            queue.truncate_past(start)?;
+        }
+        // A queue's offsets follow each other in log order. The CRC covers only the body, so a
+        // record breaking the sequence had its header damaged; a jump is allowed only where a
+        // corrupt range was skipped since the queue's previous record (its slots become holes).
+        let log_span = self.commit_log.segments().len() as u64 * self.commit_log.segment_bytes();
+        let mut expected: HashMap<QueueKey, (i64, usize)> = HashMap::new();
+        let outcome = recovery::scan(
+            &self.commit_log,
+            start,
+            durable_end,
+            |scanned: ScannedRecord| {
+                let key = (scanned.record.topic.clone(), scanned.record.queue_id);
+                let queue = self.queue(&key.0, key.1)?;
+                let offset = scanned.record.queue_offset;
+                let (next, corrupt_seen) = expected
+                    .get(&key)
+                    .copied()
+                    .unwrap_or((queue.write_end(), 0));
+                let jump_allowed = scanned.corrupt_ranges_before > corrupt_seen
+                    && offset > next
+                    && ((offset - next) as u64) <= log_span / 64;
+                if offset != next && !jump_allowed {
+                    return Ok(false);
+                }
+                expected.insert(key, (offset + 1, scanned.corrupt_ranges_before));
+                queue.put(
+                    offset,
+                    QueueEntry {
+                        commit_log_offset: scanned.offset as i64,
+                        size: scanned.size as i32,
+                        tags_code: record_tags_code(&scanned.record.properties),
+                    },
+                )?;
+                queue.publish(offset + 1);
+                Ok(true)
+            },
+        )?;
+        let (end, corrupt, records) = (outcome.end, outcome.corrupt_ranges, outcome.records);
         let bytes_truncated = self.commit_log.truncate(end)?;
         let commit_log_min = self.commit_log.min_offset();
         let mut queue_entries_truncated = 0;
-        let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        let queues: Vec<Arc<ConsumeQueue>> = self
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
         for queue in &queues {
             queue_entries_truncated += queue.truncate_past(end)?;
             queue.correct_min_offset(commit_log_min)?;
@@ -636,7 +905,9 @@ impl Inner {
         }
         let mut state = self.append.lock().unwrap_or_else(PoisonError::into_inner);
         for queue in &queues {
-            state.next_queue_offset.insert((queue.topic.clone(), queue.queue_id), queue.max_offset());
+            state
+                .next_queue_offset
+                .insert((queue.topic.clone(), queue.queue_id), queue.max_offset());
         }
         Ok(RecoveryReport {
             mode,
@@ -655,10 +926,13 @@ impl Inner {
             let (min, max) = (queue.min_offset(), queue.max_offset());
             let mut offset = min;
             while offset < max {
-                let Some(entries) = queue.read(offset, 1024)? else { break };
+                let Some(entries) = queue.read(offset, 1024)? else {
+                    break;
+                };
                 for (index, entry) in entries.iter().enumerate() {
                     let at = entry.commit_log_offset as u64;
-                    if !entry.is_hole() && corrupt.iter().any(|(from, to)| at >= *from && at < *to) {
+                    if !entry.is_hole() && corrupt.iter().any(|(from, to)| at >= *from && at < *to)
+                    {
                         queue.put(offset + index as i64, QueueEntry::HOLE)?;
                     }
                 }
@@ -668,4 +942,3 @@ impl Inner {
         Ok(())
     }
 }
-

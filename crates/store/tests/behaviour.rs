@@ -20,13 +20,25 @@ fn appends_assign_offsets_and_read_back() {
     assert_eq!(report.mode, RecoveryMode::Normal);
     let mut last_offset = None;
     for index in 0..40u8 {
-        let appended = store.put(&message("T", i32::from(index % 2), vec![index; 100], Some("TagA"))).expect("put");
+        let appended = store
+            .put(&message(
+                "T",
+                i32::from(index % 2),
+                vec![index; 100],
+                Some("TagA"),
+            ))
+            .expect("put");
         assert_eq!(appended.queue_offset, i64::from(index / 2));
         if let Some(previous) = last_offset {
             assert!(appended.commit_log_offset > previous);
         }
         last_offset = Some(appended.commit_log_offset);
-        let record = decode(&store.read_record(appended.commit_log_offset).expect("read").expect("present"));
+        let record = decode(
+            &store
+                .read_record(appended.commit_log_offset)
+                .expect("read")
+                .expect("present"),
+        );
         assert_eq!(record.body.to_vec(), vec![index; 100]);
         assert_eq!(record.physical_offset as u64, appended.commit_log_offset);
         assert_eq!(record.store_timestamp, appended.store_timestamp);
@@ -34,7 +46,10 @@ fn appends_assign_offsets_and_read_back() {
     assert_eq!(store.max_offset("T", 0), 20);
     let all = read_all(&store, "T", 1);
     assert_eq!(all.len(), 20);
-    assert!(all.iter().enumerate().all(|(index, record)| record.queue_offset == index as i64));
+    assert!(all
+        .iter()
+        .enumerate()
+        .all(|(index, record)| record.queue_offset == index as i64));
     // 40 records of ~200 bytes in 4 KiB segments: several segments were rolled.
     let (min, written, _) = store.commit_log_positions();
     assert_eq!(min, 0);
@@ -47,27 +62,63 @@ fn appends_assign_offsets_and_read_back() {
 fn read_statuses_follow_rocketmq() {
     let storage = SimStorage::new();
     let (store, _) = open_sim(&storage, FlushPolicy::Async { interval_ms: 50 }).expect("open");
-    let missing = store.get("None", 0, 0, 32, usize::MAX, |_| true).expect("get");
-    assert_eq!((missing.status, missing.next_begin_offset), (GetStatus::NoMatchedLogicQueue, 0));
+    let missing = store
+        .get("None", 0, 0, 32, usize::MAX, |_| true)
+        .expect("get");
+    assert_eq!(
+        (missing.status, missing.next_begin_offset),
+        (GetStatus::NoMatchedLogicQueue, 0)
+    );
     for index in 0..5u8 {
         let tag = if index % 2 == 0 { "TagA" } else { "TagB" };
-        store.put(&message("T", 0, vec![index; 10], Some(tag))).expect("put");
+        store
+            .put(&message("T", 0, vec![index; 10], Some(tag)))
+            .expect("put");
     }
     let one = store.get("T", 0, 5, 32, usize::MAX, |_| true).expect("get");
-    assert_eq!((one.status, one.next_begin_offset, one.min_offset, one.max_offset), (GetStatus::OffsetOverflowOne, 5, 0, 5));
+    assert_eq!(
+        (
+            one.status,
+            one.next_begin_offset,
+            one.min_offset,
+            one.max_offset
+        ),
+        (GetStatus::OffsetOverflowOne, 5, 0, 5)
+    );
     let badly = store.get("T", 0, 9, 32, usize::MAX, |_| true).expect("get");
-    assert_eq!((badly.status, badly.next_begin_offset), (GetStatus::OffsetOverflowBadly, 0), "min is 0, so back to 0");
+    assert_eq!(
+        (badly.status, badly.next_begin_offset),
+        (GetStatus::OffsetOverflowBadly, 0),
+        "min is 0, so back to 0"
+    );
     let found = store.get("T", 0, 1, 2, usize::MAX, |_| true).expect("get");
-    assert_eq!((found.status, found.next_begin_offset, found.messages.len()), (GetStatus::Found, 3, 2));
+    assert_eq!(
+        (found.status, found.next_begin_offset, found.messages.len()),
+        (GetStatus::Found, 3, 2)
+    );
     let code_a = tags_code(Some("TagA"));
-    let filtered = store.get("T", 0, 0, 32, usize::MAX, |code| code == code_a).expect("get");
+    let filtered = store
+        .get("T", 0, 0, 32, usize::MAX, |code| code == code_a)
+        .expect("get");
     assert_eq!(filtered.status, GetStatus::Found);
     assert_eq!(filtered.messages.len(), 3);
-    assert_eq!(filtered.next_begin_offset, 5, "every scanned entry counts, matched or not");
-    let none = store.get("T", 0, 1, 32, usize::MAX, |_| false).expect("get");
-    assert_eq!((none.status, none.next_begin_offset), (GetStatus::NoMatchedMessage, 5));
+    assert_eq!(
+        filtered.next_begin_offset, 5,
+        "every scanned entry counts, matched or not"
+    );
+    let none = store
+        .get("T", 0, 1, 32, usize::MAX, |_| false)
+        .expect("get");
+    assert_eq!(
+        (none.status, none.next_begin_offset),
+        (GetStatus::NoMatchedMessage, 5)
+    );
     let bytes_limited = store.get("T", 0, 0, 32, 1, |_| true).expect("get");
-    assert_eq!(bytes_limited.messages.len(), 1, "the first message always fits");
+    assert_eq!(
+        bytes_limited.messages.len(),
+        1,
+        "the first message always fits"
+    );
 }
 
 /// Offsets by timestamp use the first message stored at or after the time.
@@ -77,13 +128,32 @@ fn offsets_by_store_time() {
     let (store, _) = open_sim(&storage, FlushPolicy::Async { interval_ms: 50 }).expect("open");
     let mut times = Vec::new();
     for index in 0..20u8 {
-        times.push(store.put(&message("T", 3, vec![index; 30], None)).expect("put").store_timestamp);
+        times.push(
+            store
+                .put(&message("T", 3, vec![index; 30], None))
+                .expect("put")
+                .store_timestamp,
+        );
     }
-    assert_eq!(store.offset_by_timestamp("T", 3, times[7]).expect("search"), 7);
-    assert_eq!(store.offset_by_timestamp("T", 3, times[6] + 1).expect("search"), 7);
+    assert_eq!(
+        store.offset_by_timestamp("T", 3, times[7]).expect("search"),
+        7
+    );
+    assert_eq!(
+        store
+            .offset_by_timestamp("T", 3, times[6] + 1)
+            .expect("search"),
+        7
+    );
     assert_eq!(store.offset_by_timestamp("T", 3, 0).expect("search"), 0);
-    assert_eq!(store.offset_by_timestamp("T", 3, i64::MAX).expect("search"), 20);
-    assert_eq!(store.earliest_store_timestamp("T", 3).expect("read"), Some(times[0]));
+    assert_eq!(
+        store.offset_by_timestamp("T", 3, i64::MAX).expect("search"),
+        20
+    );
+    assert_eq!(
+        store.earliest_store_timestamp("T", 3).expect("read"),
+        Some(times[0])
+    );
     assert_eq!(store.earliest_store_timestamp("T", 4).expect("read"), None);
 }
 
@@ -93,13 +163,27 @@ fn batches_are_contiguous() {
     let storage = SimStorage::new();
     let (store, _) = open_sim(&storage, FlushPolicy::Sync).expect("open");
     store.put(&message("B", 0, vec![1; 10], None)).expect("put");
-    let batch: Vec<_> = (0..5u8).map(|index| message("B", 0, vec![index; 50], None)).collect();
+    let batch: Vec<_> = (0..5u8)
+        .map(|index| message("B", 0, vec![index; 50], None))
+        .collect();
     let appended = store.put_batch(&batch).expect("batch");
-    assert_eq!(appended.iter().map(|one| one.queue_offset).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+    assert_eq!(
+        appended
+            .iter()
+            .map(|one| one.queue_offset)
+            .collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5]
+    );
     for pair in appended.windows(2) {
-        assert_eq!(pair[0].commit_log_offset + u64::from(pair[0].size), pair[1].commit_log_offset);
+        assert_eq!(
+            pair[0].commit_log_offset + u64::from(pair[0].size),
+            pair[1].commit_log_offset
+        );
     }
-    let mixed = vec![message("B", 0, vec![1], None), message("B", 1, vec![1], None)];
+    let mixed = vec![
+        message("B", 0, vec![1], None),
+        message("B", 1, vec![1], None),
+    ];
     assert!(store.put_batch(&mixed).is_err());
 }
 
@@ -108,20 +192,44 @@ fn batches_are_contiguous() {
 fn reopen_after_shutdown_keeps_everything() {
     let storage = SimStorage::new();
     {
-        let (store, _) = open_sim(&storage, FlushPolicy::Async { interval_ms: 10_000 }).expect("open");
+        let (store, _) = open_sim(
+            &storage,
+            FlushPolicy::Async {
+                interval_ms: 10_000,
+            },
+        )
+        .expect("open");
         for index in 0..30u8 {
-            store.put(&message("T", 0, vec![index; 150], None)).expect("put");
+            store
+                .put(&message("T", 0, vec![index; 150], None))
+                .expect("put");
         }
         store.shutdown().expect("shutdown");
     }
-    let (store, report) = open_sim(&storage, FlushPolicy::Async { interval_ms: 10_000 }).expect("reopen");
+    let (store, report) = open_sim(
+        &storage,
+        FlushPolicy::Async {
+            interval_ms: 10_000,
+        },
+    )
+    .expect("reopen");
     assert_eq!(report.mode, RecoveryMode::Normal);
     assert_eq!(report.bytes_truncated, 0);
     assert_eq!(store.max_offset("T", 0), 30);
-    assert_eq!(store.put(&message("T", 0, vec![99; 10], None)).expect("put").queue_offset, 30);
+    assert_eq!(
+        store
+            .put(&message("T", 0, vec![99; 10], None))
+            .expect("put")
+            .queue_offset,
+        30
+    );
     let all = read_all(&store, "T", 0);
     assert_eq!(all.len(), 31);
-    assert!(all.iter().take(30).enumerate().all(|(index, record)| record.body.to_vec() == vec![index as u8; 150]));
+    assert!(all
+        .iter()
+        .take(30)
+        .enumerate()
+        .all(|(index, record)| record.body.to_vec() == vec![index as u8; 150]));
 }
 
 /// A second store on the same directory is refused while the first holds the lock.
@@ -130,7 +238,10 @@ fn the_directory_lock_is_exclusive() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = small_config(dir.path(), FlushPolicy::Sync);
     let (first, _) = MessageStore::open(config.clone()).expect("first");
-    assert!(matches!(MessageStore::open(config.clone()), Err(StoreError::Locked { .. })));
+    assert!(matches!(
+        MessageStore::open(config.clone()),
+        Err(StoreError::Locked { .. })
+    ));
     first.shutdown().expect("shutdown");
     drop(first);
     MessageStore::open(config).expect("free again");
@@ -142,14 +253,24 @@ fn retention_deletes_expired_segments_and_corrects_queue_minimums() {
     let storage = SimStorage::new();
     let (store, _) = open_sim(&storage, FlushPolicy::Async { interval_ms: 50 }).expect("open");
     for index in 0..60u8 {
-        store.put(&message("T", 0, vec![index; 200], None)).expect("put");
+        store
+            .put(&message("T", 0, vec![index; 200], None))
+            .expect("put");
     }
     let segments_before = store.commit_log_positions();
     let later = 1_700_000_000_000 + 73 * 3_600_000;
     let not_the_hour = store.delete_expired(later, 3, 0.1).expect("retention");
-    assert!(not_the_hour.segments_deleted.is_empty(), "only at the delete hour");
-    let too_early = store.delete_expired(1_700_000_000_000 + 3_600_000, 4, 0.1).expect("retention");
-    assert!(too_early.segments_deleted.is_empty(), "nothing is 72 h old yet");
+    assert!(
+        not_the_hour.segments_deleted.is_empty(),
+        "only at the delete hour"
+    );
+    let too_early = store
+        .delete_expired(1_700_000_000_000 + 3_600_000, 4, 0.1)
+        .expect("retention");
+    assert!(
+        too_early.segments_deleted.is_empty(),
+        "nothing is 72 h old yet"
+    );
     let report = store.delete_expired(later, 4, 0.1).expect("retention");
     assert!(!report.segments_deleted.is_empty());
     let (min, written, _) = store.commit_log_positions();
@@ -158,8 +279,16 @@ fn retention_deletes_expired_segments_and_corrects_queue_minimums() {
     let queue_min = store.min_offset("T", 0);
     assert!(queue_min > 0);
     let first = store.get("T", 0, 0, 32, usize::MAX, |_| true).expect("get");
-    assert_eq!((first.status, first.next_begin_offset), (GetStatus::OffsetTooSmall, queue_min));
-    assert_eq!(read_all(&store, "T", 0).first().map(|record| record.queue_offset), Some(queue_min));
+    assert_eq!(
+        (first.status, first.next_begin_offset),
+        (GetStatus::OffsetTooSmall, queue_min)
+    );
+    assert_eq!(
+        read_all(&store, "T", 0)
+            .first()
+            .map(|record| record.queue_offset),
+        Some(queue_min)
+    );
     assert_queues_agree_with_log(&store);
 }
 
@@ -169,9 +298,13 @@ fn retention_frees_space_when_the_disk_is_nearly_full() {
     let storage = SimStorage::new();
     let (store, _) = open_sim(&storage, FlushPolicy::Async { interval_ms: 50 }).expect("open");
     for index in 0..60u8 {
-        store.put(&message("T", 0, vec![index; 200], None)).expect("put");
+        store
+            .put(&message("T", 0, vec![index; 200], None))
+            .expect("put");
     }
-    let report = store.delete_expired(1_700_000_000_100, 12, 0.9).expect("retention");
+    let report = store
+        .delete_expired(1_700_000_000_100, 12, 0.9)
+        .expect("retention");
     assert_eq!(report.segments_deleted, vec![0]);
 }
 
@@ -183,7 +316,9 @@ fn a_full_disk_fails_appends_cleanly() {
     let (store, _) = open_sim(&storage, FlushPolicy::Sync).expect("open");
     let mut stored = 0;
     for index in 0..10u8 {
-        store.put(&message("T", 0, vec![index; 200], None)).expect("put");
+        store
+            .put(&message("T", 0, vec![index; 200], None))
+            .expect("put");
         stored += 1;
     }
     storage.set_capacity(Some(storage_bytes(&storage)));
@@ -198,10 +333,15 @@ fn a_full_disk_fails_appends_cleanly() {
     assert!(failures > 0);
     let all = read_all(&store, "T", 0);
     assert_eq!(all.len(), stored);
-    assert!(all.iter().enumerate().all(|(index, record)| record.queue_offset == index as i64));
+    assert!(all
+        .iter()
+        .enumerate()
+        .all(|(index, record)| record.queue_offset == index as i64));
     assert_queues_agree_with_log(&store);
     storage.set_capacity(None);
-    let appended = store.put(&message("T", 0, vec![7; 10], None)).expect("space is back");
+    let appended = store
+        .put(&message("T", 0, vec![7; 10], None))
+        .expect("space is back");
     assert_eq!(appended.queue_offset, stored as i64);
     drop(store);
     let (store, _) = open_sim(&storage, FlushPolicy::Sync).expect("reopen");
@@ -210,7 +350,19 @@ fn a_full_disk_fails_appends_cleanly() {
 }
 
 fn storage_bytes(storage: &SimStorage) -> u64 {
-    storage.files().iter().map(|path| storage.read_file(path).map_or(0, |bytes| bytes.iter().rposition(|b| *b != 0).map_or(0, |at| at as u64 + 1))).sum::<u64>() + 64
+    storage
+        .files()
+        .iter()
+        .map(|path| {
+            storage.read_file(path).map_or(0, |bytes| {
+                bytes
+                    .iter()
+                    .rposition(|b| *b != 0)
+                    .map_or(0, |at| at as u64 + 1)
+            })
+        })
+        .sum::<u64>()
+        + 64
 }
 
 /// A store on the real file system round-trips too.
@@ -221,13 +373,18 @@ fn works_on_the_real_file_system() {
     {
         let (store, _) = MessageStore::open(config.clone()).expect("open");
         for index in 0..50u8 {
-            store.put(&message("T", 0, vec![index; 100], None)).expect("put");
+            store
+                .put(&message("T", 0, vec![index; 100], None))
+                .expect("put");
         }
         store.shutdown().expect("shutdown");
     }
     assert!(!dir.path().join("abort").exists());
     assert!(dir.path().join("commitlog/00000000000000000000").exists());
-    assert!(dir.path().join("consumequeue/T/0/00000000000000000000").exists());
+    assert!(dir
+        .path()
+        .join("consumequeue/T/0/00000000000000000000")
+        .exists());
     let (store, report) = MessageStore::open(config).expect("reopen");
     assert_eq!(report.mode, RecoveryMode::Normal);
     assert_eq!(read_all(&store, "T", 0).len(), 50);

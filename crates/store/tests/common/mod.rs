@@ -30,8 +30,15 @@ pub fn ticking_clock(start: i64) -> Box<dyn Fn() -> i64 + Send + Sync> {
     Box::new(move || now.fetch_add(1, Ordering::Relaxed))
 }
 
-pub fn open_sim(storage: &SimStorage, flush: FlushPolicy) -> tidemark_store::error::Result<(MessageStore, RecoveryReport)> {
-    MessageStore::open_with(small_config(ROOT, flush), Arc::new(storage.clone()) as Arc<dyn Storage>, ticking_clock(1_700_000_000_000))
+pub fn open_sim(
+    storage: &SimStorage,
+    flush: FlushPolicy,
+) -> tidemark_store::error::Result<(MessageStore, RecoveryReport)> {
+    MessageStore::open_with(
+        small_config(ROOT, flush),
+        Arc::new(storage.clone()) as Arc<dyn Storage>,
+        ticking_clock(1_700_000_000_000),
+    )
 }
 
 pub fn message(topic: &str, queue_id: i32, body: Vec<u8>, tag: Option<&str>) -> NewMessage {
@@ -39,7 +46,13 @@ pub fn message(topic: &str, queue_id: i32, body: Vec<u8>, tag: Option<&str>) -> 
     if let Some(tag) = tag {
         properties.insert("TAGS", tag);
     }
-    properties.insert("UNIQ_KEY", format!("ID-{}", tidemark_protocol::hex::encode_upper(&body[..body.len().min(8)])));
+    properties.insert(
+        "UNIQ_KEY",
+        format!(
+            "ID-{}",
+            tidemark_protocol::hex::encode_upper(&body[..body.len().min(8)])
+        ),
+    );
     NewMessage {
         topic: topic.to_owned(),
         queue_id,
@@ -56,7 +69,15 @@ pub fn message(topic: &str, queue_id: i32, body: Vec<u8>, tag: Option<&str>) -> 
 }
 
 pub fn decode(record: &Bytes) -> MessageRecord {
-    MessageRecord::decode(record, 0, DecodeOptions { verify_body_crc: true }).expect("stored records are valid").0
+    MessageRecord::decode(
+        record,
+        0,
+        DecodeOptions {
+            verify_body_crc: true,
+        },
+    )
+    .expect("stored records are valid")
+    .0
 }
 
 /// Every message of a queue, read through the public API.
@@ -64,7 +85,9 @@ pub fn read_all(store: &MessageStore, topic: &str, queue_id: i32) -> Vec<Message
     let mut out = Vec::new();
     let mut offset = store.min_offset(topic, queue_id);
     loop {
-        let result = store.get(topic, queue_id, offset, 32, usize::MAX, |_| true).expect("readable");
+        let result = store
+            .get(topic, queue_id, offset, 32, usize::MAX, |_| true)
+            .expect("readable");
         if result.messages.is_empty() && result.next_begin_offset == offset {
             return out;
         }
@@ -79,15 +102,27 @@ pub fn read_all(store: &MessageStore, topic: &str, queue_id: i32) -> Vec<Message
 /// Checks that every published queue entry points at a record of that topic, queue and offset.
 pub fn assert_queues_agree_with_log(store: &MessageStore) {
     for (topic, queue_id) in store.queues() {
-        let (min, max) = (store.min_offset(&topic, queue_id), store.max_offset(&topic, queue_id));
+        let (min, max) = (
+            store.min_offset(&topic, queue_id),
+            store.max_offset(&topic, queue_id),
+        );
         for offset in min..max {
-            let entry = store.queue_entry(&topic, queue_id, offset).expect("readable").expect("published");
+            let entry = store
+                .queue_entry(&topic, queue_id, offset)
+                .expect("readable")
+                .expect("published");
             if entry.is_hole() {
                 continue;
             }
-            let record = store.read_record(entry.commit_log_offset as u64).expect("readable").expect("entry points at a record");
+            let record = store
+                .read_record(entry.commit_log_offset as u64)
+                .expect("readable")
+                .expect("entry points at a record");
             let record = decode(&record);
-            assert_eq!((record.topic.as_str(), record.queue_id, record.queue_offset), (topic.as_str(), queue_id, offset));
+            assert_eq!(
+                (record.topic.as_str(), record.queue_id, record.queue_offset),
+                (topic.as_str(), queue_id, offset)
+            );
             assert_eq!(record.physical_offset, entry.commit_log_offset);
         }
     }
