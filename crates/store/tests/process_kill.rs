@@ -1,0 +1,161 @@
+//! Process-level crash test: a child process appends under `Sync` flush and reports every
+//! acknowledged append on stdout; the parent SIGKILLs it at a random moment, reopens the store
+//! (recovery runs in abnormal mode) and checks every acknowledged message. Rounds reuse one
+//! directory, so each recovery also starts from the previous one's repairs.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use tidemark_store::{FlushPolicy, MessageStore, RecoveryMode};
+
+const CHILD_DIR_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_DIR";
+const CHILD_ROUND_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_ROUND";
+
+fn body(round: u32, index: u32) -> Vec<u8> {
+    let mut body = format!("round {round} message {index} ").into_bytes();
+    body.resize(40 + (index as usize * 29) % 500, b'.');
+    body
+}
+
+/// The child: appends until killed. Does nothing when run as an ordinary test.
+#[test]
+fn child_writer() {
+    let (Some(dir), Some(round)) = (
+        std::env::var_os(CHILD_DIR_VARIABLE),
+        std::env::var(CHILD_ROUND_VARIABLE).ok(),
+    ) else {
+        return;
+    };
+    let round: u32 = round.parse().expect("round number");
+    let (store, _) = MessageStore::open(small_config(Path::new(&dir), FlushPolicy::Sync))
+        .expect("child opens the store");
+    let mut stdout = std::io::stdout().lock();
+    for index in 0.. {
+        let appended = store
+            .put(&message(
+                "Killed",
+                (index % 3) as i32,
+                body(round, index),
+                Some("TagA"),
+            ))
+            .expect("append");
+        writeln!(
+            stdout,
+            "ACK {round} {index} {} {}",
+            appended.commit_log_offset, appended.queue_offset
+        )
+        .expect("parent reads");
+        stdout.flush().expect("parent reads");
+    }
+}
+
+struct Acknowledged {
+    round: u32,
+    index: u32,
+    commit_log_offset: u64,
+}
+
+fn run_child(dir: &Path, round: u32, kill_after: Duration) -> Vec<Acknowledged> {
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["child_writer", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR_VARIABLE, dir)
+        .env(CHILD_ROUND_VARIABLE, round.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut acknowledged = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let fields: Vec<&str> = line.split(' ').collect();
+            if fields.len() == 5 && fields[0] == "ACK" {
+                if let (Ok(round), Ok(index), Ok(offset)) =
+                    (fields[1].parse(), fields[2].parse(), fields[3].parse())
+                {
+                    acknowledged.push(Acknowledged {
+                        round,
+                        index,
+                        commit_log_offset: offset,
+                    });
+                }
+            }
+        }
+        acknowledged
+    });
+    // Let the child open the store and write a while, then kill it mid-flight.
+    let started = Instant::now();
+    while started.elapsed() < kill_after {
+        if child.try_wait().expect("poll child").is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap child");
+    reader.join().expect("reader thread")
+}
+
+fn kill_rounds(rounds: u32) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut all: Vec<Acknowledged> = Vec::new();
+    let mut seed = 0x5EED_u64;
+    for round in 0..rounds {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let kill_after = Duration::from_millis(80 + (seed >> 33) % 250);
+        let acknowledged = run_child(dir.path(), round, kill_after);
+        all.extend(acknowledged);
+        let (store, report) = MessageStore::open(small_config(dir.path(), FlushPolicy::Sync))
+            .expect("recovery after SIGKILL");
+        assert_eq!(
+            report.mode,
+            RecoveryMode::Abnormal,
+            "the killed child left its abort marker"
+        );
+        for acknowledged in &all {
+            let record = store
+                .read_record(acknowledged.commit_log_offset)
+                .expect("readable")
+                .unwrap_or_else(|| {
+                    panic!(
+                        "round {round}: acknowledged message {} of round {} lost",
+                        acknowledged.index, acknowledged.round
+                    )
+                });
+            assert_eq!(
+                decode(&record).body.to_vec(),
+                body(acknowledged.round, acknowledged.index),
+                "round {round}"
+            );
+        }
+        assert_queues_agree_with_log(&store);
+        store.shutdown().expect("shutdown");
+    }
+    assert!(
+        all.len() > rounds as usize,
+        "children acknowledged appends before being killed"
+    );
+    println!(
+        "{rounds} SIGKILL rounds, {} acknowledged appends verified",
+        all.len()
+    );
+}
+
+#[test]
+fn sigkill_loses_nothing_acknowledged() {
+    kill_rounds(20);
+}
+
+#[test]
+#[ignore = "soak: cargo test -p tidemark-store --test process_kill -- --ignored"]
+fn sigkill_soak() {
+    kill_rounds(300);
+}
