@@ -46,6 +46,9 @@ fn operation() -> impl Strategy<Value = Operation> {
     ]
 }
 
+/// Bodies and tags by queue offset, per (topic, queue id).
+type Model = BTreeMap<(u8, u8), Vec<(Vec<u8>, u8)>>;
+
 fn topic_name(topic: u8) -> &'static str {
     ["Alpha", "Beta"][topic as usize]
 }
@@ -61,8 +64,7 @@ proptest! {
     fn store_matches_model(operations in proptest::collection::vec(operation(), 1..120)) {
         let storage = SimStorage::new();
         let (mut store, _) = open_sim(&storage, FlushPolicy::Sync).expect("open");
-        // (topic, queue) -> bodies with their tags, by queue offset
-        let mut model: BTreeMap<(u8, u8), Vec<(Vec<u8>, u8)>> = BTreeMap::new();
+        let mut model: Model = BTreeMap::new();
         let mut serial = 0u32;
         for operation in operations {
             match operation {
