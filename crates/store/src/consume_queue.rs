@@ -68,6 +68,24 @@ impl QueueEntry {
     }
 }
 
+/// Entries appended since the last write to the files: `entries[0]` has offset `start`.
+/// Consume queues are derived data (recovery rebuilds them from the commit log), so appends
+/// only touch memory and the files are written in batches, which keeps one syscall per append.
+#[derive(Debug, Default)]
+struct Tail {
+    start: i64,
+    entries: Vec<QueueEntry>,
+}
+
+impl Tail {
+    fn end(&self) -> i64 {
+        self.start + self.entries.len() as i64
+    }
+}
+
+/// Tail entries held in memory before they are written out.
+const TAIL_ENTRIES_MAX: usize = 1024;
+
 /// One queue's index into the commit log.
 #[derive(Debug)]
 pub struct ConsumeQueue {
@@ -81,8 +99,8 @@ pub struct ConsumeQueue {
     min_offset: AtomicI64,
     /// Readers see entries below it.
     max_offset: AtomicI64,
-    /// One past the highest entry written, published or not.
-    write_end: AtomicI64,
+    /// Entries appended but not yet written to their files.
+    tail: Mutex<Tail>,
     /// Files written since the last sync.
     dirty: Mutex<BTreeSet<u64>>,
 }
@@ -132,7 +150,7 @@ impl ConsumeQueue {
             files: RwLock::new(files),
             min_offset: AtomicI64::new(0),
             max_offset: AtomicI64::new(0),
-            write_end: AtomicI64::new(0),
+            tail: Mutex::new(Tail::default()),
             dirty: Mutex::new(BTreeSet::new()),
         };
         queue.find_bounds()?;
@@ -174,8 +192,15 @@ impl ConsumeQueue {
             }
         }
         self.max_offset.store(max, Ordering::Release);
-        self.write_end.store(max, Ordering::Release);
+        *self.tail() = Tail {
+            start: max,
+            entries: Vec::new(),
+        };
         Ok(())
+    }
+
+    fn tail(&self) -> std::sync::MutexGuard<'_, Tail> {
+        self.tail.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn read_file_entries(
@@ -250,26 +275,76 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    /// Writes the entry for `offset` without publishing it; slots between the current end and
+    /// Records the entry for `offset` without publishing it; slots between the current end and
     /// `offset` become holes. Overwriting an existing slot (recovery re-dispatch) is allowed.
     pub fn put(&self, offset: i64, entry: QueueEntry) -> Result<()> {
-        for gap in self.write_end.load(Ordering::Acquire)..offset {
-            self.write_entry(gap, QueueEntry::HOLE)?;
+        let mut tail = self.tail();
+        if offset < tail.start {
+            drop(tail);
+            return self.write_entry(offset, entry);
         }
-        self.write_entry(offset, entry)?;
-        self.write_end.fetch_max(offset + 1, Ordering::AcqRel);
+        if offset < tail.end() {
+            let index = (offset - tail.start) as usize;
+            tail.entries[index] = entry;
+            return Ok(());
+        }
+        for _ in tail.end()..offset {
+            tail.entries.push(QueueEntry::HOLE);
+        }
+        tail.entries.push(entry);
+        if tail.entries.len() >= TAIL_ENTRIES_MAX {
+            self.write_tail(&mut tail)?;
+        }
         Ok(())
     }
 
-    /// One past the highest entry written, published or not.
-    pub fn write_end(&self) -> i64 {
-        self.write_end.load(Ordering::Acquire)
+    /// Writes the tail to the files, one write per file touched.
+    fn write_tail(&self, tail: &mut Tail) -> Result<()> {
+        let mut offset = tail.start as u64;
+        let mut remaining: &[QueueEntry] = &tail.entries;
+        while !remaining.is_empty() {
+            let index = offset / self.entries_per_file;
+            let in_file = ((self.entries_per_file - offset % self.entries_per_file) as usize)
+                .min(remaining.len());
+            let (chunk, rest) = remaining.split_at(in_file);
+            let mut bytes = Vec::with_capacity(chunk.len() * ENTRY_BYTES as usize);
+            for entry in chunk {
+                bytes.extend_from_slice(&entry.encode());
+            }
+            let file = self.file(index, true)?.ok_or(StoreError::Closed)?;
+            file.write_at((offset % self.entries_per_file) * ENTRY_BYTES, &bytes)
+                .map_err(|error| StoreError::io("write", self.file_path(index), error))?;
+            self.dirty
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(index);
+            offset += in_file as u64;
+            remaining = rest;
+        }
+        tail.start = tail.end();
+        tail.entries.clear();
+        Ok(())
     }
 
-    /// Forgets written but unpublished entries (an append that failed half way): the next put
-    /// reuses their slots.
+    /// One past the highest entry recorded, published or not.
+    pub fn write_end(&self) -> i64 {
+        self.tail().end()
+    }
+
+    /// Forgets recorded but unpublished entries (an append that failed half way): the next
+    /// put reuses their slots.
     pub fn abandon_unpublished(&self) {
-        self.write_end.store(self.max_offset(), Ordering::Release);
+        let max = self.max_offset();
+        let mut tail = self.tail();
+        if max >= tail.start {
+            let keep = (max - tail.start) as usize;
+            tail.entries.truncate(keep);
+        } else {
+            *tail = Tail {
+                start: max,
+                entries: Vec::new(),
+            };
+        }
     }
 
     /// Makes entries below `end` visible.
@@ -277,21 +352,33 @@ impl ConsumeQueue {
         self.max_offset.fetch_max(end, Ordering::AcqRel);
     }
 
-    /// Up to `count` published entries from `from`; an error when the file holding them is gone.
+    /// Up to `count` published entries from `from`; `None` when the file holding them is gone.
     pub fn read(&self, from: i64, count: usize) -> Result<Option<Vec<QueueEntry>>> {
         let end = self.max_offset().min(from.saturating_add(count as i64));
         if from < 0 || from >= end {
             return Ok(Some(Vec::new()));
         }
+        // Entries move from the tail to the files, never back: the tail start read under the
+        // lock bounds what the files already hold.
+        let (file_end, from_tail) = {
+            let tail = self.tail();
+            let start = tail.start.max(from);
+            let part = if end > start {
+                tail.entries[(start - tail.start) as usize..(end - tail.start) as usize].to_vec()
+            } else {
+                Vec::new()
+            };
+            (tail.start.min(end), part)
+        };
         let mut out = Vec::with_capacity((end - from) as usize);
         let mut offset = from as u64;
-        while (offset as i64) < end {
+        while (offset as i64) < file_end {
             let index = offset / self.entries_per_file;
             let Some(file) = self.file(index, false)? else {
                 return Ok(None);
             };
-            let in_file =
-                (self.entries_per_file - offset % self.entries_per_file).min(end as u64 - offset);
+            let in_file = (self.entries_per_file - offset % self.entries_per_file)
+                .min(file_end as u64 - offset);
             let mut bytes = vec![0u8; (in_file * ENTRY_BYTES) as usize];
             self.read_padded(
                 index,
@@ -306,6 +393,7 @@ impl ConsumeQueue {
             );
             offset += in_file;
         }
+        out.extend(from_tail);
         Ok(Some(out))
     }
 
@@ -348,6 +436,10 @@ impl ConsumeQueue {
     /// together with holes and empty slots among them (a crash can keep a later file's entries
     /// and lose an earlier one's). Returns how many slots were cleared.
     pub fn truncate_past(&self, commit_log_end: u64) -> Result<u64> {
+        {
+            let mut tail = self.tail();
+            self.write_tail(&mut tail)?;
+        }
         let mut max = self.max_offset();
         let min = self.min_offset();
         let mut removed = 0;
@@ -366,12 +458,19 @@ impl ConsumeQueue {
             removed += 1;
         }
         self.max_offset.store(max, Ordering::Release);
-        self.write_end.store(max, Ordering::Release);
+        *self.tail() = Tail {
+            start: max,
+            entries: Vec::new(),
+        };
         Ok(removed)
     }
 
-    /// Syncs files written since the last call.
+    /// Writes the tail out and syncs every file written since the last call.
     pub fn sync(&self) -> Result<()> {
+        {
+            let mut tail = self.tail();
+            self.write_tail(&mut tail)?;
+        }
         let dirty = std::mem::take(&mut *self.dirty.lock().unwrap_or_else(PoisonError::into_inner));
         for index in dirty {
             if let Some(file) = self.file(index, false)? {
@@ -385,6 +484,10 @@ impl ConsumeQueue {
     /// Retention: drops files whose entries all point below `commit_log_min` (never the last
     /// file) and moves the minimum offset to the first entry still backed by the commit log.
     pub fn correct_min_offset(&self, commit_log_min: u64) -> Result<usize> {
+        {
+            let mut tail = self.tail();
+            self.write_tail(&mut tail)?;
+        }
         let mut deleted = 0;
         loop {
             let files: Vec<(u64, Arc<dyn StorageFile>)> = self
@@ -462,6 +565,12 @@ mod tests {
             queue.put(offset, entry(offset)).expect("put");
             queue.publish(offset + 1);
         }
+        assert_eq!(
+            queue.read(2, 5).expect("read").expect("present"),
+            (2..7).map(entry).collect::<Vec<_>>()
+        );
+        // Appends live in memory until the queue is synced.
+        queue.sync().expect("sync");
         assert_eq!(
             queue.read(2, 5).expect("read").expect("present"),
             (2..7).map(entry).collect::<Vec<_>>()

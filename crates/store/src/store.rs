@@ -83,10 +83,11 @@ pub struct GetResult {
 const FILTER_SCAN_ENTRIES_MAX: usize = 800;
 
 type QueueKey = (String, i32);
+/// Consume queues by topic, then queue id (nested so lookups by `&str` allocate nothing).
+type QueueTable = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 type Clock = dyn Fn() -> i64 + Send + Sync;
 
 struct AppendState {
-    next_queue_offset: HashMap<QueueKey, i64>,
     last_store_timestamp: i64,
 }
 
@@ -100,7 +101,7 @@ struct Inner {
     config: StoreConfig,
     storage: Arc<dyn Storage>,
     commit_log: CommitLog,
-    queues: RwLock<HashMap<QueueKey, Arc<ConsumeQueue>>>,
+    queues: RwLock<QueueTable>,
     append: Mutex<AppendState>,
     sync_state: Mutex<SyncState>,
     synced: Condvar,
@@ -196,7 +197,6 @@ impl MessageStore {
             commit_log,
             queues: RwLock::new(queues),
             append: Mutex::new(AppendState {
-                next_queue_offset: HashMap::new(),
                 last_store_timestamp: 0,
             }),
             sync_state: Mutex::new(SyncState::default()),
@@ -302,14 +302,10 @@ impl MessageStore {
             });
         }
 
-        let key = (first.topic.clone(), first.queue_id);
-        let queue = inner.queue(&key.0, key.1)?;
+        let queue = inner.queue(&first.topic, first.queue_id)?;
         let (appended, end) = {
             let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut queue_offset = match state.next_queue_offset.get(&key) {
-                Some(offset) => *offset,
-                None => queue.max_offset(),
-            };
+            let mut queue_offset = queue.write_end();
             let store_timestamp = (inner.clock)().max(state.last_store_timestamp);
             let base = inner.commit_log.reserve(total)?;
             let mut appended = Vec::with_capacity(layout.len());
@@ -347,7 +343,6 @@ impl MessageStore {
             }
             inner.commit_log.publish(base + total);
             queue.publish(queue_offset);
-            state.next_queue_offset.insert(key, queue_offset);
             state.last_store_timestamp = store_timestamp;
             (appended, base + total)
         };
@@ -482,11 +477,9 @@ impl MessageStore {
     pub fn queues(&self) -> Vec<(String, i32)> {
         let mut keys: Vec<QueueKey> = self
             .inner
-            .queues
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
+            .all_queues()
+            .iter()
+            .map(|queue| (queue.topic.clone(), queue.queue_id))
             .collect();
         keys.sort();
         keys
@@ -624,13 +617,7 @@ impl MessageStore {
     }
 
     pub(crate) fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
-        self.inner
-            .queues
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect()
+        self.inner.all_queues()
     }
 }
 
@@ -671,8 +658,8 @@ fn open_queues(
     storage: &Arc<dyn Storage>,
     dir: &Path,
     entries_per_file: u64,
-) -> Result<HashMap<QueueKey, Arc<ConsumeQueue>>> {
-    let mut queues = HashMap::new();
+) -> Result<QueueTable> {
+    let mut queues = QueueTable::new();
     for topic in storage.list(dir).map_err(io_error("list", dir))? {
         if !topic.is_dir {
             continue;
@@ -695,7 +682,10 @@ fn open_queues(
                 queue_id,
                 entries_per_file,
             )?;
-            queues.insert((topic.name.clone(), queue_id), Arc::new(consume_queue));
+            queues
+                .entry(topic.name.clone())
+                .or_default()
+                .insert(queue_id, Arc::new(consume_queue));
         }
     }
     Ok(queues)
@@ -712,8 +702,18 @@ impl Inner {
         self.queues
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&(topic.to_owned(), queue_id))
+            .get(topic)?
+            .get(&queue_id)
             .cloned()
+    }
+
+    fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .flat_map(|queues| queues.values().cloned())
+            .collect()
     }
 
     fn queue(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
@@ -721,7 +721,7 @@ impl Inner {
             return Ok(queue);
         }
         let mut queues = self.queues.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(queue) = queues.get(&(topic.to_owned(), queue_id)) {
+        if let Some(queue) = queues.get(topic).and_then(|queues| queues.get(&queue_id)) {
             return Ok(queue.clone());
         }
         let dir = self
@@ -737,7 +737,10 @@ impl Inner {
             queue_id,
             self.config.consume_queue_entries_per_file,
         )?);
-        queues.insert((topic.to_owned(), queue_id), queue.clone());
+        queues
+            .entry(topic.to_owned())
+            .or_default()
+            .insert(queue_id, queue.clone());
         Ok(queue)
     }
 
@@ -783,13 +786,7 @@ impl Inner {
         }
         // Every record below `dispatched` has its queue entry written (entries go first).
         let dispatched = self.commit_log.written();
-        let queues: Vec<Arc<ConsumeQueue>> = self
-            .queues
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let queues = self.all_queues();
         for queue in queues {
             queue.sync()?;
         }
@@ -838,13 +835,7 @@ impl Inner {
         let (start, durable_end) = recovery::scan_start(&self.commit_log, checkpoint, mode);
         // Consume queues are derived data: everything they say about the log from the scan
         // start on is dropped and rebuilt from the records themselves.
-        let queues: Vec<Arc<ConsumeQueue>> = self
-            .queues
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let queues = self.all_queues();
         for queue in &queues {
             queue.truncate_past(start)?;
         }
@@ -888,13 +879,7 @@ impl Inner {
         let bytes_truncated = self.commit_log.truncate(end)?;
         let commit_log_min = self.commit_log.min_offset();
         let mut queue_entries_truncated = 0;
-        let queues: Vec<Arc<ConsumeQueue>> = self
-            .queues
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let queues = self.all_queues();
         for queue in &queues {
             queue_entries_truncated += queue.truncate_past(end)?;
             queue.correct_min_offset(commit_log_min)?;
@@ -902,12 +887,6 @@ impl Inner {
         }
         if !corrupt.is_empty() {
             self.punch_holes(&queues, &corrupt)?;
-        }
-        let mut state = self.append.lock().unwrap_or_else(PoisonError::into_inner);
-        for queue in &queues {
-            state
-                .next_queue_offset
-                .insert((queue.topic.clone(), queue.queue_id), queue.max_offset());
         }
         Ok(RecoveryReport {
             mode,

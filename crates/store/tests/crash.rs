@@ -125,7 +125,7 @@ fn crash_at_every_kth_operation_loses_nothing_acknowledged() {
     let step = (workload_operations / 300).max(1);
     let mut rounds = 0;
     for crash_point in (1..workload_operations).step_by(step as usize) {
-        for seed in 0..4u64 {
+        for seed in 0..6u64 {
             let storage = SimStorage::new();
             let acknowledged = run_until_crash(&storage, Some(crash_point));
             let after = storage.crash(crash_point * 31 + seed);
