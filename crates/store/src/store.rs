@@ -10,7 +10,10 @@ use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use tidemark_protocol::message::{tags_code, MessageRecord, Properties, RecordVersion};
+use tidemark_protocol::message::{
+    find_property, property, tags_code, RecordRef, RecordVersion, PHYSICAL_OFFSET_POSITION,
+    QUEUE_OFFSET_POSITION,
+};
 use tracing::{error, warn};
 
 use crate::checkpoint::{Checkpoint, CheckpointFile, DurableOffsets};
@@ -34,7 +37,8 @@ pub struct NewMessage {
     pub reconsume_times: i32,
     pub prepared_transaction_offset: i64,
     pub body: Bytes,
-    pub properties: Properties,
+    /// The encoded properties string, as it arrives in a send request.
+    pub properties: String,
 }
 
 /// Where an appended message landed.
@@ -79,6 +83,9 @@ pub struct GetResult {
     pub messages: Vec<Bytes>,
 }
 
+/// How long the idle group-commit thread sleeps between checks (appenders wake it at once).
+const GROUP_COMMIT_IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Consume-queue entries scanned per read at most when filtering (Java: 16000 bytes of units).
 const FILTER_SCAN_ENTRIES_MAX: usize = 800;
 
@@ -93,8 +100,9 @@ struct AppendState {
 
 #[derive(Default)]
 struct SyncState {
-    syncing: bool,
     failed: Option<String>,
+    /// Set at shutdown: the group-commit thread exits.
+    stopping: bool,
 }
 
 struct Inner {
@@ -104,7 +112,12 @@ struct Inner {
     queues: RwLock<QueueTable>,
     append: Mutex<AppendState>,
     sync_state: Mutex<SyncState>,
-    synced: Condvar,
+    /// Appenders parked until the commit log is durable up to their end offset. Parking (not a
+    /// condition variable) lets the group-commit thread wake exactly the satisfied appenders
+    /// without them queueing on a mutex on the way out.
+    sync_waiters: Mutex<Vec<(u64, std::thread::Thread)>>,
+    /// The group-commit thread, unparked by appenders with bytes to sync.
+    group_commit_thread: std::sync::OnceLock<std::thread::Thread>,
     checkpoint: CheckpointFile,
     last_checkpoint: Mutex<Checkpoint>,
     stopping: Mutex<bool>,
@@ -117,7 +130,7 @@ struct Inner {
 /// The message store: a commit log indexed by consume queues.
 pub struct MessageStore {
     inner: Arc<Inner>,
-    flusher: Mutex<Option<JoinHandle<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Debug for MessageStore {
@@ -141,9 +154,9 @@ fn io_error<'a>(
     move |error| StoreError::io(op, path, error)
 }
 
-/// The consume-queue tags code of a stored record.
-fn record_tags_code(properties: &Properties) -> i64 {
-    tags_code(properties.tags())
+/// The consume-queue tags code of a record, from its encoded properties.
+fn record_tags_code(properties: &str) -> i64 {
+    tags_code(find_property(properties, property::TAGS))
 }
 
 impl MessageStore {
@@ -200,7 +213,8 @@ impl MessageStore {
                 last_store_timestamp: 0,
             }),
             sync_state: Mutex::new(SyncState::default()),
-            synced: Condvar::new(),
+            sync_waiters: Mutex::new(Vec::new()),
+            group_commit_thread: std::sync::OnceLock::new(),
             checkpoint: checkpoint_file,
             last_checkpoint: Mutex::new(checkpoint),
             stopping: Mutex::new(false),
@@ -212,20 +226,46 @@ impl MessageStore {
         let report = inner.recover(mode, &checkpoint)?;
         recovery::log_report(&report);
         let inner = Arc::new(inner);
-        let flusher = {
+        let mut threads = Vec::new();
+        let spawn = |name: &str, body: fn(&Inner)| {
             let inner = inner.clone();
             std::thread::Builder::new()
-                .name("tidemark-store-flush".into())
-                .spawn(move || inner.flush_loop())
-                .map_err(|error| StoreError::io("spawn flush thread", PathBuf::new(), error))?
+                .name(name.into())
+                .spawn(move || body(&inner))
+                .map_err(|error| StoreError::io("spawn thread", PathBuf::new(), error))
         };
+        threads.push(spawn("tidemark-store-flush", Inner::flush_loop)?);
+        if inner.config.flush == FlushPolicy::Sync {
+            let thread = spawn("tidemark-store-group-commit", Inner::group_commit_loop)?;
+            let _ = inner.group_commit_thread.set(thread.thread().clone());
+            threads.push(thread);
+        }
         Ok((
             MessageStore {
                 inner,
-                flusher: Mutex::new(Some(flusher)),
+                threads: Mutex::new(threads),
             },
             report,
         ))
+    }
+
+    /// Stops the background threads (idempotent).
+    fn stop_threads(&self) {
+        *self
+            .inner
+            .stopping
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.inner.stop_signal.notify_all();
+        self.inner.sync_state().stopping = true;
+        if let Some(thread) = self.inner.group_commit_thread.get() {
+            thread.unpark();
+        }
+        let threads =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
+        for thread in threads {
+            let _ = thread.join();
+        }
     }
 
     /// Appends one message.
@@ -259,7 +299,7 @@ impl MessageStore {
         let mut encoded = BytesMut::new();
         let mut layout = Vec::with_capacity(messages.len());
         for message in messages {
-            let record = MessageRecord {
+            let record = RecordRef {
                 version: if message.topic.len() > 127 {
                     RecordVersion::V2
                 } else {
@@ -267,16 +307,18 @@ impl MessageStore {
                 },
                 queue_id: message.queue_id,
                 flag: message.flag,
+                queue_offset: 0,
+                physical_offset: 0,
                 sys_flag: message.sys_flag,
                 born_timestamp: message.born_timestamp,
                 born_host: message.born_host,
+                store_timestamp: 0,
                 store_host: message.store_host,
                 reconsume_times: message.reconsume_times,
                 prepared_transaction_offset: message.prepared_transaction_offset,
-                body: message.body.clone(),
-                topic: message.topic.clone(),
-                properties: message.properties.clone(),
-                ..MessageRecord::default()
+                body: &message.body,
+                topic: &message.topic,
+                properties: &message.properties,
             };
             let start = encoded.len();
             let size = record.encode(&mut encoded)?;
@@ -286,11 +328,10 @@ impl MessageStore {
                     max: inner.config.message_size_max_bytes,
                 });
             }
-            let store_timestamp_at = 48 + if message.born_host.is_ipv6() { 20 } else { 8 };
             layout.push((
                 start,
                 size,
-                store_timestamp_at,
+                record.store_timestamp_position(),
                 record_tags_code(&message.properties),
             ));
         }
@@ -313,8 +354,10 @@ impl MessageStore {
                 for (start, size, store_timestamp_at, tags) in &layout {
                     let offset = base + *start as u64;
                     let record = &mut encoded[*start..*start + *size];
-                    record[20..28].copy_from_slice(&queue_offset.to_be_bytes());
-                    record[28..36].copy_from_slice(&(offset as i64).to_be_bytes());
+                    record[QUEUE_OFFSET_POSITION..QUEUE_OFFSET_POSITION + 8]
+                        .copy_from_slice(&queue_offset.to_be_bytes());
+                    record[PHYSICAL_OFFSET_POSITION..PHYSICAL_OFFSET_POSITION + 8]
+                        .copy_from_slice(&(offset as i64).to_be_bytes());
                     record[*store_timestamp_at..*store_timestamp_at + 8]
                         .copy_from_slice(&store_timestamp.to_be_bytes());
                     // The queue entry is written first: it is invisible until published, and
@@ -574,20 +617,7 @@ impl MessageStore {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        *self
-            .inner
-            .stopping
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
-        self.inner.stop_signal.notify_all();
-        if let Some(handle) = self
-            .flusher
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            let _ = handle.join();
-        }
+        self.stop_threads();
         // Serialise with in-flight appends before the final flush.
         drop(
             self.inner
@@ -625,20 +655,7 @@ impl Drop for MessageStore {
     /// Dropping without `shutdown` behaves like a crash as far as the files go (the abort
     /// marker stays), but the flush thread is stopped.
     fn drop(&mut self) {
-        *self
-            .inner
-            .stopping
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
-        self.inner.stop_signal.notify_all();
-        if let Some(handle) = self
-            .flusher
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            let _ = handle.join();
-        }
+        self.stop_threads();
     }
 }
 
@@ -745,45 +762,86 @@ impl Inner {
     }
 
     /// Group commit: the first waiter syncs everything written so far; the others wait for it.
+    /// Waits until the commit log is durable up to `end` (Sync flush). The group-commit thread
+    /// syncs whatever was written while its previous sync ran, so concurrent appends share
+    /// one fsync.
     fn wait_durable(&self, end: u64) -> Result<()> {
-        let mut state = self.sync_state();
         loop {
-            if let Some(reason) = &state.failed {
-                return Err(StoreError::SyncFailed {
-                    reason: reason.clone(),
-                });
+            {
+                let state = self.sync_state();
+                if let Some(reason) = &state.failed {
+                    return Err(StoreError::SyncFailed {
+                        reason: reason.clone(),
+                    });
+                }
+                if self.commit_log.flushed() >= end {
+                    return Ok(());
+                }
+                if state.stopping {
+                    // Shutting down: the thread may be gone, so sync here.
+                    drop(state);
+                    return self.commit_log.sync_to(end);
+                }
             }
-            if self.commit_log.flushed() >= end {
-                return Ok(());
+            self.sync_waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((end, std::thread::current()));
+            if let Some(thread) = self.group_commit_thread.get() {
+                thread.unpark();
             }
-            if state.syncing {
-                state = self
-                    .synced
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner);
+            // Re-checked on wake-up: parking can return early, and the sync may have finished
+            // between the check above and registering.
+            if self.commit_log.flushed() < end {
+                std::thread::park_timeout(GROUP_COMMIT_IDLE_WAIT);
+            }
+        }
+    }
+
+    /// Wakes the appenders whose bytes are now durable (all of them after a failure).
+    fn wake_synced(&self, failed: bool) {
+        let flushed = self.commit_log.flushed();
+        self.sync_waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(end, thread)| {
+                let done = failed || *end <= flushed;
+                if done {
+                    thread.unpark();
+                }
+                !done
+            });
+    }
+
+    fn group_commit_loop(&self) {
+        loop {
+            let (failed, stopping) = {
+                let state = self.sync_state();
+                (state.failed.is_some(), state.stopping)
+            };
+            let target = self.commit_log.written();
+            if !failed && target > self.commit_log.flushed() {
+                if let Err(error) = self.commit_log.sync_to(target) {
+                    // After a failed fsync the page cache may have dropped the data
+                    // (fsyncgate): nothing can be promised durable until the store is reopened.
+                    error!(%error, "commit-log sync failed; refusing further writes");
+                    self.sync_state().failed = Some(error.to_string());
+                    self.wake_synced(true);
+                    continue;
+                }
+                self.wake_synced(false);
                 continue;
             }
-            state.syncing = true;
-            drop(state);
-            let outcome = self.commit_log.sync_to(self.commit_log.written());
-            state = self.sync_state();
-            state.syncing = false;
-            if let Err(error) = outcome {
-                // After a failed fsync the page cache may have dropped the data (fsyncgate):
-                // nothing can be promised durable any more until the store is reopened.
-                error!(%error, "commit-log sync failed; refusing further writes");
-                state.failed = Some(error.to_string());
+            if stopping {
+                self.wake_synced(failed);
+                break;
             }
-            self.synced.notify_all();
+            std::thread::park_timeout(GROUP_COMMIT_IDLE_WAIT);
         }
     }
 
     fn flush_all(&self) -> Result<()> {
-        if self.config.flush != FlushPolicy::Sync {
-            self.commit_log.sync_to(self.commit_log.written())?;
-        } else {
-            self.wait_durable(self.commit_log.written())?;
-        }
+        self.commit_log.sync_to(self.commit_log.written())?;
         // Every record below `dispatched` has its queue entry written (entries go first).
         let dispatched = self.commit_log.written();
         let queues = self.all_queues();
@@ -868,7 +926,7 @@ impl Inner {
                     QueueEntry {
                         commit_log_offset: scanned.offset as i64,
                         size: scanned.size as i32,
-                        tags_code: record_tags_code(&scanned.record.properties),
+                        tags_code: tags_code(scanned.record.properties.tags()),
                     },
                 )?;
                 queue.publish(offset + 1);

@@ -76,7 +76,7 @@ fn verify_after_crash(
             record.store_timestamp, appended.store_timestamp,
             "{context}"
         );
-        assert_eq!(record.properties, message.properties, "{context}");
+        assert_eq!(record.properties.encode(), message.properties, "{context}");
         let entry = store
             .queue_entry(&message.topic, message.queue_id, appended.queue_offset)
             .expect("readable");

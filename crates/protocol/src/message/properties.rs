@@ -31,6 +31,15 @@ pub mod property {
     pub const KEY_SEPARATOR: &str = " ";
 }
 
+/// The value of one property in an encoded properties string, found without parsing the rest
+/// (the store needs `TAGS` of every append).
+pub fn find_property<'a>(encoded: &'a str, name: &str) -> Option<&'a str> {
+    encoded.split(PROPERTY_SEPARATOR).find_map(|segment| {
+        let (key, value) = segment.split_once(NAME_VALUE_SEPARATOR)?;
+        (key == name && !value.is_empty()).then_some(value)
+    })
+}
+
 /// A message's properties in their string order.
 ///
 /// Java keeps a `HashMap`; keeping the decoded order lets a record be re-encoded byte for byte.
@@ -159,5 +168,7 @@ mod tests {
         assert_eq!(parsed.keys().collect::<Vec<_>>(), vec!["k1", "k2"]);
         assert_eq!(parsed.encode(), "TAGS\u{1}A\u{2}KEYS\u{1}k1 k2");
         assert_eq!(Properties::parse(&parsed.encode()), parsed);
+        assert_eq!(find_property(&parsed.encode(), "KEYS"), Some("k1 k2"));
+        assert_eq!(find_property(&parsed.encode(), "TAG"), None);
     }
 }

@@ -117,38 +117,61 @@ impl Default for MessageRecord {
     }
 }
 
-/// `crc32(body) & 0x7FFFFFFF`, RocketMQ's `UtilAll.crc32`.
-pub fn body_crc(body: &[u8]) -> u32 {
-    crc32fast::hash(body) & 0x7FFF_FFFF
+/// A record to encode that borrows its variable parts, so a store can append without building
+/// (and copying into) a [`MessageRecord`]. `properties` is the encoded properties string.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    pub version: RecordVersion,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub queue_offset: i64,
+    pub physical_offset: i64,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_timestamp: i64,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_transaction_offset: i64,
+    pub body: &'a [u8],
+    pub topic: &'a str,
+    pub properties: &'a str,
 }
 
-fn host_length(address: &SocketAddr) -> usize {
-    match address {
-        SocketAddr::V4(_) => 8,
-        SocketAddr::V6(_) => 20,
-    }
-}
+/// Byte position of QUEUEOFFSET in every record.
+pub const QUEUE_OFFSET_POSITION: usize = 20;
+/// Byte position of PHYSICALOFFSET in every record.
+pub const PHYSICAL_OFFSET_POSITION: usize = 28;
 
-impl MessageRecord {
-    /// The sysflag as written: host-width bits follow the host address families.
-    pub fn effective_sys_flag(&self) -> i32 {
-        let mut flag = self.sys_flag & !(sys_flag::BORNHOST_V6 | sys_flag::STOREHOST_V6);
-        if self.born_host.is_ipv6() {
-            flag |= sys_flag::BORNHOST_V6;
-        }
-        if self.store_host.is_ipv6() {
-            flag |= sys_flag::STOREHOST_V6;
-        }
-        flag
+impl RecordRef<'_> {
+    /// Where STORETIMESTAMP sits: after the born host, whose width depends on its family.
+    pub fn store_timestamp_position(&self) -> usize {
+        48 + host_length(&self.born_host)
     }
 
-    /// The encoded size in bytes (the TOTALSIZE field), given the properties string length.
-    fn encoded_length(&self, properties_length: usize) -> usize {
+    /// Appends the record; returns its length. The body CRC is computed from the body.
+    pub fn encode(&self, out: &mut BytesMut) -> Result<usize, MessageError> {
+        let topic_max = self.version.topic_length_max();
+        if self.topic.len() > topic_max {
+            return Err(MessageError::FieldTooLong {
+                field: "topic",
+                length: self.topic.len(),
+                max: topic_max,
+            });
+        }
+        if self.properties.len() > i16::MAX as usize {
+            return Err(MessageError::FieldTooLong {
+                field: "properties",
+                length: self.properties.len(),
+                max: i16::MAX as usize,
+            });
+        }
         let topic_length_field = match self.version {
             RecordVersion::V1 => 1,
             RecordVersion::V2 => 2,
         };
-        4 + 4
+        let length = 4
+            + 4
             + 4
             + 4
             + 4
@@ -166,28 +189,7 @@ impl MessageRecord {
             + topic_length_field
             + self.topic.len()
             + 2
-            + properties_length
-    }
-
-    /// Appends the record; returns its length. The body CRC is computed from the body.
-    pub fn encode(&self, out: &mut BytesMut) -> Result<usize, MessageError> {
-        let properties = self.properties.encode();
-        let topic_max = self.version.topic_length_max();
-        if self.topic.len() > topic_max {
-            return Err(MessageError::FieldTooLong {
-                field: "topic",
-                length: self.topic.len(),
-                max: topic_max,
-            });
-        }
-        if properties.len() > i16::MAX as usize {
-            return Err(MessageError::FieldTooLong {
-                field: "properties",
-                length: properties.len(),
-                max: i16::MAX as usize,
-            });
-        }
-        let length = self.encoded_length(properties.len());
+            + self.properties.len();
         let total = i32::try_from(length).map_err(|_| MessageError::FieldTooLong {
             field: "record",
             length,
@@ -196,12 +198,16 @@ impl MessageRecord {
         out.reserve(length);
         out.put_i32(total);
         out.put_u32(self.version.magic());
-        out.put_u32(body_crc(&self.body));
+        out.put_u32(body_crc(self.body));
         out.put_i32(self.queue_id);
         out.put_i32(self.flag);
         out.put_i64(self.queue_offset);
         out.put_i64(self.physical_offset);
-        out.put_i32(self.effective_sys_flag());
+        out.put_i32(effective_sys_flag(
+            self.sys_flag,
+            &self.born_host,
+            &self.store_host,
+        ));
         out.put_i64(self.born_timestamp);
         put_host(out, &self.born_host);
         out.put_i64(self.store_timestamp);
@@ -210,15 +216,68 @@ impl MessageRecord {
         out.put_i64(self.prepared_transaction_offset);
         // Fits: the whole record length fits i32.
         out.put_i32(self.body.len() as i32);
-        out.put_slice(&self.body);
+        out.put_slice(self.body);
         match self.version {
             RecordVersion::V1 => out.put_u8(self.topic.len() as u8),
             RecordVersion::V2 => out.put_i16(self.topic.len() as i16),
         }
         out.put_slice(self.topic.as_bytes());
-        out.put_i16(properties.len() as i16);
-        out.put_slice(properties.as_bytes());
+        out.put_i16(self.properties.len() as i16);
+        out.put_slice(self.properties.as_bytes());
         Ok(length)
+    }
+}
+
+fn effective_sys_flag(sys_flag: i32, born_host: &SocketAddr, store_host: &SocketAddr) -> i32 {
+    let mut flag = sys_flag & !(sys_flag::BORNHOST_V6 | sys_flag::STOREHOST_V6);
+    if born_host.is_ipv6() {
+        flag |= sys_flag::BORNHOST_V6;
+    }
+    if store_host.is_ipv6() {
+        flag |= sys_flag::STOREHOST_V6;
+    }
+    flag
+}
+
+/// `crc32(body) & 0x7FFFFFFF`, RocketMQ's `UtilAll.crc32`.
+pub fn body_crc(body: &[u8]) -> u32 {
+    crc32fast::hash(body) & 0x7FFF_FFFF
+}
+
+fn host_length(address: &SocketAddr) -> usize {
+    match address {
+        SocketAddr::V4(_) => 8,
+        SocketAddr::V6(_) => 20,
+    }
+}
+
+impl MessageRecord {
+    /// The sysflag as written: host-width bits follow the host address families.
+    pub fn effective_sys_flag(&self) -> i32 {
+        effective_sys_flag(self.sys_flag, &self.born_host, &self.store_host)
+    }
+
+    /// Appends the record; returns its length. The body CRC is computed from the body.
+    pub fn encode(&self, out: &mut BytesMut) -> Result<usize, MessageError> {
+        let properties = self.properties.encode();
+        RecordRef {
+            version: self.version,
+            queue_id: self.queue_id,
+            flag: self.flag,
+            queue_offset: self.queue_offset,
+            physical_offset: self.physical_offset,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp,
+            born_host: self.born_host,
+            store_timestamp: self.store_timestamp,
+            store_host: self.store_host,
+            reconsume_times: self.reconsume_times,
+            prepared_transaction_offset: self.prepared_transaction_offset,
+            body: &self.body,
+            topic: &self.topic,
+            properties: &properties,
+        }
+        .encode(out)
     }
 
     /// The record as a fresh buffer.
