@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use tracing::warn;
+
 use crate::commit_log::{parse_segment_file_name, segment_file_name};
 use crate::error::{Result, StoreError};
 use crate::io::{Storage, StorageFile};
@@ -117,28 +119,45 @@ impl ConsumeQueue {
         storage
             .create_dir_all(&dir)
             .map_err(|error| StoreError::io("create", &dir, error))?;
-        let file_bytes = entries_per_file * ENTRY_BYTES;
-        let mut files = BTreeMap::new();
+        let mut found = Vec::new();
         for entry in storage
             .list(&dir)
             .map_err(|error| StoreError::io("list", &dir, error))?
         {
-            let Some(byte_offset) = parse_segment_file_name(&entry.name).filter(|_| !entry.is_dir)
-            else {
-                continue;
-            };
+            if let Some(byte_offset) =
+                parse_segment_file_name(&entry.name).filter(|_| !entry.is_dir)
+            {
+                let path = dir.join(&entry.name);
+                let file = storage
+                    .open(&path, false)
+                    .map_err(|error| StoreError::io("open", &path, error))?;
+                found.push((byte_offset, path, file));
+            }
+        }
+        found.sort_by_key(|(byte_offset, _, _)| *byte_offset);
+        // An existing queue's file size wins over the configuration (a RocketMQ store written
+        // with other settings is read as it is).
+        let mut entries_per_file = entries_per_file;
+        if let Some((_, path, file)) = found.first() {
+            let length = file
+                .length()
+                .map_err(|error| StoreError::io("stat", path, error))?;
+            if length > 0 && length % ENTRY_BYTES == 0 && length / ENTRY_BYTES != entries_per_file {
+                warn!(path = %path.display(), configured = entries_per_file, on_disk = length / ENTRY_BYTES, "consume-queue file size differs from the configuration; using the size on disk");
+                entries_per_file = length / ENTRY_BYTES;
+            }
+        }
+        let file_bytes = entries_per_file * ENTRY_BYTES;
+        let mut files = BTreeMap::new();
+        for (byte_offset, path, file) in found {
             if byte_offset % file_bytes != 0 {
                 return Err(StoreError::Unrecoverable {
                     reason: format!(
                         "consume-queue file {} does not start on a {file_bytes}-byte boundary",
-                        dir.join(&entry.name).display()
+                        path.display()
                     ),
                 });
             }
-            let path = dir.join(&entry.name);
-            let file = storage
-                .open(&path, false)
-                .map_err(|error| StoreError::io("open", &path, error))?;
             files.insert(byte_offset / file_bytes, file);
         }
         let queue = ConsumeQueue {
