@@ -42,6 +42,8 @@ pub struct StoreConfig {
     pub disk_usage_ratio_max: f64,
     /// Sync interval of consume queues and checkpoint under `FlushPolicy::Sync`.
     pub consume_queue_flush_interval_ms: u64,
+    /// How often the background task runs a retention pass (`cleanResourceInterval`, 10 s).
+    pub retention_check_interval_ms: u64,
 }
 
 impl StoreConfig {
@@ -56,6 +58,7 @@ impl StoreConfig {
             delete_when_hour: 4,
             disk_usage_ratio_max: 0.75,
             consume_queue_flush_interval_ms: 1000,
+            retention_check_interval_ms: 10_000,
         }
     }
 

@@ -12,7 +12,7 @@ pub mod consume_queue;
 pub mod error;
 pub mod io;
 pub mod recovery;
-mod retention;
+pub mod retention;
 pub mod sim;
 mod store;
 
@@ -20,5 +20,5 @@ pub use config::{FlushPolicy, StoreConfig};
 pub use consume_queue::QueueEntry;
 pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
-pub use retention::RetentionReport;
+pub use retention::{disk_usage_ratio, RetentionReport};
 pub use store::{store_timestamp_of, Appended, GetResult, GetStatus, MessageStore, NewMessage};

@@ -23,6 +23,7 @@ use crate::consume_queue::{ConsumeQueue, QueueEntry};
 use crate::error::{Result, StoreError};
 use crate::io::{FsStorage, Storage};
 use crate::recovery::{self, RecoveryMode, RecoveryReport, ScannedRecord};
+use crate::retention;
 
 /// A message to append; the store assigns offsets and the store timestamp.
 #[derive(Debug, Clone)]
@@ -871,6 +872,7 @@ impl Inner {
 
     fn flush_loop(&self) {
         let interval = self.config.background_flush_interval();
+        let mut last_retention = (self.clock)();
         let mut stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
         while !*stopping {
             let (guard, _) = self
@@ -885,7 +887,29 @@ impl Inner {
             if let Err(error) = self.flush_all() {
                 warn!(%error, "background flush failed; will retry");
             }
+            let now = (self.clock)();
+            if now - last_retention >= self.config.retention_check_interval_ms as i64 {
+                last_retention = now;
+                self.retention_pass(now);
+            }
             stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// The periodic retention pass: UTC hour from the store clock, disk usage measured on the
+    /// store's file system (0 where it cannot be measured, as on simulated storage).
+    fn retention_pass(&self, now: i64) {
+        let usage = retention::disk_usage_ratio(&self.config.root).unwrap_or(0.0);
+        let queues = self.all_queues();
+        if let Err(error) = retention::delete_expired(
+            &self.commit_log,
+            &self.config,
+            queues,
+            now,
+            retention::hour_of_day(now),
+            usage,
+        ) {
+            warn!(%error, "retention pass failed; will retry");
         }
     }
 
