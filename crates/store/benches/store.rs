@@ -7,6 +7,7 @@
 //! - a sequential read of everything appended;
 //! - recovery time of a 1 GiB commit log after a crash, with and without the checkpoint.
 //!
+//! `TIDEMARK_BENCH_FILTER=Async-1-128` runs only the cases whose name contains the text.
 //! Files go to `$TIDEMARK_BENCH_DIR` or the target directory (a real disk, not tmpfs, so fsync
 //! costs what it costs). Run under `cargo test` it does a seconds-long smoke pass instead.
 
@@ -257,7 +258,13 @@ fn main() {
             ("Sync", FlushPolicy::Sync),
         ] {
             for writers in [1usize, 8, 64] {
-                let dir = root.join(format!("{name}-{writers}-{body}"));
+                let case = format!("{name}-{writers}-{body}");
+                if std::env::var("TIDEMARK_BENCH_FILTER")
+                    .is_ok_and(|filter| !case.contains(&filter))
+                {
+                    continue;
+                }
+                let dir = root.join(&case);
                 let (rate, store) = appends(&dir, flush, writers, body, settings.run);
                 let ratio = match flush {
                     FlushPolicy::Async { .. } => format!(
@@ -287,6 +294,9 @@ fn main() {
             "baseline write per message again {:>9.0} msg/s {:>8.1} MB/s (drift check)",
             again.messages_per_second, again.megabytes_per_second
         );
+    }
+    if std::env::var("TIDEMARK_BENCH_FILTER").is_ok_and(|filter| !"recovery".contains(&filter)) {
+        return;
     }
     let dir = root.join("recovery");
     let (with_checkpoint, full_scan, records) = recovery(&dir, settings.recovery_bytes);
