@@ -16,5 +16,5 @@ pub use channel::{Channel, ChannelConfig};
 pub use client::{ClientConfig, RemotingClient};
 pub use codec::RemotingCodec;
 pub use error::RemotingError;
-pub use handler::{handler_fn, Reply, RequestHandler};
+pub use handler::{handler_fn, Reply, ReplyFuture, RequestHandler};
 pub use server::{serve, ServerConfig};
