@@ -1,7 +1,8 @@
-//! `tidemark`: the one binary. Today it inspects RocketMQ wire captures; the name server, the
-//! broker (`dev`, `namesrv`, `broker`), `admin` and `bench` subcommands arrive with their crates.
+//! `tidemark`: the one binary: the name server and broker together (`dev`) or apart, and tools
+//! (`inspect`). `admin` and `bench` arrive with the client crate.
 
 mod inspect;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -15,6 +16,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Name server and broker in one process, data in a local folder: the quick start.
+    Dev(serve::DevArgs),
+    /// A name server.
+    Namesrv(serve::NamesrvArgs),
+    /// A broker.
+    Broker(serve::BrokerArgs),
     /// Decode RocketMQ bytes (a captured frame, a stored message record) and print every field.
     #[command(subcommand)]
     Inspect(inspect::Inspect),
@@ -26,9 +33,18 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
     match cli.command {
         Command::Inspect(what) => inspect::run(what, &mut std::io::stdout().lock()),
+        Command::Dev(args) => runtime()?.block_on(serve::dev(args)),
+        Command::Namesrv(args) => runtime()?.block_on(serve::namesrv(args)),
+        Command::Broker(args) => runtime()?.block_on(serve::broker(args)),
     }
 }

@@ -1,0 +1,310 @@
+//! Who is connected: consumer groups with their channels and subscriptions, producer groups,
+//! and the orderly-consumption locks (RocketMQ's `ConsumerManager`, `ProducerManager` and
+//! `RebalanceLockManager`). Plain state; the broker sends notifications from what it returns.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tidemark_protocol::body::{
+    Connection, ConsumeFromWhere, ConsumeType, ConsumerConnection, ConsumerData, MessageModel,
+    MessageQueue, SubscriptionData,
+};
+use tidemark_protocol::LanguageCode;
+use tidemark_remoting::Channel;
+
+/// One client connection of a group.
+#[derive(Debug, Clone)]
+pub struct ClientChannel {
+    pub channel: Channel,
+    pub client_id: String,
+    pub language: LanguageCode,
+    pub version: i32,
+    pub last_update_ms: i64,
+}
+
+/// A consumer group as its heartbeats describe it.
+#[derive(Debug, Clone)]
+pub struct ConsumerGroup {
+    pub channels: HashMap<u64, ClientChannel>,
+    pub subscriptions: BTreeMap<String, SubscriptionData>,
+    pub consume_type: ConsumeType,
+    pub message_model: MessageModel,
+    pub consume_from_where: ConsumeFromWhere,
+}
+
+/// Connected clients.
+#[derive(Debug, Default)]
+pub struct ClientRegistry {
+    consumers: HashMap<String, ConsumerGroup>,
+    producers: HashMap<String, HashMap<u64, ClientChannel>>,
+}
+
+impl ClientRegistry {
+    /// Registers a consumer's heartbeat; returns whether the group's set of clients or
+    /// subscriptions changed (members are then told to rebalance).
+    pub fn register_consumer(&mut self, data: &ConsumerData, client: ClientChannel) -> bool {
+        let group = self
+            .consumers
+            .entry(data.group_name.clone())
+            .or_insert_with(|| ConsumerGroup {
+                channels: HashMap::new(),
+                subscriptions: BTreeMap::new(),
+                consume_type: data.consume_type,
+                message_model: data.message_model,
+                consume_from_where: data.consume_from_where,
+            });
+        group.consume_type = data.consume_type;
+        group.message_model = data.message_model;
+        group.consume_from_where = data.consume_from_where;
+        let id = client.channel.id();
+        let new_client = match group.channels.get_mut(&id) {
+            Some(existing) => {
+                let changed = existing.client_id != client.client_id;
+                *existing = client;
+                changed
+            }
+            None => {
+                group.channels.insert(id, client);
+                true
+            }
+        };
+        let mut subscriptions_changed = false;
+        for subscription in &data.subscription_data_set {
+            match group.subscriptions.get(&subscription.topic) {
+                Some(old) if old.sub_version >= subscription.sub_version => {}
+                Some(_) => {
+                    group
+                        .subscriptions
+                        .insert(subscription.topic.clone(), subscription.clone());
+                }
+                None => {
+                    group
+                        .subscriptions
+                        .insert(subscription.topic.clone(), subscription.clone());
+                    subscriptions_changed = true;
+                }
+            }
+        }
+        let before = group.subscriptions.len();
+        group.subscriptions.retain(|topic, _| {
+            data.subscription_data_set
+                .iter()
+                .any(|subscription| subscription.topic == *topic)
+        });
+        subscriptions_changed |= group.subscriptions.len() != before;
+        new_client || subscriptions_changed
+    }
+
+    /// Removes one channel from a consumer group; returns whether it was there.
+    pub fn unregister_consumer(&mut self, group: &str, channel_id: u64) -> bool {
+        let Some(entry) = self.consumers.get_mut(group) else {
+            return false;
+        };
+        let removed = entry.channels.remove(&channel_id).is_some();
+        if entry.channels.is_empty() {
+            self.consumers.remove(group);
+        }
+        removed
+    }
+
+    pub fn register_producer(&mut self, group: &str, client: ClientChannel) {
+        self.producers
+            .entry(group.to_owned())
+            .or_default()
+            .insert(client.channel.id(), client);
+    }
+
+    pub fn unregister_producer(&mut self, group: &str, channel_id: u64) {
+        if let Some(channels) = self.producers.get_mut(group) {
+            channels.remove(&channel_id);
+            if channels.is_empty() {
+                self.producers.remove(group);
+            }
+        }
+    }
+
+    /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.
+    pub fn channel_closed(&mut self, channel_id: u64) -> Vec<String> {
+        let groups: Vec<String> = self
+            .consumers
+            .iter()
+            .filter(|(_, group)| group.channels.contains_key(&channel_id))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for group in &groups {
+            self.unregister_consumer(group, channel_id);
+        }
+        let producers: Vec<String> = self.producers.keys().cloned().collect();
+        for group in producers {
+            self.unregister_producer(&group, channel_id);
+        }
+        groups
+    }
+
+    /// Drops channels silent for `timeout_ms`; returns (group, channel) of removed consumers.
+    pub fn expire(&mut self, now_ms: i64, timeout_ms: i64) -> Vec<(String, Channel)> {
+        let mut expired = Vec::new();
+        for (name, group) in &mut self.consumers {
+            group.channels.retain(|_, client| {
+                let keep = now_ms - client.last_update_ms <= timeout_ms;
+                if !keep {
+                    expired.push((name.clone(), client.channel.clone()));
+                }
+                keep
+            });
+        }
+        self.consumers.retain(|_, group| !group.channels.is_empty());
+        for channels in self.producers.values_mut() {
+            channels.retain(|_, client| now_ms - client.last_update_ms <= timeout_ms);
+        }
+        self.producers.retain(|_, channels| !channels.is_empty());
+        expired
+    }
+
+    pub fn consumer_group(&self, group: &str) -> Option<&ConsumerGroup> {
+        self.consumers.get(group)
+    }
+
+    /// Client ids of a group, sorted (what rebalancing clients expect).
+    pub fn consumer_ids(&self, group: &str) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .consumers
+            .get(group)
+            .map(|group| {
+                group
+                    .channels
+                    .values()
+                    .map(|client| client.client_id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    pub fn group_channels(&self, group: &str) -> Vec<Channel> {
+        self.consumers
+            .get(group)
+            .map(|group| {
+                group
+                    .channels
+                    .values()
+                    .map(|client| client.channel.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn subscription(&self, group: &str, topic: &str) -> Option<&SubscriptionData> {
+        self.consumers.get(group)?.subscriptions.get(topic)
+    }
+
+    /// GET_CONSUMER_CONNECTION_LIST's body; `None` when the group has no client online.
+    pub fn consumer_connection(&self, group: &str) -> Option<ConsumerConnection> {
+        let entry = self.consumers.get(group)?;
+        Some(ConsumerConnection {
+            connection_set: entry
+                .channels
+                .values()
+                .map(|client| Connection {
+                    client_addr: client.channel.peer_addr().to_string(),
+                    client_id: client.client_id.clone(),
+                    language: client.language.name().to_owned(),
+                    version: client.version,
+                })
+                .collect(),
+            consume_from_where: Some(entry.consume_from_where),
+            consume_type: Some(entry.consume_type),
+            message_model: Some(entry.message_model),
+            subscription_table: entry.subscriptions.clone(),
+        })
+    }
+}
+
+/// Locks of orderly consumers on queues: (group, queue) → owner client id and last renewal.
+/// A lock not renewed for `lock_ttl_ms` (60 s) is free again.
+#[derive(Debug, Default)]
+pub struct QueueLocks {
+    locks: HashMap<(String, MessageQueue), (String, i64)>,
+}
+
+impl QueueLocks {
+    /// Locks (or renews) every queue free or already the client's; returns those it holds now.
+    pub fn lock(
+        &mut self,
+        group: &str,
+        client_id: &str,
+        queues: &[MessageQueue],
+        now_ms: i64,
+        lock_ttl_ms: i64,
+    ) -> Vec<MessageQueue> {
+        let mut locked = Vec::new();
+        for queue in queues {
+            let key = (group.to_owned(), queue.clone());
+            let free = match self.locks.get(&key) {
+                None => true,
+                Some((owner, renewed)) => owner == client_id || now_ms - renewed > lock_ttl_ms,
+            };
+            if free {
+                self.locks.insert(key, (client_id.to_owned(), now_ms));
+                locked.push(queue.clone());
+            }
+        }
+        locked
+    }
+
+    /// Releases the client's locks on these queues.
+    pub fn unlock(&mut self, group: &str, client_id: &str, queues: &[MessageQueue]) {
+        for queue in queues {
+            let key = (group.to_owned(), queue.clone());
+            if self
+                .locks
+                .get(&key)
+                .is_some_and(|(owner, _)| owner == client_id)
+            {
+                self.locks.remove(&key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_are_exclusive_until_they_expire() {
+        let mut locks = QueueLocks::default();
+        let queue = MessageQueue::new("T", "broker-a", 0);
+        assert_eq!(
+            locks
+                .lock("g", "c1", std::slice::from_ref(&queue), 0, 60_000)
+                .len(),
+            1
+        );
+        assert!(locks
+            .lock("g", "c2", std::slice::from_ref(&queue), 1_000, 60_000)
+            .is_empty());
+        assert_eq!(
+            locks
+                .lock("g", "c1", std::slice::from_ref(&queue), 2_000, 60_000)
+                .len(),
+            1,
+            "renewal"
+        );
+        assert_eq!(
+            locks
+                .lock("g", "c2", std::slice::from_ref(&queue), 63_000, 60_000)
+                .len(),
+            1,
+            "expired"
+        );
+        locks.unlock("g", "c1", std::slice::from_ref(&queue));
+        assert!(
+            locks
+                .lock("g", "c1", std::slice::from_ref(&queue), 63_500, 60_000)
+                .is_empty(),
+            "c1 cannot unlock c2's lock"
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! Broker settings: TOML with snake_case keys, or RocketMQ's `broker.conf` property names
+//! (camelCase, in TOML or in a Java properties file). Defaults are RocketMQ's.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+use tidemark_store::{FlushPolicy, StoreConfig};
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid configuration in {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// `flushDiskType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FlushDiskType {
+    #[default]
+    AsyncFlush,
+    SyncFlush,
+}
+
+/// `brokerRole`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum BrokerRole {
+    #[default]
+    AsyncMaster,
+    SyncMaster,
+    Slave,
+}
+
+/// Everything a broker is configured with.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    #[serde(alias = "brokerName")]
+    pub broker_name: String,
+    #[serde(alias = "brokerClusterName")]
+    pub broker_cluster_name: String,
+    #[serde(alias = "brokerId")]
+    pub broker_id: i64,
+    #[serde(alias = "brokerRole")]
+    pub broker_role: BrokerRole,
+    /// The address the broker advertises and stamps as the store host.
+    #[serde(alias = "brokerIP1")]
+    pub broker_ip1: String,
+    /// Address the servers bind to.
+    #[serde(alias = "listenIp")]
+    pub listen_ip: String,
+    #[serde(alias = "listenPort")]
+    pub listen_port: u16,
+    /// Name servers, `host:port` separated by `;`.
+    #[serde(alias = "namesrvAddr")]
+    pub namesrv_addr: String,
+    #[serde(alias = "storePathRootDir")]
+    pub store_path_root_dir: PathBuf,
+    #[serde(alias = "flushDiskType")]
+    pub flush_disk_type: FlushDiskType,
+    #[serde(alias = "flushIntervalCommitLog")]
+    pub flush_interval_commit_log: u64,
+    #[serde(alias = "mappedFileSizeCommitLog")]
+    pub mapped_file_size_commit_log: u64,
+    #[serde(alias = "mappedFileSizeConsumeQueue")]
+    pub mapped_file_size_consume_queue: u64,
+    #[serde(alias = "maxMessageSize")]
+    pub max_message_size: usize,
+    #[serde(alias = "fileReservedTime")]
+    pub file_reserved_time: u64,
+    /// Hour(s) of day to delete expired files, RocketMQ's `"04"`.
+    #[serde(alias = "deleteWhen")]
+    pub delete_when: String,
+    /// Percent.
+    #[serde(alias = "diskMaxUsedSpaceRatio")]
+    pub disk_max_used_space_ratio: u32,
+    #[serde(alias = "autoCreateTopicEnable")]
+    pub auto_create_topic_enable: bool,
+    #[serde(alias = "autoCreateSubscriptionGroup")]
+    pub auto_create_subscription_group: bool,
+    #[serde(alias = "defaultTopicQueueNums")]
+    pub default_topic_queue_nums: i32,
+    #[serde(alias = "flushConsumerOffsetInterval")]
+    pub flush_consumer_offset_interval: u64,
+    #[serde(alias = "registerNameServerPeriod")]
+    pub register_name_server_period: u64,
+    #[serde(alias = "longPollingEnable")]
+    pub long_polling_enable: bool,
+    #[serde(alias = "shortPollingTimeMills")]
+    pub short_polling_time_mills: u64,
+    #[serde(alias = "brokerPermission")]
+    pub broker_permission: i32,
+    #[serde(alias = "regionId")]
+    pub region_id: String,
+    #[serde(alias = "traceOn")]
+    pub trace_on: bool,
+    /// Start even when a config file and its backup are both unreadable (they are then
+    /// replaced by empty tables). Off: such a broker refuses to start.
+    #[serde(alias = "ignoreCorruptConfig")]
+    pub ignore_corrupt_config: bool,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            broker_name: "broker-a".into(),
+            broker_cluster_name: "DefaultCluster".into(),
+            broker_id: 0,
+            broker_role: BrokerRole::AsyncMaster,
+            broker_ip1: "127.0.0.1".into(),
+            listen_ip: "0.0.0.0".into(),
+            listen_port: 10911,
+            namesrv_addr: "127.0.0.1:9876".into(),
+            store_path_root_dir: PathBuf::from("store"),
+            flush_disk_type: FlushDiskType::AsyncFlush,
+            flush_interval_commit_log: 500,
+            mapped_file_size_commit_log: 1 << 30,
+            mapped_file_size_consume_queue: 300_000 * 20,
+            max_message_size: 4 * 1024 * 1024,
+            file_reserved_time: 72,
+            delete_when: "04".into(),
+            disk_max_used_space_ratio: 75,
+            auto_create_topic_enable: true,
+            auto_create_subscription_group: true,
+            default_topic_queue_nums: 8,
+            flush_consumer_offset_interval: 5000,
+            register_name_server_period: 30_000,
+            long_polling_enable: true,
+            short_polling_time_mills: 1000,
+            broker_permission: 6,
+            region_id: "DefaultRegion".into(),
+            trace_on: true,
+            ignore_corrupt_config: false,
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// Reads a TOML file, or a Java properties file (`.conf` / `.properties`) with RocketMQ's
+    /// property names.
+    pub fn load(path: &Path) -> Result<BrokerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let is_toml = path
+            .extension()
+            .is_some_and(|extension| extension == "toml");
+        let table = if is_toml {
+            text.parse::<toml::Table>()
+                .map_err(|error| ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message: error.to_string(),
+                })?
+        } else {
+            properties_to_table(&text)
+        };
+        let config: BrokerConfig =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|error: toml::de::Error| ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message: error.to_string(),
+                })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen_port < 3 {
+            return Err(ConfigError::Invalid(
+                "listen_port must leave room for the VIP port (listen_port - 2)".into(),
+            ));
+        }
+        if !(0..8).contains(&self.broker_permission) {
+            return Err(ConfigError::Invalid(
+                "broker_permission is a PermName value between 0 and 7".into(),
+            ));
+        }
+        if !self.mapped_file_size_consume_queue.is_multiple_of(20) {
+            return Err(ConfigError::Invalid(
+                "mapped_file_size_consume_queue must be a multiple of 20".into(),
+            ));
+        }
+        self.delete_when_hour()?;
+        self.store_config()
+            .validate()
+            .map_err(|error| ConfigError::Invalid(error.to_string()))
+    }
+
+    fn delete_when_hour(&self) -> Result<u32, ConfigError> {
+        // RocketMQ allows "04;05"; the first hour is used.
+        let first = self.delete_when.split(';').next().unwrap_or("04").trim();
+        first
+            .parse::<u32>()
+            .ok()
+            .filter(|hour| *hour < 24)
+            .ok_or_else(|| {
+                ConfigError::Invalid(format!("delete_when {:?} is not an hour", self.delete_when))
+            })
+    }
+
+    /// The store's settings derived from the broker's.
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            commit_log_segment_bytes: self.mapped_file_size_commit_log,
+            consume_queue_entries_per_file: (self.mapped_file_size_consume_queue / 20).max(1),
+            flush: match self.flush_disk_type {
+                FlushDiskType::AsyncFlush => FlushPolicy::Async {
+                    interval_ms: self.flush_interval_commit_log,
+                },
+                FlushDiskType::SyncFlush => FlushPolicy::Sync,
+            },
+            message_size_max_bytes: self.max_message_size,
+            file_reserved_hours: self.file_reserved_time,
+            delete_when_hour: self.delete_when_hour().unwrap_or(4),
+            disk_usage_ratio_max: f64::from(self.disk_max_used_space_ratio.min(100)) / 100.0,
+            ..StoreConfig::new(&self.store_path_root_dir)
+        }
+    }
+
+    /// The name servers to register with.
+    pub fn name_servers(&self) -> Vec<String> {
+        self.namesrv_addr
+            .split(';')
+            .map(str::trim)
+            .filter(|addr| !addr.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// `brokerIP1:listenPort`, what clients and the name server know this broker as.
+    pub fn broker_addr(&self) -> String {
+        format!("{}:{}", self.broker_ip1, self.listen_port)
+    }
+}
+
+/// `key=value` lines (Java properties, as `broker.conf` is) as a TOML table, with numbers and
+/// booleans typed so serde can read them.
+fn properties_to_table(text: &str) -> toml::Table {
+    let mut table = toml::Table::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once(['=', ':']) else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        // "04" (deleteWhen) is text in RocketMQ; a leading zero keeps it so.
+        let leading_zero = value.len() > 1 && value.starts_with('0');
+        let typed = if let Some(number) = value.parse::<i64>().ok().filter(|_| !leading_zero) {
+            toml::Value::Integer(number)
+        } else if value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false") {
+            toml::Value::Boolean(value.eq_ignore_ascii_case("true"))
+        } else {
+            toml::Value::String(value.to_owned())
+        };
+        table.insert(key.to_owned(), typed);
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_conf_property_names_are_accepted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("broker.conf");
+        std::fs::write(&path, "brokerClusterName = DefaultCluster\nbrokerName=broker-b\nbrokerId=0\ndeleteWhen=04\nfileReservedTime=48\nbrokerRole=ASYNC_MASTER\nflushDiskType=SYNC_FLUSH\nlistenPort=20911\n").expect("write");
+        let config = BrokerConfig::load(&path).expect("loads");
+        assert_eq!(config.broker_name, "broker-b");
+        assert_eq!(config.listen_port, 20911);
+        assert_eq!(config.store_config().flush, FlushPolicy::Sync);
+        assert_eq!(config.store_config().file_reserved_hours, 48);
+    }
+
+    #[test]
+    fn toml_with_either_key_style_and_unknown_keys_are_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("broker.toml");
+        std::fs::write(&path, "broker_name = \"b\"\nlistenPort = 30911\n").expect("write");
+        let config = BrokerConfig::load(&path).expect("loads");
+        assert_eq!(
+            (config.broker_name.as_str(), config.listen_port),
+            ("b", 30911)
+        );
+        std::fs::write(&path, "brokre_name = \"typo\"\n").expect("write");
+        assert!(matches!(
+            BrokerConfig::load(&path),
+            Err(ConfigError::Parse { .. })
+        ));
+    }
+}

@@ -1,0 +1,191 @@
+//! `tidemark-broker` serves RocketMQ clients: sends into the store, pulls (with long polling)
+//! out of it, consumer groups and their progress, and the admin requests operators use.
+//!
+//! [`Broker::open`] builds every component up front (store recovery, config files); `serve`
+//! runs the listen and VIP servers plus the background tasks (name-server registration, offset
+//! persistence, client expiry) until shutdown, then persists everything.
+
+pub mod clients;
+pub mod config;
+mod long_poll;
+pub mod metadata;
+pub mod offsets;
+pub mod persist;
+mod processor;
+mod registration;
+mod state;
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tidemark_remoting::ServerConfig;
+use tidemark_store::{MessageStore, StoreError};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+pub use config::{BrokerConfig, BrokerRole, ConfigError, FlushDiskType};
+pub use processor::BrokerHandler;
+pub use state::BrokerState;
+
+/// Why the broker could not start or stop cleanly.
+#[derive(Debug, Error)]
+pub enum BrokerError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("config file: {0}")]
+    Config(#[from] persist::PersistError),
+    #[error("configuration: {0}")]
+    Settings(#[from] ConfigError),
+}
+
+/// Clients silent this long are dropped (Java: 120 s, scanned every 10 s).
+const CLIENT_EXPIRY_MS: i64 = 120_000;
+
+/// A broker ready to serve.
+#[derive(Debug)]
+pub struct Broker {
+    state: Arc<BrokerState>,
+}
+
+impl Broker {
+    /// Opens (and recovers) the store and loads the config files. Blocking: call it before
+    /// serving, or from a blocking task.
+    pub fn open(config: BrokerConfig) -> Result<Broker, BrokerError> {
+        config.validate()?;
+        let (store, report) = MessageStore::open(config.store_config())?;
+        info!(mode = ?report.mode, end = report.commit_log_end, records = report.records_recovered, "store opened");
+        let state = BrokerState::load(config, Arc::new(store))?;
+        Ok(Broker {
+            state: Arc::new(state),
+        })
+    }
+
+    pub fn state(&self) -> &Arc<BrokerState> {
+        &self.state
+    }
+
+    /// Serves the listen port and the VIP port until `shutdown` resolves, then unregisters
+    /// from the name servers and persists everything.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        vip_listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), BrokerError> {
+        let state = self.state;
+        let handler = Arc::new(BrokerHandler::new(state.clone()));
+        let (stop, stopping) = watch::channel(false);
+        let wait_stop = |mut receiver: watch::Receiver<bool>| async move {
+            let _ = receiver.wait_for(|stopped| *stopped).await;
+        };
+        let main = tokio::spawn(tidemark_remoting::serve(
+            listener,
+            handler.clone(),
+            ServerConfig::default(),
+            wait_stop(stopping.clone()),
+        ));
+        let vip = tokio::spawn(tidemark_remoting::serve(
+            vip_listener,
+            handler,
+            ServerConfig::default(),
+            wait_stop(stopping.clone()),
+        ));
+        let registration = tokio::spawn(registration::run(
+            state.clone(),
+            wait_stop(stopping.clone()),
+        ));
+        let persistence = tokio::spawn(persist_loop(state.clone(), wait_stop(stopping.clone())));
+        let expiry = tokio::spawn(expiry_loop(state.clone(), wait_stop(stopping.clone())));
+
+        shutdown.await;
+        info!("broker shutting down");
+        // Held pulls answer now instead of holding the drain up.
+        state.held_pulls.notify_all();
+        let _ = stop.send(true);
+        for task in [main, vip, persistence, expiry] {
+            let _ = task.await;
+        }
+        let _ = registration.await;
+        let persisted = tokio::task::spawn_blocking({
+            let state = state.clone();
+            move || -> Result<(), BrokerError> {
+                state.persist_offsets()?;
+                state.persist_metadata()?;
+                state.store.shutdown()?;
+                Ok(())
+            }
+        })
+        .await;
+        match persisted {
+            Ok(result) => result,
+            Err(_) => Err(BrokerError::Store(StoreError::Closed)),
+        }
+    }
+}
+
+async fn persist_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    let interval = Duration::from_millis(state.config.flush_consumer_offset_interval.max(100));
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    let mut persisted_offsets = 0u64;
+    let mut persisted_versions = (
+        state.topics().data_version().clone(),
+        state.groups().to_wrapper().data_version,
+    );
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = ticker.tick() => {}
+        }
+        let offsets_version = state.offsets_version.load(Ordering::Acquire);
+        if offsets_version != persisted_offsets {
+            let state = state.clone();
+            match tokio::task::spawn_blocking(move || state.persist_offsets()).await {
+                Ok(Ok(())) => persisted_offsets = offsets_version,
+                Ok(Err(failure)) => warn!(%failure, "consumer offsets not persisted; will retry"),
+                Err(_) => warn!("consumer offset persistence task failed"),
+            }
+        }
+        let versions = (
+            state.topics().data_version().clone(),
+            state.groups().to_wrapper().data_version,
+        );
+        if versions != persisted_versions {
+            let writer = state.clone();
+            match tokio::task::spawn_blocking(move || writer.persist_metadata()).await {
+                Ok(Ok(())) => persisted_versions = versions,
+                Ok(Err(failure)) => warn!(%failure, "topics and groups not persisted; will retry"),
+                Err(_) => warn!("metadata persistence task failed"),
+            }
+        }
+    }
+}
+
+async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    let mut ticker = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = ticker.tick() => {}
+        }
+        let expired = state.clients().expire(state::now_ms(), CLIENT_EXPIRY_MS);
+        let mut groups: Vec<String> = expired
+            .into_iter()
+            .map(|(group, channel)| {
+                info!(%group, peer = %channel.peer_addr(), "consumer channel expired");
+                channel.close();
+                group
+            })
+            .collect();
+        groups.dedup();
+        for group in groups {
+            processor::consumer::notify_ids_changed(&state, &group);
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! `ConsumerOffsetTable`: each consumer group's progress per queue (RocketMQ's
+//! `ConsumerOffsetManager`), a plain type with named transitions. Persistence lives in
+//! `persist`; the broker calls these methods under one lock.
+//!
+//! The stored value is the next offset the group will consume in that queue.
+//!
+//! Rules:
+//! - [`commit`](ConsumerOffsetTable::commit) (UPDATE_CONSUMER_OFFSET, and the offset a pull
+//!   carries): progress only moves forward. Java stores a smaller value and logs a warning;
+//!   Tidemark keeps the larger one, because a smaller commit from a client is always stale (a
+//!   late oneway sent before a rebalance, a consumer that has not yet seen another's progress) and
+//!   clients never move their own progress back. The one exception is a stored offset past the
+//!   end of the queue (the log lost its tail in a crash): then the commit corrects it downwards,
+//!   otherwise the group would skip messages written after the crash.
+//! - [`reset`](ConsumerOffsetTable::reset) (an operator's INVOKE_BROKER_TO_RESET_OFFSET): may move
+//!   backwards; it is the only way to.
+//! - [`drop_group`](ConsumerOffsetTable::drop_group) / [`drop_topic`](ConsumerOffsetTable::drop_topic):
+//!   forget everything of a deleted group or topic.
+
+use std::collections::BTreeMap;
+
+use tidemark_protocol::body::{split_topic_at_group, topic_at_group, ConsumerOffsetWrapper};
+use tracing::warn;
+
+/// What a commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// First offset for this queue.
+    Created,
+    /// Moved forward (or stayed equal).
+    Advanced { previous: i64 },
+    /// Lower than the stored offset and the stored offset is valid: kept the stored one.
+    IgnoredBackwards { stored: i64 },
+    /// The stored offset was past the end of the queue; the commit replaced it.
+    Corrected { previous: i64 },
+    /// A negative offset is never stored.
+    Rejected,
+}
+
+type GroupOffsets = BTreeMap<i32, i64>;
+
+/// Progress of every (topic, group) per queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsumerOffsetTable {
+    entries: BTreeMap<(String, String), GroupOffsets>,
+}
+
+impl ConsumerOffsetTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies a client's commit. `queue_max_offset` is the queue's current max offset (the
+    /// next offset to be written), used only to recognise an invalid stored offset.
+    pub fn commit(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        offset: i64,
+        queue_max_offset: i64,
+    ) -> CommitOutcome {
+        if offset < 0 {
+            return CommitOutcome::Rejected;
+        }
+        let queues = self
+            .entries
+            .entry((topic.to_owned(), group.to_owned()))
+            .or_default();
+        let Some(stored) = queues.get_mut(&queue_id) else {
+            queues.insert(queue_id, offset);
+            return CommitOutcome::Created;
+        };
+        let previous = *stored;
+        if offset >= previous {
+            *stored = offset;
+            return CommitOutcome::Advanced { previous };
+        }
+        if previous > queue_max_offset {
+            *stored = offset;
+            return CommitOutcome::Corrected { previous };
+        }
+        debug_assert!(
+            *stored == previous && offset < previous,
+            "a backwards commit leaves the stored offset alone"
+        );
+        CommitOutcome::IgnoredBackwards { stored: previous }
+    }
+
+    /// An operator's reset: sets the offset, backwards if need be.
+    pub fn reset(&mut self, topic: &str, group: &str, queue_id: i32, offset: i64) {
+        self.entries
+            .entry((topic.to_owned(), group.to_owned()))
+            .or_default()
+            .insert(queue_id, offset.max(0));
+    }
+
+    pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
+        self.entries
+            .get(&(topic.to_owned(), group.to_owned()))?
+            .get(&queue_id)
+            .copied()
+    }
+
+    /// All queues of a (topic, group).
+    pub fn queue_offsets(&self, topic: &str, group: &str) -> Option<&GroupOffsets> {
+        self.entries.get(&(topic.to_owned(), group.to_owned()))
+    }
+
+    /// Topics a group has progress in.
+    pub fn topics_of_group(&self, group: &str) -> Vec<String> {
+        self.entries
+            .keys()
+            .filter(|(_, name)| name == group)
+            .map(|(topic, _)| topic.clone())
+            .collect()
+    }
+
+    /// Groups with progress in a topic.
+    pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
+        self.entries
+            .keys()
+            .filter(|(name, _)| name == topic)
+            .map(|(_, group)| group.clone())
+            .collect()
+    }
+
+    /// Forgets a deleted group; returns how many (topic, group) entries went.
+    pub fn drop_group(&mut self, group: &str) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|(_, name), _| name != group);
+        before - self.entries.len()
+    }
+
+    /// Forgets a deleted topic.
+    pub fn drop_topic(&mut self, topic: &str) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|(name, _), _| name != topic);
+        before - self.entries.len()
+    }
+
+    /// The `consumerOffset.json` / GET_ALL_CONSUMER_OFFSET form.
+    pub fn to_wrapper(&self) -> ConsumerOffsetWrapper {
+        ConsumerOffsetWrapper {
+            data_version: None,
+            offset_table: self
+                .entries
+                .iter()
+                .map(|((topic, group), queues)| (topic_at_group(topic, group), queues.clone()))
+                .collect(),
+        }
+    }
+
+    /// Reads the persisted form; keys that are not `topic@group` are skipped with a warning,
+    /// as Java skips them.
+    pub fn from_wrapper(wrapper: &ConsumerOffsetWrapper) -> Self {
+        let mut table = Self::new();
+        for (key, queues) in &wrapper.offset_table {
+            match split_topic_at_group(key) {
+                Some((topic, group)) => {
+                    table
+                        .entries
+                        .insert((topic.to_owned(), group.to_owned()), queues.clone());
+                }
+                None => warn!(%key, "consumer offset key is not topic@group; skipped"),
+            }
+        }
+        table
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_only_move_forward_unless_the_stored_offset_is_past_the_queue() {
+        let mut table = ConsumerOffsetTable::new();
+        assert_eq!(table.commit("T", "g", 0, 10, 100), CommitOutcome::Created);
+        assert_eq!(
+            table.commit("T", "g", 0, 15, 100),
+            CommitOutcome::Advanced { previous: 10 }
+        );
+        assert_eq!(
+            table.commit("T", "g", 0, 12, 100),
+            CommitOutcome::IgnoredBackwards { stored: 15 }
+        );
+        assert_eq!(table.query("T", "g", 0), Some(15));
+        // The log lost its tail: the queue now ends at 13, the stored 15 points nowhere.
+        assert_eq!(
+            table.commit("T", "g", 0, 13, 13),
+            CommitOutcome::Corrected { previous: 15 }
+        );
+        assert_eq!(table.commit("T", "g", 0, -1, 13), CommitOutcome::Rejected);
+        assert_eq!(table.query("T", "g", 0), Some(13));
+        table.reset("T", "g", 0, 2);
+        assert_eq!(
+            table.query("T", "g", 0),
+            Some(2),
+            "an operator may move backwards"
+        );
+    }
+
+    #[test]
+    fn wrapper_round_trip_and_drops() {
+        let mut table = ConsumerOffsetTable::new();
+        table.commit("T", "g1", 0, 5, 10);
+        table.commit("%RETRY%g1", "g1", 0, 1, 10);
+        table.commit("T", "g2", 1, 7, 10);
+        let wrapper = table.to_wrapper();
+        assert_eq!(wrapper.offset_table["T@g1"][&0], 5);
+        assert_eq!(ConsumerOffsetTable::from_wrapper(&wrapper), table);
+        assert_eq!(
+            table.topics_of_group("g1"),
+            vec!["%RETRY%g1".to_owned(), "T".to_owned()]
+        );
+        assert_eq!(
+            table.groups_of_topic("T"),
+            vec!["g1".to_owned(), "g2".to_owned()]
+        );
+        assert_eq!(table.drop_group("g1"), 2);
+        assert_eq!(table.drop_topic("T"), 1);
+        assert!(table.is_empty());
+    }
+}

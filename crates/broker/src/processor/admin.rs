@@ -1,0 +1,396 @@
+//! Queue positions and admin requests.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use tidemark_protocol::body::{
+    ConsumeStats, DelayOffsetWrapper, KvTable, MessageQueue, OffsetWrapper,
+    SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicOffset, TopicStatsTable,
+};
+use tidemark_protocol::headers::{
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
+    GetTopicStatsInfoRequestHeader, OffsetResponseHeader, SearchOffsetRequestHeader,
+    ViewMessageRequestHeader,
+};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, ResponseCode};
+
+use super::{bad_header, error, success};
+use crate::metadata::is_valid_topic_name;
+use crate::state::{now_ms, BrokerState};
+
+pub(super) fn max_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    match request.decode_header::<GetMaxOffsetRequestHeader>() {
+        Ok(header) => success().with_header(&OffsetResponseHeader {
+            offset: state.store.max_offset(&header.topic, header.queue_id),
+        }),
+        Err(failure) => bad_header(failure),
+    }
+}
+
+pub(super) fn min_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    match request.decode_header::<GetMinOffsetRequestHeader>() {
+        Ok(header) => success().with_header(&OffsetResponseHeader {
+            offset: state.store.min_offset(&header.topic, header.queue_id),
+        }),
+        Err(failure) => bad_header(failure),
+    }
+}
+
+pub(super) fn search_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<SearchOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    match state
+        .store
+        .offset_by_timestamp(&header.topic, header.queue_id, header.timestamp)
+    {
+        Ok(offset) => success().with_header(&OffsetResponseHeader { offset }),
+        Err(failure) => error(
+            ResponseCode::SystemError,
+            format!("search failed: {failure}"),
+        ),
+    }
+}
+
+pub(super) fn earliest_store_time(
+    state: &BrokerState,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<GetEarliestMsgStoretimeRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    match state
+        .store
+        .earliest_store_timestamp(&header.topic, header.queue_id)
+    {
+        Ok(timestamp) => success().with_header(&GetEarliestMsgStoretimeResponseHeader {
+            timestamp: timestamp.unwrap_or(-1),
+        }),
+        Err(failure) => error(ResponseCode::SystemError, format!("read failed: {failure}")),
+    }
+}
+
+pub(super) fn create_topic(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<CreateTopicRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    if !is_valid_topic_name(&header.topic) {
+        return error(
+            ResponseCode::SystemError,
+            format!("the specified topic[{}] is not valid", header.topic),
+        );
+    }
+    if header.topic == header.default_topic {
+        return error(
+            ResponseCode::SystemError,
+            format!(
+                "the topic[{}] is conflict with system reserved words.",
+                header.topic
+            ),
+        );
+    }
+    if !(0..8).contains(&header.perm) || header.read_queue_nums <= 0 || header.write_queue_nums <= 0
+    {
+        return error(
+            ResponseCode::SystemError,
+            "perm must be 0-7 and queue numbers positive",
+        );
+    }
+    let config = TopicConfig {
+        topic_name: header.topic.clone(),
+        read_queue_nums: header.read_queue_nums,
+        write_queue_nums: header.write_queue_nums,
+        perm: header.perm,
+        topic_filter_type: if header.topic_filter_type == "MULTI_TAG" {
+            TopicFilterType::MultiTag
+        } else {
+            TopicFilterType::SingleTag
+        },
+        topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
+        order: header.order,
+        attributes: None,
+    };
+    if state.topics().upsert(config, now_ms()) {
+        if let Err(failure) = state.persist_metadata() {
+            return error(
+                ResponseCode::SystemError,
+                format!("topic created but not persisted: {failure}"),
+            );
+        }
+        state.topics_changed.notify_one();
+    }
+    success()
+}
+
+pub(super) fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let Some(topic) = request.ext_fields.get("topic").map(str::to_owned) else {
+        return error(
+            ResponseCode::SystemError,
+            "missing required header field `topic`",
+        );
+    };
+    state.topics().remove(&topic, now_ms());
+    state.offsets().drop_topic(&topic);
+    state.mark_offsets_changed();
+    if let Err(failure) = state.persist_metadata() {
+        return error(
+            ResponseCode::SystemError,
+            format!("topic deleted but not persisted: {failure}"),
+        );
+    }
+    state.topics_changed.notify_one();
+    success()
+}
+
+pub(super) fn all_topic_config(state: &BrokerState) -> RemotingCommand {
+    success().with_body(state.topics().to_wrapper().to_json_bytes())
+}
+
+pub(super) fn all_consumer_offsets(state: &BrokerState) -> RemotingCommand {
+    let offsets = state.offsets();
+    if offsets.is_empty() {
+        return error(
+            ResponseCode::SystemError,
+            "No consumer offset in this broker",
+        );
+    }
+    success().with_body(offsets.to_wrapper().to_json_bytes())
+}
+
+/// Delay levels are not served yet: an empty table, in `delayOffset.json`'s format.
+pub(super) fn all_delay_offsets() -> RemotingCommand {
+    success().with_body(DelayOffsetWrapper::default().to_json_bytes())
+}
+
+pub(super) fn all_subscription_groups(state: &BrokerState) -> RemotingCommand {
+    success().with_body(state.groups().to_wrapper().to_json_bytes())
+}
+
+pub(super) fn create_subscription_group(
+    state: &BrokerState,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    match SubscriptionGroupConfig::from_json_bytes(&request.body) {
+        Ok(config) if !config.group_name.is_empty() => {
+            state.groups().upsert(config, now_ms());
+            match state.persist_metadata() {
+                Ok(()) => success(),
+                Err(failure) => error(
+                    ResponseCode::SystemError,
+                    format!("group saved but not persisted: {failure}"),
+                ),
+            }
+        }
+        Ok(_) => error(
+            ResponseCode::SystemError,
+            "subscription group without a name",
+        ),
+        Err(failure) => error(
+            ResponseCode::SystemError,
+            format!("bad subscription group body: {failure}"),
+        ),
+    }
+}
+
+pub(super) fn delete_subscription_group(
+    state: &BrokerState,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<DeleteSubscriptionGroupRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    state.groups().remove(&header.group_name, now_ms());
+    if header.remove_offset.unwrap_or(false) || header.clean_offset.unwrap_or(false) {
+        state.offsets().drop_group(&header.group_name);
+        state.mark_offsets_changed();
+    }
+    match state.persist_metadata() {
+        Ok(()) => success(),
+        Err(failure) => error(
+            ResponseCode::SystemError,
+            format!("group deleted but not persisted: {failure}"),
+        ),
+    }
+}
+
+pub(super) fn consume_stats(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<GetConsumeStatsRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let group = header.consumer_group;
+    let topics = match header.topic.filter(|topic| !topic.is_empty()) {
+        Some(topic) => vec![topic],
+        None => state.offsets().topics_of_group(&group),
+    };
+    let mut offset_table = BTreeMap::new();
+    for topic in topics {
+        let Some(config) = state.topics().get(&topic).cloned() else {
+            continue;
+        };
+        // An online group that does not subscribe a topic is skipped, as Java does.
+        {
+            let clients = state.clients();
+            if let Some(online) = clients.consumer_group(&group) {
+                if !online.subscriptions.contains_key(&topic) {
+                    continue;
+                }
+            }
+        }
+        for queue_id in 0..config.read_queue_nums {
+            let broker_offset = state.store.max_offset(&topic, queue_id).max(0);
+            let consumer_offset = state
+                .offsets()
+                .query(&topic, &group, queue_id)
+                .unwrap_or(0)
+                .max(0);
+            let last_timestamp = if consumer_offset > 0 {
+                state
+                    .store
+                    .store_timestamp_at(&topic, queue_id, consumer_offset - 1)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            offset_table.insert(
+                MessageQueue::new(topic.clone(), state.config.broker_name.clone(), queue_id),
+                OffsetWrapper {
+                    broker_offset,
+                    consumer_offset,
+                    last_timestamp,
+                    pull_offset: None,
+                },
+            );
+        }
+    }
+    success().with_body(
+        ConsumeStats {
+            consume_tps: 0.0,
+            offset_table,
+        }
+        .to_json_bytes(),
+    )
+}
+
+pub(super) fn consumer_connections(
+    state: &BrokerState,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<GetConsumerConnectionListRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    match state.clients().consumer_connection(&header.consumer_group) {
+        Some(connection) => success().with_body(connection.to_json_bytes()),
+        None => error(
+            ResponseCode::ConsumerNotOnline,
+            format!("the consumer group[{}] not online", header.consumer_group),
+        ),
+    }
+}
+
+pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<GetTopicStatsInfoRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let Some(config) = state.topics().get(&header.topic).cloned() else {
+        return error(
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist", header.topic),
+        );
+    };
+    let mut offset_table = BTreeMap::new();
+    for queue_id in 0..config.write_queue_nums {
+        let max_offset = state.store.max_offset(&header.topic, queue_id);
+        let last_update_timestamp = if max_offset > 0 {
+            state
+                .store
+                .store_timestamp_at(&header.topic, queue_id, max_offset - 1)
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        offset_table.insert(
+            MessageQueue::new(
+                header.topic.clone(),
+                state.config.broker_name.clone(),
+                queue_id,
+            ),
+            TopicOffset {
+                min_offset: state.store.min_offset(&header.topic, queue_id),
+                max_offset,
+                last_update_timestamp,
+            },
+        );
+    }
+    success().with_body(TopicStatsTable { offset_table }.to_json_bytes())
+}
+
+pub(super) fn view_message(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<ViewMessageRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    match u64::try_from(header.offset)
+        .ok()
+        .map(|offset| state.store.read_record(offset))
+    {
+        Some(Ok(Some(record))) => success().with_body(record),
+        Some(Err(failure)) => error(ResponseCode::SystemError, format!("read failed: {failure}")),
+        _ => error(
+            ResponseCode::SystemError,
+            format!("can not find message by the offset, {}", header.offset),
+        ),
+    }
+}
+
+pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
+    let (min, written, flushed) = state.store.commit_log_positions();
+    let mut table = BTreeMap::new();
+    table.insert(
+        "brokerVersion".to_owned(),
+        tidemark_protocol::code::version::CURRENT.to_string(),
+    );
+    table.insert(
+        "brokerVersionDesc".to_owned(),
+        format!("Tidemark {}", env!("CARGO_PKG_VERSION")),
+    );
+    table.insert(
+        "msgPutTotalTodayNow".to_owned(),
+        state.messages_put_total.load(Ordering::Relaxed).to_string(),
+    );
+    table.insert(
+        "msgGetTotalTodayNow".to_owned(),
+        state.messages_got_total.load(Ordering::Relaxed).to_string(),
+    );
+    table.insert("putTps".to_owned(), "0.0 0.0 0.0".to_owned());
+    table.insert("getTransferedTps".to_owned(), "0.0 0.0 0.0".to_owned());
+    table.insert(
+        "earliestMessageTimeStamp".to_owned(),
+        state.boot_timestamp_ms.to_string(),
+    );
+    table.insert("commitLogMinOffset".to_owned(), min.to_string());
+    table.insert("commitLogMaxOffset".to_owned(), written.to_string());
+    table.insert(
+        "commitLogDirCapacity".to_owned(),
+        format!("flushed {flushed}"),
+    );
+    table.insert("dispatchBehindBytes".to_owned(), "0".to_owned());
+    table.insert(
+        "bootTimestamp".to_owned(),
+        state.boot_timestamp_ms.to_string(),
+    );
+    success().with_body(KvTable { table }.to_json_bytes())
+}

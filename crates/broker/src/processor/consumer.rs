@@ -1,0 +1,267 @@
+//! Client management and consumer progress: HEART_BEAT, UNREGISTER_CLIENT,
+//! GET_CONSUMER_LIST_BY_GROUP, QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ.
+
+use std::sync::OnceLock;
+
+use tidemark_protocol::body::{
+    perm, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
+};
+use tidemark_protocol::headers::{
+    GetConsumerListByGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    OffsetResponseHeader, QueryConsumerOffsetRequestHeader, UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::Channel;
+use tracing::debug;
+
+use super::{bad_header, error, success};
+use crate::clients::ClientChannel;
+use crate::metadata::retry_topic;
+use crate::offsets::CommitOutcome;
+use crate::state::{now_ms, BrokerState};
+
+/// A lock not renewed for this long is free (`rocketmq.broker.rebalance.lockMaxLiveTime`).
+const QUEUE_LOCK_TTL_MS: i64 = 60_000;
+
+pub(super) fn heartbeat(
+    state: &BrokerState,
+    channel: &Channel,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let data = match HeartbeatData::from_json_bytes(&request.body) {
+        Ok(data) => data,
+        Err(failure) => {
+            return error(
+                ResponseCode::SystemError,
+                format!("bad heartbeat body: {failure}"),
+            )
+        }
+    };
+    let now = now_ms();
+    let client = ClientChannel {
+        channel: channel.clone(),
+        client_id: data.client_id.clone(),
+        language: request.language,
+        version: request.version,
+        last_update_ms: now,
+    };
+    for consumer in &data.consumer_data_set {
+        let Some((group, _)) = state.groups().find_or_create(
+            &consumer.group_name,
+            state.config.auto_create_subscription_group,
+            now,
+        ) else {
+            debug!(group = %consumer.group_name, "heartbeat for an unknown group; auto-create is off");
+            continue;
+        };
+        // Every clustering group has a retry topic; clients subscribe to it and it must be routed.
+        let retry = retry_topic(&consumer.group_name);
+        let created = state.topics().get(&retry).is_none() && group.retry_queue_nums > 0;
+        if created {
+            state.topics().create_if_absent(
+                &retry,
+                group.retry_queue_nums,
+                perm::READ | perm::WRITE,
+                now,
+            );
+            state.topics_changed.notify_one();
+        }
+        let changed = state.clients().register_consumer(consumer, client.clone());
+        if changed && group.notify_consumer_ids_changed_enable {
+            notify_ids_changed(state, &consumer.group_name);
+        }
+    }
+    for producer in &data.producer_data_set {
+        state
+            .clients()
+            .register_producer(&producer.group_name, client.clone());
+    }
+    success()
+}
+
+/// Tells every member of a group to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, oneway).
+pub(crate) fn notify_ids_changed(state: &BrokerState, group: &str) {
+    let channels = state.clients().group_channels(group);
+    for channel in channels {
+        let notice = RemotingCommand::request_with_header(
+            RequestCode::NotifyConsumerIdsChanged,
+            &NotifyConsumerIdsChangedRequestHeader {
+                consumer_group: group.to_owned(),
+            },
+        );
+        tokio::spawn(async move {
+            if let Err(failure) = channel.oneway(notice).await {
+                debug!(%failure, "could not notify a consumer of a membership change");
+            }
+        });
+    }
+}
+
+pub(super) fn unregister_client(
+    state: &BrokerState,
+    channel: &Channel,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<UnregisterClientRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    if let Some(group) = header.producer_group.as_deref() {
+        state.clients().unregister_producer(group, channel.id());
+    }
+    if let Some(group) = header.consumer_group.as_deref() {
+        if state.clients().unregister_consumer(group, channel.id()) {
+            notify_ids_changed(state, group);
+        }
+    }
+    success()
+}
+
+pub(super) fn consumer_list(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<GetConsumerListByGroupRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let ids = state.clients().consumer_ids(&header.consumer_group);
+    if ids.is_empty() {
+        return error(
+            ResponseCode::SystemError,
+            format!("no consumer for this group, {}", header.consumer_group),
+        );
+    }
+    success().with_body(
+        ConsumerListBody {
+            consumer_id_list: ids,
+        }
+        .to_json_bytes(),
+    )
+}
+
+/// Physical memory, for the young-queue rule (data within 40 % of RAM counts as hot).
+fn total_memory_bytes() -> u64 {
+    static TOTAL: OnceLock<u64> = OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find(|line| line.starts_with("MemTotal:"))
+                    .and_then(|line| line.split_whitespace().nth(1))
+                    .and_then(|kib| kib.parse::<u64>().ok())
+            })
+            .map_or(8 << 30, |kib| kib * 1024)
+    })
+}
+
+pub(super) fn query_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<QueryConsumerOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let stored = state
+        .offsets()
+        .query(&header.topic, &header.consumer_group, header.queue_id);
+    if let Some(offset) = stored {
+        return success().with_header(&OffsetResponseHeader { offset });
+    }
+    // A group's first look at a queue whose start is still there and recent starts at 0
+    // (RocketMQ 4.9's rule), so CONSUME_FROM_LAST_OFFSET on a young topic reads it all.
+    if header.set_zero_if_not_found != Some(false)
+        && state.store.min_offset(&header.topic, header.queue_id) <= 0
+    {
+        let hot = match state.store.queue_entry(&header.topic, header.queue_id, 0) {
+            Ok(Some(entry)) => {
+                let (_, written, _) = state.store.commit_log_positions();
+                written.saturating_sub(entry.commit_log_offset.max(0) as u64)
+                    <= total_memory_bytes() * 4 / 10
+            }
+            Ok(None) => true,
+            Err(_) => false,
+        };
+        if hot {
+            return success().with_header(&OffsetResponseHeader { offset: 0 });
+        }
+    }
+    error(
+        ResponseCode::QueryNotFound,
+        "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+    )
+}
+
+pub(super) fn update_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<UpdateConsumerOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let max = state.store.max_offset(&header.topic, header.queue_id);
+    let outcome = state.offsets().commit(
+        &header.topic,
+        &header.consumer_group,
+        header.queue_id,
+        header.commit_offset,
+        max,
+    );
+    match outcome {
+        CommitOutcome::IgnoredBackwards { stored } => {
+            debug!(group = %header.consumer_group, topic = %header.topic, queue = header.queue_id, commit = header.commit_offset, stored, "backwards commit ignored");
+        }
+        CommitOutcome::Rejected => {}
+        _ => state.mark_offsets_changed(),
+    }
+    success()
+}
+
+pub(super) fn lock(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let body = match LockBatchRequestBody::from_json_bytes(&request.body) {
+        Ok(body) => body,
+        Err(failure) => {
+            return error(
+                ResponseCode::SystemError,
+                format!("bad lock body: {failure}"),
+            )
+        }
+    };
+    let locked = state.locks().lock(
+        &body.consumer_group,
+        &body.client_id,
+        &body.mq_set,
+        now_ms(),
+        QUEUE_LOCK_TTL_MS,
+    );
+    success().with_body(
+        LockBatchResponseBody {
+            lock_ok_mq_set: locked,
+        }
+        .to_json_bytes(),
+    )
+}
+
+pub(super) fn unlock(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let body = match LockBatchRequestBody::from_json_bytes(&request.body) {
+        Ok(body) => body,
+        Err(failure) => {
+            return error(
+                ResponseCode::SystemError,
+                format!("bad unlock body: {failure}"),
+            )
+        }
+    };
+    state
+        .locks()
+        .unlock(&body.consumer_group, &body.client_id, &body.mq_set);
+    success()
+}
+
+/// CHECK_CLIENT_CONFIG: only TAG subscriptions are served.
+pub(super) fn check_client_config(request: &RemotingCommand) -> RemotingCommand {
+    let text = String::from_utf8_lossy(&request.body);
+    if text.contains("SQL92") {
+        return error(
+            ResponseCode::SystemError,
+            "SQL92 filtering is not supported by Tidemark",
+        );
+    }
+    success()
+}

@@ -1,0 +1,99 @@
+//! Request handling: one function per request code, grouped by concern, and the single place
+//! where a request code is mapped to its handler.
+
+mod admin;
+pub(crate) mod consumer;
+mod pull;
+mod send;
+
+use std::sync::Arc;
+
+use tidemark_protocol::{HeaderError, RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{Channel, Reply, ReplyFuture, RequestHandler};
+use tracing::debug;
+
+use crate::state::BrokerState;
+
+/// The broker's request handler.
+#[derive(Debug, Clone)]
+pub struct BrokerHandler {
+    state: Arc<BrokerState>,
+}
+
+impl BrokerHandler {
+    pub fn new(state: Arc<BrokerState>) -> Self {
+        Self { state }
+    }
+}
+
+/// A typed header that failed to decode becomes an error response naming the field.
+pub(crate) fn bad_header(error: HeaderError) -> RemotingCommand {
+    RemotingCommand::response(
+        ResponseCode::SystemError,
+        format!("bad request header: {error}"),
+    )
+}
+
+pub(crate) fn error(code: ResponseCode, remark: impl Into<String>) -> RemotingCommand {
+    RemotingCommand::response(code, remark.into())
+}
+
+pub(crate) fn success() -> RemotingCommand {
+    RemotingCommand::response(ResponseCode::Success, None)
+}
+
+impl RequestHandler for BrokerHandler {
+    fn handle(&self, channel: Channel, request: RemotingCommand) -> ReplyFuture {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let code = request.request_code();
+            let response = match code {
+                RequestCode::SendMessage | RequestCode::SendMessageV2 | RequestCode::SendBatchMessage => {
+                    send::send(&state, &channel, &request).await
+                }
+                RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(&state, &request).await,
+                RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request),
+                RequestCode::UnregisterClient => consumer::unregister_client(&state, &channel, &request),
+                RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
+                RequestCode::QueryConsumerOffset => consumer::query_offset(&state, &request),
+                RequestCode::UpdateConsumerOffset => consumer::update_offset(&state, &request),
+                RequestCode::LockBatchMq => consumer::lock(&state, &request),
+                RequestCode::UnlockBatchMq => consumer::unlock(&state, &request),
+                RequestCode::CheckClientConfig => consumer::check_client_config(&request),
+                RequestCode::GetMaxOffset => admin::max_offset(&state, &request),
+                RequestCode::GetMinOffset => admin::min_offset(&state, &request),
+                RequestCode::SearchOffsetByTimestamp => admin::search_offset(&state, &request),
+                RequestCode::GetEarliestMsgStoretime => admin::earliest_store_time(&state, &request),
+                RequestCode::UpdateAndCreateTopic => admin::create_topic(&state, &request),
+                RequestCode::DeleteTopicInBroker => admin::delete_topic(&state, &request),
+                RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
+                RequestCode::GetAllConsumerOffset => admin::all_consumer_offsets(&state),
+                RequestCode::GetAllDelayOffset => admin::all_delay_offsets(),
+                RequestCode::GetAllSubscriptionGroupConfig => admin::all_subscription_groups(&state),
+                RequestCode::UpdateAndCreateSubscriptionGroup => admin::create_subscription_group(&state, &request),
+                RequestCode::DeleteSubscriptionGroup => admin::delete_subscription_group(&state, &request),
+                RequestCode::GetConsumeStats => admin::consume_stats(&state, &request),
+                RequestCode::GetConsumerConnectionList => admin::consumer_connections(&state, &request),
+                RequestCode::GetTopicStatsInfo => admin::topic_stats(&state, &request),
+                RequestCode::ViewMessageById => admin::view_message(&state, &request),
+                RequestCode::GetBrokerRuntimeInfo => admin::runtime_info(&state),
+                RequestCode::QueryMessage => error(
+                    ResponseCode::SystemError,
+                    "QUERY_MESSAGE (lookup by key) is not supported by Tidemark yet; look messages up by id",
+                ),
+                _ => {
+                    debug!(%code, peer = %channel.peer_addr(), "request code not supported");
+                    return Reply::Unsupported;
+                }
+            };
+            Reply::Response(response)
+        })
+    }
+
+    fn on_close(&self, channel: &Channel) {
+        let groups = self.state.clients().channel_closed(channel.id());
+        for group in groups {
+            consumer::notify_ids_changed(&self.state, &group);
+        }
+    }
+}

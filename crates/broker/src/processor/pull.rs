@@ -1,0 +1,308 @@
+//! PULL_MESSAGE and LITE_PULL_MESSAGE, with long polling and the piggy-backed commit.
+
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use tidemark_protocol::body::{perm, MessageModel};
+use tidemark_protocol::headers::{
+    pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader,
+};
+use tidemark_protocol::message::SubscriptionExpression;
+use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_store::{GetResult, GetStatus};
+
+use super::{bad_header, error};
+use crate::config::BrokerRole;
+use crate::offsets::CommitOutcome;
+use crate::state::{now_ms, BrokerState};
+
+/// Messages and bytes one pull returns at most (RocketMQ's limits for data in memory).
+const PULL_MESSAGES_MAX: usize = 32;
+const PULL_BYTES_MAX: usize = 256 * 1024;
+/// Longest a pull is held, whatever the client asks.
+const SUSPEND_MAX: Duration = Duration::from_secs(30);
+
+pub(super) async fn pull(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<PullMessageRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    match process(state, &header, true) {
+        Outcome::Respond(response) => response,
+        Outcome::Hold => {
+            let wait = if state.config.long_polling_enable {
+                Duration::from_millis(header.suspend_timeout_millis.max(0) as u64).min(SUSPEND_MAX)
+            } else {
+                Duration::from_millis(state.config.short_polling_time_mills)
+            };
+            let arrival = state.held_pulls.hold(&header.topic, header.queue_id);
+            // A message may have landed between the read and the hold: look once more first.
+            if state.store.max_offset(&header.topic, header.queue_id) <= header.queue_offset {
+                let _ = tokio::time::timeout(wait, arrival).await;
+            }
+            // Second pass: never held again, and the commit offset is not applied twice.
+            match process(state, &header, false) {
+                Outcome::Respond(response) => response,
+                Outcome::Hold => error(ResponseCode::SystemError, "pull held twice"),
+            }
+        }
+    }
+}
+
+enum Outcome {
+    Respond(RemotingCommand),
+    Hold,
+}
+
+fn process(state: &BrokerState, header: &PullMessageRequestHeader, allow_suspend: bool) -> Outcome {
+    let respond = |code, remark: String| Outcome::Respond(error(code, remark));
+    if !perm::is_readable(state.config.broker_permission) {
+        return respond(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] pulling message is forbidden",
+                state.config.broker_ip1
+            ),
+        );
+    }
+    let group = match state.groups().find_or_create(
+        &header.consumer_group,
+        state.config.auto_create_subscription_group,
+        now_ms(),
+    ) {
+        Some((group, _)) => group,
+        None => {
+            return respond(
+                ResponseCode::SubscriptionGroupNotExist,
+                format!(
+                    "subscription group [{}] does not exist",
+                    header.consumer_group
+                ),
+            )
+        }
+    };
+    if !group.consume_enable {
+        return respond(
+            ResponseCode::NoPermission,
+            format!(
+                "subscription group no permission, {}",
+                header.consumer_group
+            ),
+        );
+    }
+    let Some(topic) = state.topics().get(&header.topic).cloned() else {
+        return respond(
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist, apply first please!", header.topic),
+        );
+    };
+    if !perm::is_readable(topic.perm) {
+        return respond(
+            ResponseCode::NoPermission,
+            format!("the topic[{}] pulling message is forbidden", header.topic),
+        );
+    }
+    if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
+        return respond(
+            ResponseCode::SystemError,
+            format!(
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
+                header.queue_id, header.topic, topic.read_queue_nums
+            ),
+        );
+    }
+    let expression = if header.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
+        let expression_type = header.expression_type.as_deref().unwrap_or("TAG");
+        if expression_type != "TAG" {
+            return respond(
+                ResponseCode::SubscriptionParseFailed,
+                format!("expression type {expression_type} is not supported"),
+            );
+        }
+        SubscriptionExpression::parse(header.subscription.as_deref().unwrap_or("*"))
+    } else {
+        let clients = state.clients();
+        let Some(consumer_group) = clients.consumer_group(&header.consumer_group) else {
+            return respond(
+                ResponseCode::SubscriptionNotExist,
+                format!(
+                    "the consumer's group info not exist, group: {}",
+                    header.consumer_group
+                ),
+            );
+        };
+        if consumer_group.message_model == MessageModel::Broadcasting
+            && !group.consume_broadcast_enable
+        {
+            return respond(
+                ResponseCode::NoPermission,
+                format!(
+                    "the consumer group[{}] can not consume by broadcast way",
+                    header.consumer_group
+                ),
+            );
+        }
+        let Some(subscription) = consumer_group.subscriptions.get(&header.topic) else {
+            return respond(
+                ResponseCode::SubscriptionNotExist,
+                format!(
+                    "the consumer's subscription not exist, group: {}",
+                    header.consumer_group
+                ),
+            );
+        };
+        if subscription.sub_version < header.sub_version {
+            return respond(
+                ResponseCode::SubscriptionNotLatest,
+                "the consumer's subscription not latest".to_owned(),
+            );
+        }
+        SubscriptionExpression::parse(&subscription.sub_string)
+    };
+
+    let max_count = (header.max_msg_nums.max(1) as usize).min(PULL_MESSAGES_MAX);
+    let max_bytes = header.max_msg_bytes.map_or(PULL_BYTES_MAX, |bytes| {
+        (bytes.max(1) as usize).min(PULL_BYTES_MAX)
+    });
+    let result = match state.store.get(
+        &header.topic,
+        header.queue_id,
+        header.queue_offset,
+        max_count,
+        max_bytes,
+        |code| expression.matches_code(code),
+    ) {
+        Ok(result) => result,
+        Err(failure) => {
+            return respond(
+                ResponseCode::SystemError,
+                format!("store read failed: {failure}"),
+            )
+        }
+    };
+
+    // The consumer's progress rides on the pull; stored on the first pass only, and never by a slave.
+    let commit = allow_suspend
+        && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
+        && state.config.broker_role != BrokerRole::Slave;
+    if commit {
+        let outcome = state.offsets().commit(
+            &header.topic,
+            &header.consumer_group,
+            header.queue_id,
+            header.commit_offset,
+            result.max_offset,
+        );
+        if !matches!(
+            outcome,
+            CommitOutcome::IgnoredBackwards { .. } | CommitOutcome::Rejected
+        ) {
+            state.mark_offsets_changed();
+        }
+    }
+
+    let (code, next_begin_offset) = response_code(&result, header.queue_offset);
+    let suspend = header.sys_flag & pull_sys_flag::SUSPEND != 0;
+    if code == ResponseCode::PullNotFound && allow_suspend && suspend {
+        return Outcome::Hold;
+    }
+    let mut body = BytesMut::new();
+    for message in &result.messages {
+        body.put_slice(message);
+    }
+    state.messages_got_total.fetch_add(
+        result.messages.len() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let mut response = RemotingCommand::response(code, status_name(result.status).to_owned())
+        .with_header(&PullMessageResponseHeader {
+            suggest_which_broker_id: 0,
+            next_begin_offset,
+            min_offset: result.min_offset,
+            max_offset: result.max_offset,
+            offset_delta: None,
+            topic_sys_flag: None,
+            group_sys_flag: None,
+            forbidden_type: None,
+        });
+    response.body = body.freeze();
+    Outcome::Respond(response)
+}
+
+/// The pull table of the protocol notes (§3.3): store status → response code, next offset.
+fn response_code(result: &GetResult, requested: i64) -> (ResponseCode, i64) {
+    match result.status {
+        GetStatus::Found => (ResponseCode::Success, result.next_begin_offset),
+        GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving => {
+            (ResponseCode::PullRetryImmediately, result.next_begin_offset)
+        }
+        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue => {
+            if requested != 0 {
+                (ResponseCode::PullOffsetMoved, 0)
+            } else {
+                (ResponseCode::PullNotFound, 0)
+            }
+        }
+        GetStatus::OffsetTooSmall => (ResponseCode::PullOffsetMoved, result.next_begin_offset),
+        GetStatus::OffsetOverflowOne => (ResponseCode::PullNotFound, requested),
+        GetStatus::OffsetOverflowBadly => (ResponseCode::PullOffsetMoved, result.next_begin_offset),
+        GetStatus::OffsetFoundNull => (ResponseCode::PullNotFound, result.next_begin_offset),
+    }
+}
+
+fn status_name(status: GetStatus) -> &'static str {
+    match status {
+        GetStatus::Found => "FOUND",
+        GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+        GetStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+        GetStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
+        GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+        GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+        GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+        GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+        GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(status: GetStatus, next: i64) -> GetResult {
+        GetResult {
+            status,
+            next_begin_offset: next,
+            min_offset: 0,
+            max_offset: 12,
+            messages: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn status_table_matches_rocketmq() {
+        assert_eq!(
+            response_code(&result(GetStatus::OffsetOverflowOne, 12), 12),
+            (ResponseCode::PullNotFound, 12)
+        );
+        assert_eq!(
+            response_code(&result(GetStatus::OffsetOverflowBadly, 12), 40),
+            (ResponseCode::PullOffsetMoved, 12)
+        );
+        assert_eq!(
+            response_code(&result(GetStatus::OffsetTooSmall, 3), 1),
+            (ResponseCode::PullOffsetMoved, 3)
+        );
+        assert_eq!(
+            response_code(&result(GetStatus::NoMessageInQueue, 0), 0),
+            (ResponseCode::PullNotFound, 0)
+        );
+        assert_eq!(
+            response_code(&result(GetStatus::NoMessageInQueue, 0), 5),
+            (ResponseCode::PullOffsetMoved, 0)
+        );
+        assert_eq!(
+            response_code(&result(GetStatus::NoMatchedMessage, 9), 4),
+            (ResponseCode::PullRetryImmediately, 9)
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
+
+use bytes::Bytes;
+use tidemark_protocol::body::perm;
+use tidemark_protocol::headers::{
+    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+};
+use tidemark_protocol::message::{decode_batch, encode_offset_msg_id, property, Properties};
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::Channel;
+use tidemark_store::{Appended, NewMessage, StoreError};
+
+use super::{bad_header, error};
+use crate::metadata::{is_system_topic_for_send, is_valid_topic_name, RETRY_GROUP_TOPIC_PREFIX};
+use crate::state::{now_ms, BrokerState};
+
+fn decode_header(
+    request: &RemotingCommand,
+) -> Result<SendMessageRequestHeader, tidemark_protocol::HeaderError> {
+    match request.request_code() {
+        RequestCode::SendMessage => request.decode_header::<SendMessageRequestHeader>(),
+        _ => request
+            .decode_header::<SendMessageRequestHeaderV2>()
+            .map(SendMessageRequestHeader::from),
+    }
+}
+
+/// The response code a failed append maps to.
+fn store_error_response(failure: &StoreError) -> RemotingCommand {
+    let code = match failure {
+        StoreError::MessageTooLarge { .. } | StoreError::Message(_) => ResponseCode::MessageIllegal,
+        StoreError::DiskFull { .. } | StoreError::SyncFailed { .. } | StoreError::Closed => {
+            ResponseCode::ServiceNotAvailable
+        }
+        _ => ResponseCode::SystemError,
+    };
+    error(code, format!("message not stored: {failure}"))
+}
+
+pub(super) async fn send(
+    state: &BrokerState,
+    channel: &Channel,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match decode_header(request) {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    if !perm::is_writeable(state.config.broker_permission) {
+        return error(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending message is forbidden",
+                state.config.broker_ip1
+            ),
+        );
+    }
+    if !is_valid_topic_name(&header.topic) {
+        return error(
+            ResponseCode::SystemError,
+            format!("the specified topic[{}] is not valid", header.topic),
+        );
+    }
+    if is_system_topic_for_send(&header.topic) {
+        return error(
+            ResponseCode::NoPermission,
+            format!("Sending message to topic[{}] is forbidden.", header.topic),
+        );
+    }
+    let topic_config = {
+        let mut topics = state.topics();
+        let existing = topics.get(&header.topic).cloned();
+        let created = match existing {
+            Some(config) => Ok(config),
+            None if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) => {
+                Err(topics.create_if_absent(&header.topic, 1, perm::READ | perm::WRITE, now_ms()))
+            }
+            None => match topics.create_from_template(
+                &header.topic,
+                &header.default_topic,
+                header.default_topic_queue_nums,
+                now_ms(),
+            ) {
+                Some(config) => Err(config),
+                None => {
+                    return error(
+                        ResponseCode::TopicNotExist,
+                        format!("topic[{}] not exist, apply first please!", header.topic),
+                    )
+                }
+            },
+        };
+        match created {
+            Ok(config) => config,
+            Err(config) => {
+                // A new topic: tell the name servers now, not at the next 30 s registration.
+                state.topics_changed.notify_one();
+                config
+            }
+        }
+    };
+    let queue_count = topic_config
+        .write_queue_nums
+        .max(topic_config.read_queue_nums);
+    let queue_id = if header.queue_id < 0 {
+        (now_ms().unsigned_abs() % topic_config.write_queue_nums.max(1) as u64) as i32
+    } else {
+        header.queue_id
+    };
+    if queue_id >= queue_count {
+        return error(
+            ResponseCode::SystemError,
+            format!(
+                "request queueId[{queue_id}] is illegal, {topic_config:?} Producer: {}",
+                channel.peer_addr()
+            ),
+        );
+    }
+
+    let store_host = state.store_host();
+    let messages = if header.batch || request.request_code() == RequestCode::SendBatchMessage {
+        let entries = match decode_batch(&request.body) {
+            Ok(entries) => entries,
+            Err(failure) => {
+                return error(
+                    ResponseCode::MessageIllegal,
+                    format!("bad batch body: {failure}"),
+                )
+            }
+        };
+        if entries.is_empty() {
+            return error(ResponseCode::MessageIllegal, "empty batch");
+        }
+        if entries.iter().any(|entry| {
+            entry
+                .properties
+                .get(property::DELAY_TIME_LEVEL)
+                .is_some_and(|level| level != "0")
+        }) {
+            return error(
+                ResponseCode::MessageIllegal,
+                "a batch message cannot be delayed",
+            );
+        }
+        entries
+            .into_iter()
+            .map(|entry| {
+                new_message(
+                    state,
+                    &header,
+                    queue_id,
+                    entry.flag,
+                    entry.body,
+                    entry.properties,
+                    channel,
+                    store_host,
+                )
+            })
+            .collect()
+    } else {
+        let properties = Properties::parse(header.properties.as_deref().unwrap_or(""));
+        vec![new_message(
+            state,
+            &header,
+            queue_id,
+            header.flag,
+            request.body.clone(),
+            properties,
+            channel,
+            store_host,
+        )]
+    };
+
+    let appended = match put(state, messages).await {
+        Ok(appended) => appended,
+        Err(failure) => return store_error_response(&failure),
+    };
+    state.held_pulls.notify(&header.topic, queue_id);
+    let Some(first) = appended.first() else {
+        return error(ResponseCode::SystemError, "nothing appended");
+    };
+    let message_ids: Vec<String> = appended
+        .iter()
+        .map(|one| encode_offset_msg_id(store_host, one.commit_log_offset as i64))
+        .collect();
+    RemotingCommand::response(ResponseCode::Success, None).with_header(&SendMessageResponseHeader {
+        msg_id: message_ids.join(","),
+        queue_id,
+        queue_offset: first.queue_offset,
+        transaction_id: None,
+        batch_uniq_id: None,
+        msg_region: state.config.region_id.clone(),
+        trace_on: state.config.trace_on,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn new_message(
+    state: &BrokerState,
+    header: &SendMessageRequestHeader,
+    queue_id: i32,
+    flag: i32,
+    body: Bytes,
+    mut properties: Properties,
+    channel: &Channel,
+    store_host: std::net::SocketAddr,
+) -> NewMessage {
+    properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+    NewMessage {
+        topic: header.topic.clone(),
+        queue_id,
+        flag,
+        sys_flag: header.sys_flag,
+        born_timestamp: header.born_timestamp,
+        born_host: channel.peer_addr(),
+        store_host,
+        reconsume_times: header.reconsume_times.unwrap_or(0),
+        prepared_transaction_offset: 0,
+        body,
+        properties: properties.encode(),
+    }
+}
+
+/// Appends; under Sync flush the fsync wait happens off the async workers.
+async fn put(state: &BrokerState, messages: Vec<NewMessage>) -> Result<Vec<Appended>, StoreError> {
+    let store = state.store.clone();
+    let count = messages.len() as u64;
+    let appended = if state.config.store_config().flush == tidemark_store::FlushPolicy::Sync {
+        tokio::task::spawn_blocking(move || store.put_batch(&messages))
+            .await
+            .map_err(|_| StoreError::Closed)??
+    } else {
+        store.put_batch(&messages)?
+    };
+    state
+        .messages_put_total
+        .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+    Ok(appended)
+}

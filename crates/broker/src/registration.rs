@@ -1,0 +1,103 @@
+//! Registration with the name servers: at start, every `registerNameServerPeriod`, and at once
+//! when topics change; unregistration at shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_protocol::body::RegisterBrokerBody;
+use tidemark_protocol::headers::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{ClientConfig, RemotingClient};
+use tracing::{debug, info, warn};
+
+use crate::state::BrokerState;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(6);
+
+fn register_request(state: &BrokerState) -> RemotingCommand {
+    let body = RegisterBrokerBody {
+        topic_config_serialize_wrapper: state.topics().to_wrapper(),
+        filter_server_list: Vec::new(),
+    }
+    .to_json_bytes();
+    let header = RegisterBrokerRequestHeader {
+        broker_name: state.config.broker_name.clone(),
+        broker_addr: state.config.broker_addr(),
+        cluster_name: state.config.broker_cluster_name.clone(),
+        ha_server_addr: format!(
+            "{}:{}",
+            state.config.broker_ip1,
+            state.config.listen_port + 1
+        ),
+        broker_id: state.config.broker_id,
+        compressed: false,
+        body_crc32: (crc32fast_hash(&body) & 0x7FFF_FFFF) as i32,
+        heartbeat_timeout_millis: None,
+        enable_acting_master: None,
+    };
+    RemotingCommand::request_with_header(RequestCode::RegisterBroker, &header).with_body(body)
+}
+
+fn crc32fast_hash(bytes: &[u8]) -> u32 {
+    // The protocol crate owns the record CRC; the register body uses the same masked CRC32.
+    tidemark_protocol::message::body_crc(bytes)
+}
+
+async fn register_all(state: &BrokerState, client: &RemotingClient) {
+    for addr in state.config.name_servers() {
+        match client
+            .invoke(&addr, register_request(state), CALL_TIMEOUT)
+            .await
+        {
+            Ok(response) if response.response_code() == ResponseCode::Success => {
+                debug!(namesrv = %addr, "registered")
+            }
+            Ok(response) => {
+                warn!(namesrv = %addr, code = %response.response_code(), remark = ?response.remark, "registration refused")
+            }
+            Err(failure) => warn!(namesrv = %addr, %failure, "registration failed; will retry"),
+        }
+    }
+}
+
+pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let period = Duration::from_millis(
+        state
+            .config
+            .register_name_server_period
+            .clamp(10_000, 60_000),
+    );
+    let mut ticker = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = ticker.tick() => {}
+            _ = state.topics_changed.notified() => {}
+        }
+        register_all(&state, &client).await;
+    }
+    for addr in state.config.name_servers() {
+        let header = UnregisterBrokerRequestHeader {
+            broker_name: state.config.broker_name.clone(),
+            broker_addr: state.config.broker_addr(),
+            cluster_name: state.config.broker_cluster_name.clone(),
+            broker_id: state.config.broker_id,
+        };
+        match client
+            .invoke(
+                &addr,
+                RemotingCommand::request_with_header(RequestCode::UnregisterBroker, &header),
+                CALL_TIMEOUT,
+            )
+            .await
+        {
+            Ok(_) => info!(namesrv = %addr, "unregistered"),
+            Err(failure) => warn!(namesrv = %addr, %failure, "unregistration failed"),
+        }
+    }
+    client.shutdown();
+}

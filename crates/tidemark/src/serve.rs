@@ -1,0 +1,230 @@
+//! `tidemark dev`, `tidemark namesrv` and `tidemark broker`: the servers, with graceful
+//! shutdown on SIGINT/SIGTERM.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use tidemark_broker::{Broker, BrokerConfig};
+use tidemark_namesrv::{NameServer, NameServerConfig};
+use tidemark_protocol::body::ClusterInfo;
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, RequestCode};
+use tidemark_remoting::{ClientConfig, RemotingClient};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::info;
+
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Where the broker keeps its store and config files.
+    #[arg(long, default_value = "./tidemark-data")]
+    pub data_dir: PathBuf,
+    /// Address both servers bind to (and the broker advertises).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub listen_ip: IpAddr,
+    #[arg(long, default_value_t = 9876)]
+    pub namesrv_port: u16,
+    /// The broker's port; it also serves `port - 2` (VIP channel).
+    #[arg(long, default_value_t = 10911)]
+    pub broker_port: u16,
+    /// Acknowledge sends only after fsync.
+    #[arg(long)]
+    pub sync_flush: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NamesrvArgs {
+    #[arg(long, default_value = "0.0.0.0:9876")]
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Args)]
+pub struct BrokerArgs {
+    /// Config file: TOML, or RocketMQ's broker.conf (Java properties).
+    #[arg(short = 'c', long)]
+    pub config: Option<PathBuf>,
+    /// Name servers, `host:port;host:port` (overrides the file's namesrvAddr).
+    #[arg(short = 'n', long)]
+    pub namesrv: Option<String>,
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({what})"))
+}
+
+async fn serve_broker(config: BrokerConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let ip: IpAddr = config
+        .listen_ip
+        .parse()
+        .with_context(|| format!("listen_ip {:?} is not an IP address", config.listen_ip))?;
+    let main = bind(SocketAddr::new(ip, config.listen_port), "broker").await?;
+    let vip = bind(
+        SocketAddr::new(ip, config.listen_port - 2),
+        "broker VIP channel",
+    )
+    .await?;
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+        .await
+        .context("broker start-up task")??;
+    let mut stop = stop;
+    broker
+        .serve(main, vip, async move {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        })
+        .await?;
+    Ok(())
+}
+
+/// Waits until the name server lists the broker, so clients find it at once.
+async fn wait_until_registered(namesrv: &str, broker_name: &str) -> anyhow::Result<()> {
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(response) = client
+            .invoke(
+                namesrv,
+                RemotingCommand::request(RequestCode::GetBrokerClusterInfo),
+                Duration::from_secs(3),
+            )
+            .await
+        {
+            if let Ok(info) = ClusterInfo::from_json_bytes(&response.body) {
+                if info.broker_addr_table.contains_key(broker_name) {
+                    client.shutdown();
+                    return Ok(());
+                }
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("the broker did not register with the name server within 20 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
+    let advertised = if args.listen_ip.is_unspecified() {
+        "127.0.0.1".to_owned()
+    } else {
+        args.listen_ip.to_string()
+    };
+    let namesrv_listener = bind(
+        SocketAddr::new(args.listen_ip, args.namesrv_port),
+        "name server",
+    )
+    .await?;
+    let namesrv_addr = format!("{advertised}:{}", args.namesrv_port);
+    let config = BrokerConfig {
+        broker_ip1: advertised.clone(),
+        listen_ip: args.listen_ip.to_string(),
+        listen_port: args.broker_port,
+        namesrv_addr: namesrv_addr.clone(),
+        store_path_root_dir: args.data_dir.join("broker"),
+        flush_disk_type: if args.sync_flush {
+            tidemark_broker::FlushDiskType::SyncFlush
+        } else {
+            tidemark_broker::FlushDiskType::AsyncFlush
+        },
+        // Registration is immediate on topic changes; the period is the heartbeat.
+        ..BrokerConfig::default()
+    };
+    config.validate()?;
+    let broker_name = config.broker_name.clone();
+    let broker_addr = config.broker_addr();
+    // The broker stops first, so it can still unregister from the name server.
+    let (stop_namesrv, namesrv_stopping) = watch::channel(false);
+    let (stop, stopping) = watch::channel(false);
+    let namesrv = {
+        let mut stopping = namesrv_stopping;
+        tokio::spawn(NameServer::serve(
+            namesrv_listener,
+            NameServerConfig::default(),
+            async move {
+                let _ = stopping.wait_for(|stopped| *stopped).await;
+            },
+        ))
+    };
+    let broker = tokio::spawn(serve_broker(config, stopping));
+    tokio::select! {
+        registered = wait_until_registered(&namesrv_addr, &broker_name) => registered?,
+        failed = broker_failure(&broker) => return failed,
+    }
+    println!(
+        "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} data={}",
+        args.data_dir.display()
+    );
+    info!(%namesrv_addr, %broker_addr, "tidemark dev ready; point clients at the name server");
+    shutdown_signal().await;
+    info!("shutting down");
+    let _ = stop.send(true);
+    let outcome = broker.await.context("broker task")?;
+    let _ = stop_namesrv.send(true);
+    let _ = namesrv.await;
+    outcome
+}
+
+/// Resolves only if the broker task ends early (it failed to start).
+async fn broker_failure(
+    broker: &tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    loop {
+        if broker.is_finished() {
+            bail!("the broker stopped during start-up (see the log above)");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
+    let listener = bind(args.listen, "name server").await?;
+    println!("tidemark namesrv ready listen={}", args.listen);
+    NameServer::serve(listener, NameServerConfig::default(), shutdown_signal()).await;
+    Ok(())
+}
+
+pub async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => BrokerConfig::load(path)?,
+        None => BrokerConfig::default(),
+    };
+    if let Some(namesrv) = args.namesrv {
+        config.namesrv_addr = namesrv;
+    }
+    config.validate()?;
+    info!(?config, "effective configuration");
+    let (stop, stopping) = watch::channel(false);
+    let broker = tokio::spawn(serve_broker(config, stopping));
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        failed = broker_failure(&broker) => return failed,
+    }
+    let _ = stop.send(true);
+    broker.await.context("broker task")?
+}
