@@ -1,0 +1,570 @@
+//! The broker over loopback with an in-process name server, driven by raw remoting requests:
+//! send, heartbeat, pull (long polling included), commits by request and by pull, persistence
+//! across a restart, corrupt config files, and bad input while a producer and a consumer keep
+//! working. (Compatibility with the real Java client is proven by compat/java's suite.)
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidemark_broker::{Broker, BrokerConfig, BrokerError};
+use tidemark_namesrv::{NameServer, NameServerConfig};
+use tidemark_protocol::body::{
+    ConsumerData, HeartbeatData, MessageModel, ProducerData, SubscriptionData,
+};
+use tidemark_protocol::headers::{
+    pull_sys_flag, OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::message::{decode_records, DecodeOptions, Properties};
+use tidemark_protocol::{frame, RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{ClientConfig, RemotingClient};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+const WAIT: Duration = Duration::from_secs(10);
+const TOPIC: &str = "LoopbackTopic";
+const GROUP: &str = "loopback_group";
+
+struct Cluster {
+    namesrv: String,
+    broker: String,
+    stop_broker: watch::Sender<bool>,
+    broker_task: tokio::task::JoinHandle<Result<(), BrokerError>>,
+    stop_namesrv: watch::Sender<bool>,
+}
+
+fn config(dir: &Path, namesrv: &str) -> BrokerConfig {
+    BrokerConfig {
+        store_path_root_dir: dir.to_path_buf(),
+        namesrv_addr: namesrv.to_owned(),
+        listen_ip: "127.0.0.1".into(),
+        flush_consumer_offset_interval: 200,
+        mapped_file_size_commit_log: 8 << 20,
+        ..BrokerConfig::default()
+    }
+}
+
+async fn start_namesrv() -> (String, watch::Sender<bool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("bound").to_string();
+    let (stop, mut stopping) = watch::channel(false);
+    tokio::spawn(NameServer::serve(
+        listener,
+        NameServerConfig::default(),
+        async move {
+            let _ = stopping.wait_for(|stopped| *stopped).await;
+        },
+    ));
+    (addr, stop)
+}
+
+async fn start_broker(
+    mut config: BrokerConfig,
+) -> (
+    String,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), BrokerError>>,
+) {
+    let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    config.listen_port = main.local_addr().expect("bound").port();
+    let addr = config.broker_addr();
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+        .await
+        .expect("task")
+        .expect("broker opens");
+    let (stop, mut stopping) = watch::channel(false);
+    let task = tokio::spawn(broker.serve(main, vip, async move {
+        let _ = stopping.wait_for(|stopped| *stopped).await;
+    }));
+    (addr, stop, task)
+}
+
+impl Cluster {
+    async fn start(dir: &Path) -> Cluster {
+        let (namesrv, stop_namesrv) = start_namesrv().await;
+        let (broker, stop_broker, broker_task) = start_broker(config(dir, &namesrv)).await;
+        Cluster {
+            namesrv,
+            broker,
+            stop_broker,
+            broker_task,
+            stop_namesrv,
+        }
+    }
+
+    async fn stop_broker(self) -> (String, watch::Sender<bool>) {
+        let _ = self.stop_broker.send(true);
+        tokio::time::timeout(Duration::from_secs(30), self.broker_task)
+            .await
+            .expect("stops")
+            .expect("task")
+            .expect("clean stop");
+        (self.namesrv, self.stop_namesrv)
+    }
+}
+
+fn send_request(body: &str, tag: &str, queue_id: i32) -> RemotingCommand {
+    let mut properties = Properties::new();
+    properties.insert("TAGS", tag);
+    properties.insert("UNIQ_KEY", format!("ID-{body}"));
+    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+        producer_group: "loopback_producer".into(),
+        topic: TOPIC.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(properties.encode()),
+        reconsume_times: Some(0),
+        unit_mode: false,
+        batch: false,
+        max_reconsume_times: None,
+        broker_name: Some("broker-a".into()),
+    });
+    RemotingCommand::request_with_header(RequestCode::SendMessageV2, &header)
+        .with_body(Bytes::from(body.as_bytes().to_vec()))
+}
+
+fn heartbeat() -> RemotingCommand {
+    let data = HeartbeatData {
+        client_id: "127.0.0.1@loopback".into(),
+        consumer_data_set: vec![ConsumerData {
+            group_name: GROUP.into(),
+            message_model: MessageModel::Clustering,
+            subscription_data_set: vec![SubscriptionData::from_expression(TOPIC, "TagA", 1)],
+            ..ConsumerData::default()
+        }],
+        producer_data_set: vec![ProducerData {
+            group_name: "loopback_producer".into(),
+        }],
+        ..HeartbeatData::default()
+    };
+    RemotingCommand::request(RequestCode::HeartBeat).with_body(data.to_json_bytes())
+}
+
+fn pull_request(queue_offset: i64, commit_offset: Option<i64>, suspend_ms: i64) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::PullMessage,
+        &PullMessageRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            queue_offset,
+            max_msg_nums: 32,
+            sys_flag: pull_sys_flag::build(commit_offset.is_some(), suspend_ms > 0, false, false),
+            commit_offset: commit_offset.unwrap_or(0),
+            suspend_timeout_millis: suspend_ms,
+            subscription: None,
+            sub_version: 1,
+            expression_type: Some("TAG".into()),
+            max_msg_bytes: None,
+            broker_name: None,
+        },
+    )
+}
+
+async fn query_offset(client: &RemotingClient, broker: &str) -> RemotingCommand {
+    let request = RemotingCommand::request_with_header(
+        RequestCode::QueryConsumerOffset,
+        &QueryConsumerOffsetRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            set_zero_if_not_found: Some(false),
+            broker_name: None,
+        },
+    );
+    client
+        .invoke(broker, request, WAIT)
+        .await
+        .expect("answered")
+}
+
+/// Send, subscribe, pull with a filter and long polling, commit two ways, restart, resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_consume_commit_and_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let broker = cluster.broker.clone();
+    for index in 0..6 {
+        let tag = if index % 2 == 0 { "TagA" } else { "TagB" };
+        let response = client
+            .invoke(&broker, send_request(&format!("m{index}"), tag, 0), WAIT)
+            .await
+            .expect("answered");
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::Success,
+            "{:?}",
+            response.remark
+        );
+        let header: SendMessageResponseHeader = response
+            .decode_header()
+            .expect("complete send response header");
+        assert_eq!((header.queue_id, header.queue_offset), (0, index));
+        assert_eq!(response.ext_fields.get("MSG_REGION"), Some("DefaultRegion"));
+    }
+    // Pulls need the subscription from a heartbeat first.
+    let early = client
+        .invoke(&broker, pull_request(0, None, 0), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(early.response_code(), ResponseCode::SubscriptionNotExist);
+    assert_eq!(
+        client
+            .invoke(&broker, heartbeat(), WAIT)
+            .await
+            .expect("answered")
+            .response_code(),
+        ResponseCode::Success
+    );
+    let pulled = client
+        .invoke(&broker, pull_request(0, None, 0), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(pulled.response_code(), ResponseCode::Success);
+    let header: PullMessageResponseHeader = pulled
+        .decode_header()
+        .expect("complete pull response header");
+    assert_eq!(
+        (
+            header.next_begin_offset,
+            header.min_offset,
+            header.max_offset
+        ),
+        (6, 0, 6)
+    );
+    let records = decode_records(
+        &pulled.body,
+        DecodeOptions {
+            verify_body_crc: true,
+        },
+    )
+    .expect("stored records");
+    assert_eq!(
+        records
+            .iter()
+            .map(|record| String::from_utf8_lossy(&record.body).into_owned())
+            .collect::<Vec<_>>(),
+        vec!["m0", "m2", "m4"]
+    );
+
+    // No offset yet: QUERY_NOT_FOUND when asked not to apply the young-queue rule.
+    assert_eq!(
+        query_offset(&client, &broker).await.response_code(),
+        ResponseCode::QueryNotFound
+    );
+    // Long polling: the pull waits, the send wakes it, and its commit offset is stored.
+    let waiting = {
+        let client_for_pull = RemotingClient::new(ClientConfig::default(), None);
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            client_for_pull
+                .invoke(&broker, pull_request(6, Some(6), 5_000), WAIT)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the pull is held");
+    client
+        .invoke(&broker, send_request("late", "TagA", 0), WAIT)
+        .await
+        .expect("answered");
+    let woken = tokio::time::timeout(Duration::from_secs(3), waiting)
+        .await
+        .expect("woken by the send")
+        .expect("task")
+        .expect("answered");
+    assert_eq!(woken.response_code(), ResponseCode::Success);
+    let stored: OffsetResponseHeader = query_offset(&client, &broker)
+        .await
+        .decode_header()
+        .expect("offset");
+    assert_eq!(stored.offset, 6, "the piggy-backed commit was stored");
+    // A oneway commit moves it on; an older one does not move it back.
+    for offset in [7, 3] {
+        let mut update = RemotingCommand::request_with_header(
+            RequestCode::UpdateConsumerOffset,
+            &UpdateConsumerOffsetRequestHeader {
+                consumer_group: GROUP.into(),
+                topic: TOPIC.into(),
+                queue_id: 0,
+                commit_offset: offset,
+                broker_name: None,
+            },
+        );
+        update.mark_oneway();
+        client.invoke_oneway(&broker, update).await.expect("sent");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stored: OffsetResponseHeader = query_offset(&client, &broker)
+        .await
+        .decode_header()
+        .expect("offset");
+    assert_eq!(stored.offset, 7);
+    client.shutdown();
+
+    // Graceful restart keeps messages and offsets.
+    let (namesrv, stop_namesrv) = cluster.stop_broker().await;
+    let persisted =
+        std::fs::read_to_string(dir.path().join("config/consumerOffset.json")).expect("persisted");
+    assert!(
+        persisted.contains("\"LoopbackTopic@loopback_group\":{0:7"),
+        "{persisted}"
+    );
+    let (broker, stop_broker, task) = start_broker(config(dir.path(), &namesrv)).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let stored: OffsetResponseHeader = query_offset(&client, &broker)
+        .await
+        .decode_header()
+        .expect("offset");
+    assert_eq!(stored.offset, 7);
+    client
+        .invoke(&broker, heartbeat(), WAIT)
+        .await
+        .expect("answered");
+    let pulled = client
+        .invoke(&broker, pull_request(0, None, 0), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(
+        decode_records(&pulled.body, DecodeOptions::default())
+            .expect("records")
+            .len(),
+        4
+    );
+    client.shutdown();
+    let _ = stop_broker.send(true);
+    task.await.expect("task").expect("clean stop");
+    let _ = stop_namesrv.send(true);
+}
+
+/// A corrupt offsets file falls back to its backup; both corrupt refuses to start unless told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_offset_files_fall_back_or_refuse() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_dir = dir.path().join("config");
+    std::fs::create_dir_all(&config_dir).expect("mkdir");
+    let file = config_dir.join("consumerOffset.json");
+    std::fs::write(&file, b"{\"offsetTable\":{\"T@g\":{0:").expect("torn file");
+    std::fs::write(
+        config_dir.join("consumerOffset.json.bak"),
+        b"{\"offsetTable\":{\"T@g\":{0:42}}}",
+    )
+    .expect("backup");
+    let broker = tokio::task::spawn_blocking({
+        let config = config(dir.path(), "127.0.0.1:1");
+        move || Broker::open(config)
+    })
+    .await
+    .expect("task")
+    .expect("starts from the backup");
+    assert_eq!(broker.state().offsets().query("T", "g", 0), Some(42));
+    drop(broker);
+    std::fs::write(config_dir.join("consumerOffset.json.bak"), b"garbage").expect("corrupt backup");
+    let refused = tokio::task::spawn_blocking({
+        let config = config(dir.path(), "127.0.0.1:1");
+        move || Broker::open(config)
+    })
+    .await
+    .expect("task");
+    let message = refused.expect_err("refuses").to_string();
+    assert!(
+        message.contains("consumerOffset.json") && message.contains("consumerOffset.json.bak"),
+        "{message}"
+    );
+    let forced = tokio::task::spawn_blocking({
+        let config = BrokerConfig {
+            ignore_corrupt_config: true,
+            ..config(dir.path(), "127.0.0.1:1")
+        };
+        move || Broker::open(config)
+    })
+    .await
+    .expect("task")
+    .expect("the explicit flag overrides");
+    assert!(forced.state().offsets().is_empty());
+}
+
+async fn expect_closed(mut stream: TcpStream) {
+    let mut buffer = [0u8; 256];
+    loop {
+        match tokio::time::timeout(WAIT, stream.read(&mut buffer))
+            .await
+            .expect("closed in time")
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => continue,
+        }
+    }
+}
+
+/// Garbage, oversized frames, unknown codes and malformed headers and bodies get an error or a
+/// closed connection, while a producer and a consumer keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_never_stops_the_broker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let broker = cluster.broker.clone();
+    let sent = Arc::new(AtomicU64::new(0));
+    let pulled = Arc::new(AtomicU64::new(0));
+    let (stop, stopping) = watch::channel(false);
+    let producer = {
+        let (broker, sent, stopping) = (broker.clone(), sent.clone(), stopping.clone());
+        tokio::spawn(async move {
+            let client = RemotingClient::new(ClientConfig::default(), None);
+            let mut index = 0;
+            while !*stopping.borrow() {
+                let response = client
+                    .invoke(&broker, send_request(&format!("p{index}"), "TagA", 0), WAIT)
+                    .await
+                    .expect("producer keeps working");
+                assert_eq!(response.response_code(), ResponseCode::Success);
+                sent.fetch_add(1, Ordering::Relaxed);
+                index += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let consumer = {
+        let (broker, pulled, stopping) = (broker.clone(), pulled.clone(), stopping.clone());
+        tokio::spawn(async move {
+            let client = RemotingClient::new(ClientConfig::default(), None);
+            client
+                .invoke(&broker, heartbeat(), WAIT)
+                .await
+                .expect("heartbeat");
+            let mut offset = 0;
+            while !*stopping.borrow() {
+                let response = client
+                    .invoke(&broker, pull_request(offset, None, 200), WAIT)
+                    .await
+                    .expect("consumer keeps working");
+                if response.response_code() == ResponseCode::Success {
+                    let header: PullMessageResponseHeader =
+                        response.decode_header().expect("header");
+                    pulled.fetch_add(
+                        decode_records(&response.body, DecodeOptions::default())
+                            .expect("records")
+                            .len() as u64,
+                        Ordering::Relaxed,
+                    );
+                    offset = header.next_begin_offset;
+                }
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = (sent.load(Ordering::Relaxed), pulled.load(Ordering::Relaxed));
+
+    // Garbage bytes and an oversized length word: the connection is closed.
+    for bytes in [
+        &b"GET / HTTP/1.1\r\n\r\n"[..],
+        &[0x7F, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0][..],
+        &[0, 0, 0, 9, 0, 0, 0, 5, b'{', b'x', b'y', b'z', b'}'][..],
+    ] {
+        let mut stream = TcpStream::connect(&broker).await.expect("connect");
+        stream.write_all(bytes).await.expect("write");
+        expect_closed(stream).await;
+    }
+    // Well-framed but wrong: an error response each, the connection stays usable.
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let unknown = client
+        .invoke(
+            &broker,
+            RemotingCommand {
+                code: 31_337,
+                ..RemotingCommand::default()
+            },
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(
+        unknown.response_code(),
+        ResponseCode::RequestCodeNotSupported
+    );
+    let mut missing = send_request("x", "TagA", 0);
+    missing.ext_fields.remove("b");
+    let response = client
+        .invoke(&broker, missing, WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(response.response_code(), ResponseCode::SystemError);
+    assert!(
+        response.remark.unwrap_or_default().contains("`b`"),
+        "names the missing field"
+    );
+    let mut malformed = pull_request(0, None, 0);
+    malformed.ext_fields.insert("queueOffset", "not-a-number");
+    let response = client
+        .invoke(&broker, malformed, WAIT)
+        .await
+        .expect("answered");
+    assert!(response.remark.unwrap_or_default().contains("queueOffset"));
+    let bad_heartbeat = RemotingCommand::request(RequestCode::HeartBeat)
+        .with_body(&b"{\"consumerDataSet\": [{\"groupName\": 7, "[..]);
+    assert_eq!(
+        client
+            .invoke(&broker, bad_heartbeat, WAIT)
+            .await
+            .expect("answered")
+            .response_code(),
+        ResponseCode::SystemError
+    );
+    let mut bad_batch = send_request("x", "TagA", 0);
+    bad_batch.code = RequestCode::SendBatchMessage.to_i32();
+    bad_batch.body = Bytes::from_static(&[0, 0, 0, 99, 1, 2]);
+    assert_eq!(
+        client
+            .invoke(&broker, bad_batch, WAIT)
+            .await
+            .expect("answered")
+            .response_code(),
+        ResponseCode::MessageIllegal
+    );
+    let mut raw = TcpStream::connect(&broker).await.expect("connect");
+    raw.write_all(
+        &frame::encode_to_bytes(&RemotingCommand {
+            code: 31_337,
+            opaque: 9,
+            ..RemotingCommand::default()
+        })
+        .expect("encodes"),
+    )
+    .await
+    .expect("write");
+    let mut reply = bytes::BytesMut::new();
+    while frame::decode(&mut reply, 1 << 20).expect("valid").is_none() {
+        assert!(
+            tokio::time::timeout(WAIT, raw.read_buf(&mut reply))
+                .await
+                .expect("answered")
+                .expect("read")
+                > 0
+        );
+    }
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = (sent.load(Ordering::Relaxed), pulled.load(Ordering::Relaxed));
+    assert!(
+        after.0 > before.0 && after.1 > before.1,
+        "producer and consumer kept working: {before:?} -> {after:?}"
+    );
+    let _ = stop.send(true);
+    producer.await.expect("producer task");
+    consumer.await.expect("consumer task");
+    client.shutdown();
+    let (_, stop_namesrv) = cluster.stop_broker().await;
+    let _ = stop_namesrv.send(true);
+}
