@@ -308,7 +308,8 @@ mod example_file {
     /// The shipped example must stay loadable and equal to the defaults.
     #[test]
     fn example_toml_loads_and_matches_the_defaults() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../broker.example.toml");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../broker.example.toml");
         let config = super::BrokerConfig::load(&path).expect("example loads");
         let defaults = super::BrokerConfig::default();
         assert_eq!(format!("{config:?}"), format!("{defaults:?}"));
