@@ -27,12 +27,37 @@ enum Command {
     Inspect(inspect::Inspect),
 }
 
-fn main() -> anyhow::Result<()> {
+/// Standard error that never fails: a parent that stops reading our log (Java's
+/// `Process.destroy` closes the pipes right after SIGTERM) must not turn a graceful shutdown
+/// into a panic half way through persisting.
+struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buffer: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buffer);
+        Ok(buffer.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
+fn main() {
+    if let Err(error) = run() {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "Error: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogWriter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();

@@ -51,6 +51,14 @@ pub struct BrokerArgs {
     pub namesrv: Option<String>,
 }
 
+/// The one line on standard output that scripts wait for; a closed stdout is not an error.
+fn announce(line: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
 /// Resolves on SIGINT or SIGTERM.
 async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
@@ -176,10 +184,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         registered = wait_until_registered(&namesrv_addr, &broker_name) => registered?,
         failed = broker_failure(&broker) => return failed,
     }
-    println!(
+    announce(&format!(
         "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} data={}",
         args.data_dir.display()
-    );
+    ));
     info!(%namesrv_addr, %broker_addr, "tidemark dev ready; point clients at the name server");
     shutdown_signal().await;
     info!("shutting down");
@@ -204,7 +212,7 @@ async fn broker_failure(
 
 pub async fn namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
     let listener = bind(args.listen, "name server").await?;
-    println!("tidemark namesrv ready listen={}", args.listen);
+    announce(&format!("tidemark namesrv ready listen={}", args.listen));
     NameServer::serve(listener, NameServerConfig::default(), shutdown_signal()).await;
     Ok(())
 }

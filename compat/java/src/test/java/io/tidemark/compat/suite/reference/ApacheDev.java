@@ -1,0 +1,98 @@
+package io.tidemark.compat.suite.reference;
+
+import java.io.File;
+import java.util.HashMap;
+import java.util.Map;
+
+import org.apache.rocketmq.broker.BrokerController;
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.MQVersion;
+import org.apache.rocketmq.common.namesrv.NamesrvConfig;
+import org.apache.rocketmq.namesrv.NamesrvController;
+import org.apache.rocketmq.remoting.netty.NettyClientConfig;
+import org.apache.rocketmq.remoting.netty.NettyServerConfig;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+
+/**
+ * Stand-in for {@code tidemark dev} that runs Apache RocketMQ 4.9.7's own name server and broker
+ * in one JVM, with the same command line and ready line. Pointing the suite at it (through
+ * {@code scripts/apache-dev}) checks the tests themselves against the reference implementation.
+ * Not a test; the suite never starts it unless told to.
+ *
+ * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>}. SIGTERM shuts both
+ * down gracefully (JVM shutdown hook); SIGKILL does not.
+ */
+public final class ApacheDev {
+
+    private ApacheDev() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> opts = new HashMap<>();
+        if (args.length < 1 || !args[0].equals("dev")) {
+            usage();
+        }
+        for (int i = 1; i + 1 < args.length; i += 2) {
+            opts.put(args[i], args[i + 1]);
+        }
+        String dataDir = opts.get("--data-dir");
+        if (dataDir == null || !opts.containsKey("--namesrv-port") || !opts.containsKey("--broker-port")) {
+            usage();
+        }
+        int namesrvPort = Integer.parseInt(opts.get("--namesrv-port"));
+        int brokerPort = Integer.parseInt(opts.get("--broker-port"));
+        File root = new File(dataDir).getAbsoluteFile();
+        // BrokerStartup normally does this; without it every request carries version 0 and the
+        // name server takes REGISTER_BROKER for a pre-3.0.11 broker (and drops its topics)
+        System.setProperty(RemotingCommand.REMOTING_VERSION_KEY, Integer.toString(MQVersion.CURRENT_VERSION));
+
+        NamesrvConfig nsConfig = new NamesrvConfig();
+        nsConfig.setRocketmqHome(root.getPath());
+        nsConfig.setKvConfigPath(new File(root, "namesrv/kvConfig.json").getPath());
+        nsConfig.setConfigStorePath(new File(root, "namesrv/namesrv.properties").getPath());
+        NettyServerConfig nsNetty = new NettyServerConfig();
+        nsNetty.setListenPort(namesrvPort);
+        NamesrvController namesrv = new NamesrvController(nsConfig, nsNetty);
+        if (!namesrv.initialize()) {
+            throw new IllegalStateException("name server failed to initialize");
+        }
+        namesrv.start();
+
+        BrokerConfig brokerConfig = new BrokerConfig();
+        brokerConfig.setRocketmqHome(root.getPath());
+        brokerConfig.setBrokerClusterName("DefaultCluster");
+        brokerConfig.setBrokerName("broker-a");
+        brokerConfig.setBrokerId(0);
+        brokerConfig.setBrokerIP1("127.0.0.1");
+        brokerConfig.setBrokerIP2("127.0.0.1");
+        brokerConfig.setNamesrvAddr("127.0.0.1:" + namesrvPort);
+        brokerConfig.setAutoCreateTopicEnable(true);
+        NettyServerConfig brokerNetty = new NettyServerConfig();
+        brokerNetty.setListenPort(brokerPort);
+        MessageStoreConfig store = new MessageStoreConfig();
+        File storeRoot = new File(root, "store");
+        store.setStorePathRootDir(storeRoot.getPath());
+        store.setStorePathCommitLog(new File(storeRoot, "commitlog").getPath());
+        store.setHaListenPort(brokerPort + 1);
+        store.setMappedFileSizeCommitLog(64 * 1024 * 1024);
+        BrokerController broker = new BrokerController(brokerConfig, brokerNetty, new NettyClientConfig(), store);
+        if (!broker.initialize()) {
+            throw new IllegalStateException("broker failed to initialize");
+        }
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            broker.shutdown();
+            namesrv.shutdown();
+        }, "apache-dev-shutdown"));
+        // start() registers with the name server synchronously, so routes exist once it returns
+        broker.start();
+        System.out.println("tidemark dev ready (Apache RocketMQ 4.9.7 stand-in) namesrv=127.0.0.1:" + namesrvPort
+            + " broker=127.0.0.1:" + brokerPort);
+        System.out.flush();
+    }
+
+    private static void usage() {
+        System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>");
+        System.exit(2);
+    }
+}
