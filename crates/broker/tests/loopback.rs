@@ -568,3 +568,24 @@ async fn bad_input_never_stops_the_broker() {
     let (_, stop_namesrv) = cluster.stop_broker().await;
     let _ = stop_namesrv.send(true);
 }
+
+/// Until delay levels are served, a delayed message is refused rather than delivered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_messages_are_refused_not_delivered_early() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let mut delayed = send_request("later", "TagA", 0);
+    let mut properties = Properties::parse(delayed.ext_fields.get("i").unwrap_or_default());
+    properties.insert("DELAY", "3");
+    delayed.ext_fields.insert("i", properties.encode());
+    let response = client
+        .invoke(&cluster.broker, delayed, WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(response.response_code(), ResponseCode::MessageIllegal);
+    assert!(response.remark.unwrap_or_default().contains("delayed"));
+    client.shutdown();
+    let (_, stop_namesrv) = cluster.stop_broker().await;
+    let _ = stop_namesrv.send(true);
+}

@@ -159,6 +159,18 @@ pub(super) async fn send(
             .collect()
     } else {
         let properties = Properties::parse(header.properties.as_deref().unwrap_or(""));
+        // Delay levels (SCHEDULE_TOPIC_XXXX) are not served yet: storing the message for
+        // immediate delivery would silently break the sender's expectation, so refuse it.
+        if properties
+            .get(property::DELAY_TIME_LEVEL)
+            .and_then(|level| level.parse::<i32>().ok())
+            .is_some_and(|level| level > 0)
+        {
+            return error(
+                ResponseCode::MessageIllegal,
+                "delayed messages (DELAY level > 0) are not supported by Tidemark yet",
+            );
+        }
         vec![new_message(
             state,
             &header,
