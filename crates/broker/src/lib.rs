@@ -14,6 +14,7 @@ pub mod persist;
 mod processor;
 mod registration;
 mod state;
+pub mod stats;
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -168,11 +169,25 @@ async fn persist_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
 
 async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let mut ticker = tokio::time::interval(Duration::from_secs(10));
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = 0u64;
     loop {
         tokio::select! {
             _ = &mut stop => return,
             _ = ticker.tick() => {}
+        }
+        let (put, got) = (
+            state.messages_put_total.load(Ordering::Relaxed),
+            state.messages_got_total.load(Ordering::Relaxed),
+        );
+        state
+            .throughput
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .sample(state::now_ms(), put, got);
+        tick += 1;
+        if !tick.is_multiple_of(10) {
+            continue;
         }
         let expired = state.clients().expire(state::now_ms(), CLIENT_EXPIRY_MS);
         let mut groups: Vec<String> = expired

@@ -50,7 +50,32 @@ impl ConsumerOffsetTable {
         Self::default()
     }
 
-    /// Applies a client's commit. `queue_max_offset` is the queue's current max offset (the
+    /// UPDATE_CONSUMER_OFFSET from a client (any role may store it, as Java does).
+    pub fn commit_from_client(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        offset: i64,
+        queue_max_offset: i64,
+    ) -> CommitOutcome {
+        self.commit(topic, group, queue_id, offset, queue_max_offset)
+    }
+
+    /// The offset a pull carries with its COMMIT bit. The broker calls this on the first pass of
+    /// a pull only, and never on a slave.
+    pub fn commit_from_pull(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        offset: i64,
+        queue_max_offset: i64,
+    ) -> CommitOutcome {
+        self.commit(topic, group, queue_id, offset, queue_max_offset)
+    }
+
+    /// The rule both kinds of commit follow. `queue_max_offset` is the queue's current max offset (the
     /// next offset to be written), used only to recognise an invalid stored offset.
     pub fn commit(
         &mut self,

@@ -2,7 +2,7 @@
 //! the persistence of the config files.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -66,8 +66,8 @@ pub struct BrokerState {
     pub boot_timestamp_ms: i64,
     pub messages_put_total: AtomicU64,
     pub messages_got_total: AtomicU64,
-    /// Commit-log offset of the last put, for runtime info.
-    pub last_put_offset: AtomicI64,
+    /// Put and get rates for runtime info, sampled every second.
+    pub throughput: Mutex<crate::stats::Throughput>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -140,7 +140,7 @@ impl BrokerState {
             boot_timestamp_ms: now,
             messages_put_total: AtomicU64::new(0),
             messages_got_total: AtomicU64::new(0),
-            last_put_offset: AtomicI64::new(0),
+            throughput: Mutex::new(crate::stats::Throughput::default()),
         })
     }
 

@@ -589,3 +589,54 @@ async fn delayed_messages_are_refused_not_delivered_early() {
     let (_, stop_namesrv) = cluster.stop_broker().await;
     let _ = stop_namesrv.send(true);
 }
+
+/// GET_BROKER_RUNTIME_INFO carries the keys the Java admin reads, with measured values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_info_reports_measured_figures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    for index in 0..3 {
+        client
+            .invoke(
+                &cluster.broker,
+                send_request(&format!("r{index}"), "TagA", 0),
+                WAIT,
+            )
+            .await
+            .expect("answered");
+    }
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let response = client
+        .invoke(
+            &cluster.broker,
+            RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo),
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    let table = tidemark_protocol::body::KvTable::from_json_bytes(&response.body)
+        .expect("KVTable")
+        .table;
+    assert_eq!(table["msgPutTotalTodayNow"], "3");
+    assert_eq!(
+        table["putTps"].split(' ').count(),
+        3,
+        "tps over 10, 60 and 600 s"
+    );
+    assert!(
+        table["commitLogDirCapacity"].starts_with("Total : "),
+        "{}",
+        table["commitLogDirCapacity"]
+    );
+    assert!(
+        table["earliestMessageTimeStamp"]
+            .parse::<i64>()
+            .expect("a timestamp")
+            > 1_600_000_000_000
+    );
+    assert_eq!(table["brokerRole"], "ASYNC_MASTER");
+    client.shutdown();
+    let (_, stop_namesrv) = cluster.stop_broker().await;
+    let _ = stop_namesrv.send(true);
+}

@@ -20,6 +20,7 @@ use tidemark_protocol::{RemotingCommand, ResponseCode};
 use super::{bad_header, error, success};
 use crate::metadata::is_valid_topic_name;
 use crate::state::{now_ms, BrokerState};
+use crate::stats::human_bytes;
 
 pub(super) fn max_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
     match request.decode_header::<GetMaxOffsetRequestHeader>() {
@@ -357,7 +358,37 @@ pub(super) fn view_message(state: &BrokerState, request: &RemotingCommand) -> Re
 }
 
 pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
-    let (min, written, flushed) = state.store.commit_log_positions();
+    let (min, written, _) = state.store.commit_log_positions();
+    let (put_total, got_total) = (
+        state.messages_put_total.load(Ordering::Relaxed),
+        state.messages_got_total.load(Ordering::Relaxed),
+    );
+    let (put_tps, get_tps, (put_today, got_today)) = {
+        let throughput = state
+            .throughput
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (
+            throughput.put_tps(),
+            throughput.get_tps(),
+            throughput.today(put_total, got_total),
+        )
+    };
+    let earliest = state
+        .store
+        .read_record(min)
+        .ok()
+        .flatten()
+        .and_then(|record| tidemark_store::store_timestamp_of(&record))
+        .unwrap_or(-1);
+    let capacity = match fs4::statvfs(&state.config.store_path_root_dir) {
+        Ok(stats) => format!(
+            "Total : {}, Free : {}.",
+            human_bytes(stats.total_space()),
+            human_bytes(stats.available_space())
+        ),
+        Err(failure) => format!("unknown: {failure}"),
+    };
     let mut table = BTreeMap::new();
     table.insert(
         "brokerVersion".to_owned(),
@@ -367,30 +398,25 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         "brokerVersionDesc".to_owned(),
         format!("Tidemark {}", env!("CARGO_PKG_VERSION")),
     );
-    table.insert(
-        "msgPutTotalTodayNow".to_owned(),
-        state.messages_put_total.load(Ordering::Relaxed).to_string(),
-    );
-    table.insert(
-        "msgGetTotalTodayNow".to_owned(),
-        state.messages_got_total.load(Ordering::Relaxed).to_string(),
-    );
-    table.insert("putTps".to_owned(), "0.0 0.0 0.0".to_owned());
-    table.insert("getTransferedTps".to_owned(), "0.0 0.0 0.0".to_owned());
-    table.insert(
-        "earliestMessageTimeStamp".to_owned(),
-        state.boot_timestamp_ms.to_string(),
-    );
+    table.insert("msgPutTotalTodayNow".to_owned(), put_today.to_string());
+    table.insert("msgGetTotalTodayNow".to_owned(), got_today.to_string());
+    table.insert("putTps".to_owned(), put_tps);
+    table.insert("getTransferedTps".to_owned(), get_tps);
+    table.insert("earliestMessageTimeStamp".to_owned(), earliest.to_string());
     table.insert("commitLogMinOffset".to_owned(), min.to_string());
     table.insert("commitLogMaxOffset".to_owned(), written.to_string());
-    table.insert(
-        "commitLogDirCapacity".to_owned(),
-        format!("flushed {flushed}"),
-    );
+    table.insert("commitLogDirCapacity".to_owned(), capacity);
+    // Queues are dispatched as part of every append, so nothing is ever behind.
     table.insert("dispatchBehindBytes".to_owned(), "0".to_owned());
     table.insert(
         "bootTimestamp".to_owned(),
         state.boot_timestamp_ms.to_string(),
     );
+    let role = match state.config.broker_role {
+        crate::config::BrokerRole::AsyncMaster => "ASYNC_MASTER",
+        crate::config::BrokerRole::SyncMaster => "SYNC_MASTER",
+        crate::config::BrokerRole::Slave => "SLAVE",
+    };
+    table.insert("brokerRole".to_owned(), role.to_owned());
     success().with_body(KvTable { table }.to_json_bytes())
 }

@@ -196,7 +196,7 @@ pub(super) fn update_offset(state: &BrokerState, request: &RemotingCommand) -> R
         Err(failure) => return bad_header(failure),
     };
     let max = state.store.max_offset(&header.topic, header.queue_id);
-    let outcome = state.offsets().commit(
+    let outcome = state.offsets().commit_from_client(
         &header.topic,
         &header.consumer_group,
         header.queue_id,

@@ -186,7 +186,7 @@ fn process(state: &BrokerState, header: &PullMessageRequestHeader, allow_suspend
         && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
         && state.config.broker_role != BrokerRole::Slave;
     if commit {
-        let outcome = state.offsets().commit(
+        let outcome = state.offsets().commit_from_pull(
             &header.topic,
             &header.consumer_group,
             header.queue_id,

@@ -1,0 +1,132 @@
+//! Throughput figures for GET_BROKER_RUNTIME_INFO: messages put and got, sampled once a second,
+//! as rates over the last 10, 60 and 600 s (RocketMQ's `StoreStatsService` format).
+
+use std::collections::VecDeque;
+
+/// Samples kept: ten minutes at one a second.
+const SAMPLES_MAX: usize = 601;
+const DAY_MS: i64 = 86_400_000;
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at_ms: i64,
+    put_total: u64,
+    got_total: u64,
+}
+
+/// Rolling totals of puts and gets.
+#[derive(Debug, Default)]
+pub struct Throughput {
+    samples: VecDeque<Sample>,
+    /// Totals at the start of the current UTC day, and that day's number.
+    day: (i64, u64, u64),
+}
+
+impl Throughput {
+    /// Records the running totals at `now_ms`.
+    pub fn sample(&mut self, now_ms: i64, put_total: u64, got_total: u64) {
+        let today = now_ms.div_euclid(DAY_MS);
+        if self.samples.is_empty() || today != self.day.0 {
+            self.day = (today, put_total, got_total);
+        }
+        self.samples.push_back(Sample {
+            at_ms: now_ms,
+            put_total,
+            got_total,
+        });
+        while self.samples.len() > SAMPLES_MAX {
+            self.samples.pop_front();
+        }
+    }
+
+    fn rate(&self, window_s: i64, total: impl Fn(&Sample) -> u64) -> f64 {
+        let (Some(last), Some(first)) = (
+            self.samples.back(),
+            self.samples.iter().find(|sample| {
+                self.samples
+                    .back()
+                    .is_some_and(|last| last.at_ms - sample.at_ms <= window_s * 1000)
+            }),
+        ) else {
+            return 0.0;
+        };
+        let elapsed_ms = last.at_ms - first.at_ms;
+        if elapsed_ms <= 0 {
+            return 0.0;
+        }
+        total(last).saturating_sub(total(first)) as f64 * 1000.0 / elapsed_ms as f64
+    }
+
+    /// `"tps10 tps60 tps600"` of puts.
+    pub fn put_tps(&self) -> String {
+        format!(
+            "{:.2} {:.2} {:.2}",
+            self.rate(10, |s| s.put_total),
+            self.rate(60, |s| s.put_total),
+            self.rate(600, |s| s.put_total)
+        )
+    }
+
+    /// `"tps10 tps60 tps600"` of messages returned by pulls.
+    pub fn get_tps(&self) -> String {
+        format!(
+            "{:.2} {:.2} {:.2}",
+            self.rate(10, |s| s.got_total),
+            self.rate(60, |s| s.got_total),
+            self.rate(600, |s| s.got_total)
+        )
+    }
+
+    /// Messages put and got since the start of the current UTC day.
+    pub fn today(&self, put_total: u64, got_total: u64) -> (u64, u64) {
+        (
+            put_total.saturating_sub(self.day.1),
+            got_total.saturating_sub(self.day.2),
+        )
+    }
+}
+
+/// `1536 MiB`-style sizes, as RocketMQ's `humanReadableByteCount` prints them.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_over_windows_and_daily_totals() {
+        let mut throughput = Throughput::default();
+        let day_start = 19_000 * DAY_MS;
+        for second in 0..=20 {
+            throughput.sample(
+                day_start + second * 1000,
+                100 * second as u64,
+                10 * second as u64,
+            );
+        }
+        assert_eq!(throughput.put_tps(), "100.00 100.00 100.00");
+        assert_eq!(throughput.get_tps(), "10.00 10.00 10.00");
+        assert_eq!(throughput.today(2_000, 200), (2_000, 200));
+        throughput.sample(day_start + DAY_MS + 1, 2_500, 250);
+        assert_eq!(
+            throughput.today(2_600, 260),
+            (100, 10),
+            "a new day starts from the totals at its first sample"
+        );
+        assert_eq!(human_bytes(1536 * 1024 * 1024), "1.5 GiB");
+        assert_eq!(human_bytes(12), "12 B");
+    }
+}
