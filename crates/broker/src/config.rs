@@ -102,6 +102,12 @@ pub struct BrokerConfig {
     pub region_id: String,
     #[serde(alias = "traceOn")]
     pub trace_on: bool,
+    /// Delay of each level, 1-based (`messageDelayLevel`): `s`, `m`, `h` or `d` suffixes.
+    #[serde(alias = "messageDelayLevel")]
+    pub message_delay_level: String,
+    /// How often `delayOffset.json` is written (`flushDelayOffsetInterval`).
+    #[serde(alias = "flushDelayOffsetInterval")]
+    pub flush_delay_offset_interval: u64,
     /// Start even when a config file and its backup are both unreadable (they are then
     /// replaced by empty tables). Off: such a broker refuses to start.
     #[serde(alias = "ignoreCorruptConfig")]
@@ -138,6 +144,9 @@ impl Default for BrokerConfig {
             broker_permission: 6,
             region_id: "DefaultRegion".into(),
             trace_on: true,
+            message_delay_level: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+                .into(),
+            flush_delay_offset_interval: 10_000,
             ignore_corrupt_config: false,
         }
     }
@@ -191,6 +200,7 @@ impl BrokerConfig {
             ));
         }
         self.delete_when_hour()?;
+        self.delay_levels_ms()?;
         self.store_config()
             .validate()
             .map_err(|error| ConfigError::Invalid(error.to_string()))
@@ -208,6 +218,43 @@ impl BrokerConfig {
             })
     }
 
+    /// The delay of each level in milliseconds (index 0 = level 1).
+    pub fn delay_levels_ms(&self) -> Result<Vec<i64>, ConfigError> {
+        let levels: Result<Vec<i64>, ConfigError> = self
+            .message_delay_level
+            .split_whitespace()
+            .map(|level| {
+                let (number, unit) = level.split_at(level.len().saturating_sub(1));
+                let scale = match unit {
+                    "s" => 1_000,
+                    "m" => 60_000,
+                    "h" => 3_600_000,
+                    "d" => 86_400_000,
+                    _ => {
+                        return Err(ConfigError::Invalid(format!(
+                            "delay level {level:?} needs a unit (s, m, h, d)"
+                        )))
+                    }
+                };
+                number
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|value| *value >= 0)
+                    .map(|value| value * scale)
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(format!("delay level {level:?} is not a number"))
+                    })
+            })
+            .collect();
+        let levels = levels?;
+        if levels.is_empty() {
+            return Err(ConfigError::Invalid(
+                "message_delay_level needs at least one level".into(),
+            ));
+        }
+        Ok(levels)
+    }
+
     /// The store's settings derived from the broker's.
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {
@@ -223,6 +270,7 @@ impl BrokerConfig {
             file_reserved_hours: self.file_reserved_time,
             delete_when_hour: self.delete_when_hour().unwrap_or(4),
             disk_usage_ratio_max: f64::from(self.disk_max_used_space_ratio.min(100)) / 100.0,
+            delay_levels_ms: self.delay_levels_ms().unwrap_or_default(),
             ..StoreConfig::new(&self.store_path_root_dir)
         }
     }

@@ -13,6 +13,7 @@ pub mod offsets;
 pub mod persist;
 mod processor;
 mod registration;
+pub mod schedule;
 mod state;
 pub mod stats;
 
@@ -101,13 +102,14 @@ impl Broker {
         ));
         let persistence = tokio::spawn(persist_loop(state.clone(), wait_stop(stopping.clone())));
         let expiry = tokio::spawn(expiry_loop(state.clone(), wait_stop(stopping.clone())));
+        let schedule = tokio::spawn(schedule::run(state.clone(), wait_stop(stopping.clone())));
 
         shutdown.await;
         info!("broker shutting down");
         // Held pulls answer now instead of holding the drain up.
         state.held_pulls.notify_all();
         let _ = stop.send(true);
-        for task in [main, vip, persistence, expiry] {
+        for task in [main, vip, persistence, expiry, schedule] {
             let _ = task.await;
         }
         let _ = registration.await;
@@ -115,6 +117,7 @@ impl Broker {
             let state = state.clone();
             move || -> Result<(), BrokerError> {
                 state.persist_offsets()?;
+                state.persist_delay_offsets()?;
                 state.persist_metadata()?;
                 state.store.shutdown()?;
                 Ok(())
@@ -134,6 +137,9 @@ async fn persist_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
     let mut persisted_offsets = 0u64;
+    let mut persisted_delay_offsets = 0u64;
+    let delay_interval_ms = state.config.flush_delay_offset_interval.max(100) as i64;
+    let mut delay_persisted_at = state::now_ms();
     let mut persisted_versions = (
         state.topics().data_version().clone(),
         state.groups().to_wrapper().data_version,
@@ -150,6 +156,20 @@ async fn persist_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
                 Ok(Ok(())) => persisted_offsets = offsets_version,
                 Ok(Err(failure)) => warn!(%failure, "consumer offsets not persisted; will retry"),
                 Err(_) => warn!("consumer offset persistence task failed"),
+            }
+        }
+        let delay_version = state.delay_offsets_version.load(Ordering::Acquire);
+        if delay_version != persisted_delay_offsets
+            && state::now_ms() - delay_persisted_at >= delay_interval_ms
+        {
+            let writer = state.clone();
+            match tokio::task::spawn_blocking(move || writer.persist_delay_offsets()).await {
+                Ok(Ok(())) => {
+                    persisted_delay_offsets = delay_version;
+                    delay_persisted_at = state::now_ms();
+                }
+                Ok(Err(failure)) => warn!(%failure, "delay offsets not persisted; will retry"),
+                Err(_) => warn!("delay offset persistence task failed"),
             }
         }
         let versions = (

@@ -14,13 +14,18 @@ pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
 pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
-pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
-/// Levels of the default `messageDelayLevel`, one schedule queue each.
-pub const DELAY_LEVEL_COUNT: i32 = 18;
+pub use tidemark_store::SCHEDULE_TOPIC;
+/// Queues of a dead-letter topic.
+pub const DLQ_QUEUE_NUMS: i32 = 1;
 
 /// `%RETRY%{group}`.
 pub fn retry_topic(group: &str) -> String {
     format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// `%DLQ%{group}`.
+pub fn dlq_topic(group: &str) -> String {
+    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
 }
 
 /// Topic names RocketMQ accepts: `[%|a-zA-Z0-9_-]`, at most 127 characters.
@@ -51,6 +56,7 @@ impl TopicTable {
         broker_name: &str,
         auto_create_topic: bool,
         default_queue_nums: i32,
+        delay_levels: i32,
         now_ms: i64,
     ) -> Self {
         let mut table = Self::default();
@@ -77,7 +83,7 @@ impl TopicTable {
         add(cluster, 16, perm::READ | perm::WRITE | perm::INHERIT);
         add(broker_name, 1, perm::READ | perm::WRITE | perm::INHERIT);
         add(OFFSET_MOVED_EVENT, 1, perm::READ | perm::WRITE);
-        add(SCHEDULE_TOPIC, DELAY_LEVEL_COUNT, perm::READ | perm::WRITE);
+        add(SCHEDULE_TOPIC, delay_levels, perm::READ | perm::WRITE);
         table.data_version = DataVersion {
             counter: 0,
             timestamp: now_ms,
@@ -250,7 +256,8 @@ mod tests {
 
     #[test]
     fn auto_creation_inherits_from_the_template() {
-        let mut table = TopicTable::with_system_topics("DefaultCluster", "broker-a", true, 8, 0);
+        let mut table =
+            TopicTable::with_system_topics("DefaultCluster", "broker-a", true, 8, 18, 0);
         let version = table.data_version().clone();
         let created = table
             .create_from_template("Orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 5)

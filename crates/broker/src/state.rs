@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tidemark_protocol::body::{
-    ConsumerOffsetWrapper, SubscriptionGroupWrapper, TopicConfigSerializeWrapper,
+    ConsumerOffsetWrapper, DelayOffsetWrapper, SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
 };
 use tidemark_protocol::json::{JsonBody, WriteOptions};
 use tidemark_store::MessageStore;
@@ -32,6 +33,7 @@ pub(crate) fn now_ms() -> i64 {
 #[derive(Debug, Clone)]
 pub struct ConfigFiles {
     pub consumer_offsets: PathBuf,
+    pub delay_offsets: PathBuf,
     pub topics: PathBuf,
     pub subscription_groups: PathBuf,
 }
@@ -41,6 +43,7 @@ impl ConfigFiles {
         let config = store_root.join("config");
         Self {
             consumer_offsets: config.join("consumerOffset.json"),
+            delay_offsets: config.join("delayOffset.json"),
             topics: config.join("topics.json"),
             subscription_groups: config.join("subscriptionGroup.json"),
         }
@@ -55,6 +58,9 @@ pub struct BrokerState {
     pub topics: Mutex<TopicTable>,
     pub groups: Mutex<SubscriptionGroupTable>,
     pub offsets: Mutex<ConsumerOffsetTable>,
+    pub delay_offsets: Mutex<crate::schedule::DelayOffsets>,
+    /// Bumped on every delay-offset change; persistence writes when it moved.
+    pub delay_offsets_version: AtomicU64,
     pub clients: Mutex<ClientRegistry>,
     pub locks: Mutex<QueueLocks>,
     pub held_pulls: HeldPulls,
@@ -102,6 +108,7 @@ impl BrokerState {
             &config.broker_name,
             config.auto_create_topic_enable,
             config.default_topic_queue_nums,
+            config.delay_levels_ms()?.len() as i32,
             now,
         );
         if let Some(wrapper) = load_or_refuse(
@@ -125,12 +132,23 @@ impl BrokerState {
         )?
         .map(|wrapper| ConsumerOffsetTable::from_wrapper(&wrapper))
         .unwrap_or_default();
+        let delay_offsets = load_or_refuse(
+            &config,
+            &files.delay_offsets,
+            DelayOffsetWrapper::from_json_bytes,
+        )?
+        .map(|wrapper| crate::schedule::DelayOffsets {
+            table: wrapper.offset_table,
+        })
+        .unwrap_or_default();
         Ok(BrokerState {
             config,
             store,
             topics: Mutex::new(topics),
             groups: Mutex::new(groups),
             offsets: Mutex::new(offsets),
+            delay_offsets: Mutex::new(delay_offsets),
+            delay_offsets_version: AtomicU64::new(0),
             clients: Mutex::new(ClientRegistry::default()),
             locks: Mutex::new(QueueLocks::default()),
             held_pulls: HeldPulls::default(),
@@ -162,6 +180,28 @@ impl BrokerState {
 
     pub fn locks(&self) -> MutexGuard<'_, QueueLocks> {
         lock(&self.locks)
+    }
+
+    pub fn delay_offsets(&self) -> MutexGuard<'_, crate::schedule::DelayOffsets> {
+        lock(&self.delay_offsets)
+    }
+
+    /// The `delayOffset.json` / GET_ALL_DELAY_OFFSET form.
+    pub fn delay_offset_wrapper(&self) -> DelayOffsetWrapper {
+        DelayOffsetWrapper {
+            data_version: None,
+            offset_table: self.delay_offsets().table.clone(),
+        }
+    }
+
+    /// Writes `delayOffset.json`.
+    pub fn persist_delay_offsets(&self) -> Result<(), PersistError> {
+        persist::write_atomically(
+            &self.files.delay_offsets,
+            &self
+                .delay_offset_wrapper()
+                .to_json_bytes_with(WriteOptions::PRETTY),
+        )
     }
 
     pub fn mark_offsets_changed(&self) {

@@ -44,6 +44,9 @@ pub struct StoreConfig {
     pub consume_queue_flush_interval_ms: u64,
     /// How often the background task runs a retention pass (`cleanResourceInterval`, 10 s).
     pub retention_check_interval_ms: u64,
+    /// Delay of each level (`messageDelayLevel`), index = queue id in the schedule topic: queue
+    /// entries there carry the due time instead of a tag hash.
+    pub delay_levels_ms: Vec<i64>,
 }
 
 impl StoreConfig {
@@ -59,6 +62,7 @@ impl StoreConfig {
             disk_usage_ratio_max: 0.75,
             consume_queue_flush_interval_ms: 1000,
             retention_check_interval_ms: 10_000,
+            delay_levels_ms: Vec::new(),
         }
     }
 

@@ -21,4 +21,6 @@ pub use consume_queue::QueueEntry;
 pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use retention::{disk_usage_ratio, RetentionReport};
-pub use store::{store_timestamp_of, Appended, GetResult, GetStatus, MessageStore, NewMessage};
+pub use store::{
+    store_timestamp_of, Appended, GetResult, GetStatus, MessageStore, NewMessage, SCHEDULE_TOPIC,
+};

@@ -155,9 +155,28 @@ fn io_error<'a>(
     move |error| StoreError::io(op, path, error)
 }
 
-/// The consume-queue tags code of a record, from its encoded properties.
-fn record_tags_code(properties: &str) -> i64 {
-    tags_code(find_property(properties, property::TAGS))
+/// The topic delayed messages wait in, one queue per delay level (RocketMQ's
+/// `RMQ_SYS_SCHEDULE_TOPIC`).
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+
+/// The consume-queue tags code of a record: its tag's hash, or for the schedule topic the
+/// time it is due (store time + its level's delay), which the schedule service scans by.
+fn queue_tags_code(
+    config: &StoreConfig,
+    topic: &str,
+    queue_id: i32,
+    tags: Option<&str>,
+    store_timestamp: i64,
+) -> i64 {
+    if topic == SCHEDULE_TOPIC {
+        if let Some(delay) = usize::try_from(queue_id)
+            .ok()
+            .and_then(|level| config.delay_levels_ms.get(level))
+        {
+            return store_timestamp + delay;
+        }
+    }
+    tags_code(tags)
 }
 
 impl MessageStore {
@@ -333,7 +352,7 @@ impl MessageStore {
                 start,
                 size,
                 record.store_timestamp_position(),
-                record_tags_code(&message.properties),
+                find_property(&message.properties, property::TAGS),
             ));
         }
         let total = encoded.len() as u64;
@@ -368,7 +387,13 @@ impl MessageStore {
                         QueueEntry {
                             commit_log_offset: offset as i64,
                             size: *size as i32,
-                            tags_code: *tags,
+                            tags_code: queue_tags_code(
+                                &inner.config,
+                                &first.topic,
+                                first.queue_id,
+                                *tags,
+                                store_timestamp,
+                            ),
                         },
                     )?;
                     appended.push(Appended {
@@ -950,7 +975,13 @@ impl Inner {
                     QueueEntry {
                         commit_log_offset: scanned.offset as i64,
                         size: scanned.size as i32,
-                        tags_code: tags_code(scanned.record.properties.tags()),
+                        tags_code: queue_tags_code(
+                            &self.config,
+                            &scanned.record.topic,
+                            scanned.record.queue_id,
+                            scanned.record.properties.tags(),
+                            scanned.record.store_timestamp,
+                        ),
                     },
                 )?;
                 queue.publish(offset + 1);

@@ -390,3 +390,58 @@ fn works_on_the_real_file_system() {
     assert_eq!(read_all(&store, "T", 0).len(), 50);
     let _unused: Arc<dyn Storage> = Arc::new(tidemark_store::io::FsStorage);
 }
+
+/// Entries of the schedule topic carry the time their message is due, also after recovery.
+#[test]
+fn schedule_topic_entries_carry_the_due_time() {
+    let storage = SimStorage::new();
+    let config = tidemark_store::StoreConfig {
+        delay_levels_ms: vec![1_000, 5_000],
+        ..small_config(ROOT, FlushPolicy::Sync)
+    };
+    let open = || {
+        MessageStore::open_with(
+            config.clone(),
+            Arc::new(storage.clone()) as Arc<dyn Storage>,
+            ticking_clock(1_700_000_000_000),
+        )
+        .expect("open")
+        .0
+    };
+    let store = open();
+    let appended = store
+        .put(&message(
+            tidemark_store::SCHEDULE_TOPIC,
+            1,
+            vec![1; 20],
+            Some("TagA"),
+        ))
+        .expect("put");
+    let entry = store
+        .queue_entry(tidemark_store::SCHEDULE_TOPIC, 1, 0)
+        .expect("read")
+        .expect("entry");
+    assert_eq!(entry.tags_code, appended.store_timestamp + 5_000);
+    let ordinary = store
+        .put(&message("T", 1, vec![1; 20], Some("TagA")))
+        .expect("put");
+    assert_eq!(
+        store
+            .queue_entry("T", 1, ordinary.queue_offset)
+            .expect("read")
+            .expect("entry")
+            .tags_code,
+        tidemark_protocol::message::tags_code(Some("TagA"))
+    );
+    drop(store);
+    let store = open();
+    let entry = store
+        .queue_entry(tidemark_store::SCHEDULE_TOPIC, 1, 0)
+        .expect("read")
+        .expect("entry");
+    assert_eq!(
+        entry.tags_code,
+        appended.store_timestamp + 5_000,
+        "recovery recomputes the due time"
+    );
+}

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use tidemark_protocol::body::{
-    ConsumeStats, DelayOffsetWrapper, KvTable, MessageQueue, OffsetWrapper,
-    SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicOffset, TopicStatsTable,
+    ConsumeStats, KvTable, MessageQueue, OffsetWrapper, SubscriptionGroupConfig, TopicConfig,
+    TopicFilterType, TopicOffset, TopicStatsTable,
 };
 use tidemark_protocol::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
@@ -164,9 +164,8 @@ pub(super) fn all_consumer_offsets(state: &BrokerState) -> RemotingCommand {
     success().with_body(offsets.to_wrapper().to_json_bytes())
 }
 
-/// Delay levels are not served yet: an empty table, in `delayOffset.json`'s format.
-pub(super) fn all_delay_offsets() -> RemotingCommand {
-    success().with_body(DelayOffsetWrapper::default().to_json_bytes())
+pub(super) fn all_delay_offsets(state: &BrokerState) -> RemotingCommand {
+    success().with_body(state.delay_offset_wrapper().to_json_bytes())
 }
 
 pub(super) fn all_subscription_groups(state: &BrokerState) -> RemotingCommand {

@@ -4,6 +4,7 @@
 mod admin;
 pub(crate) mod consumer;
 mod pull;
+mod retry;
 mod send;
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ impl RequestHandler for BrokerHandler {
                     send::send(&state, &channel, &request).await
                 }
                 RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(&state, &request).await,
+                RequestCode::ConsumerSendMsgBack => retry::send_back(&state, &request).await,
                 RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request),
                 RequestCode::UnregisterClient => consumer::unregister_client(&state, &channel, &request),
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
@@ -68,7 +70,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::DeleteTopicInBroker => admin::delete_topic(&state, &request),
                 RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
                 RequestCode::GetAllConsumerOffset => admin::all_consumer_offsets(&state),
-                RequestCode::GetAllDelayOffset => admin::all_delay_offsets(),
+                RequestCode::GetAllDelayOffset => admin::all_delay_offsets(&state),
                 RequestCode::GetAllSubscriptionGroupConfig => admin::all_subscription_groups(&state),
                 RequestCode::UpdateAndCreateSubscriptionGroup => admin::create_subscription_group(&state, &request),
                 RequestCode::DeleteSubscriptionGroup => admin::delete_subscription_group(&state, &request),

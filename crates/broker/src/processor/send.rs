@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 use tidemark_protocol::body::perm;
+use tidemark_protocol::code::version;
 use tidemark_protocol::headers::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
@@ -11,7 +12,9 @@ use tidemark_remoting::Channel;
 use tidemark_store::{Appended, NewMessage, StoreError};
 
 use super::{bad_header, error};
-use crate::metadata::{is_system_topic_for_send, is_valid_topic_name, RETRY_GROUP_TOPIC_PREFIX};
+use crate::metadata::{
+    is_system_topic_for_send, is_valid_topic_name, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX,
+};
 use crate::state::{now_ms, BrokerState};
 
 fn decode_header(
@@ -26,7 +29,7 @@ fn decode_header(
 }
 
 /// The response code a failed append maps to.
-fn store_error_response(failure: &StoreError) -> RemotingCommand {
+pub(super) fn store_error_response(failure: &StoreError) -> RemotingCommand {
     let code = match failure {
         StoreError::MessageTooLarge { .. } | StoreError::Message(_) => ResponseCode::MessageIllegal,
         StoreError::DiskFull { .. } | StoreError::SyncFailed { .. } | StoreError::Closed => {
@@ -159,19 +162,7 @@ pub(super) async fn send(
             .collect()
     } else {
         let properties = Properties::parse(header.properties.as_deref().unwrap_or(""));
-        // Delay levels (SCHEDULE_TOPIC_XXXX) are not served yet: storing the message for
-        // immediate delivery would silently break the sender's expectation, so refuse it.
-        if properties
-            .get(property::DELAY_TIME_LEVEL)
-            .and_then(|level| level.parse::<i32>().ok())
-            .is_some_and(|level| level > 0)
-        {
-            return error(
-                ResponseCode::MessageIllegal,
-                "delayed messages (DELAY level > 0) are not supported by Tidemark yet",
-            );
-        }
-        vec![new_message(
+        let mut message = new_message(
             state,
             &header,
             queue_id,
@@ -180,14 +171,40 @@ pub(super) async fn send(
             properties,
             channel,
             store_host,
-        )]
+        );
+        // A retried message past its group's limit goes to the dead-letter topic instead.
+        if let Some(group) = header.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) {
+            let from_header = if request.version >= version::V3_4_9 {
+                header.max_reconsume_times
+            } else {
+                None
+            };
+            let max =
+                from_header.unwrap_or_else(|| super::retry::group_retry_max_times(state, group));
+            if message.reconsume_times >= max {
+                super::retry::to_dead_letter(state, &mut message, group);
+            }
+        }
+        let delay = Properties::parse(&message.properties)
+            .get(property::DELAY_TIME_LEVEL)
+            .and_then(|level| level.parse::<i32>().ok())
+            .unwrap_or(0);
+        if delay > 0 && !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
+            super::retry::to_schedule(state, &mut message, delay);
+        }
+        vec![message]
     };
 
+    let stored_in = messages
+        .first()
+        .map(|message| (message.topic.clone(), message.queue_id));
     let appended = match put(state, messages).await {
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),
     };
-    state.held_pulls.notify(&header.topic, queue_id);
+    if let Some((topic, queue)) = stored_in {
+        state.held_pulls.notify(&topic, queue);
+    }
     let Some(first) = appended.first() else {
         return error(ResponseCode::SystemError, "nothing appended");
     };
@@ -234,7 +251,10 @@ fn new_message(
 }
 
 /// Appends; under Sync flush the fsync wait happens off the async workers.
-async fn put(state: &BrokerState, messages: Vec<NewMessage>) -> Result<Vec<Appended>, StoreError> {
+pub(super) async fn put(
+    state: &BrokerState,
+    messages: Vec<NewMessage>,
+) -> Result<Vec<Appended>, StoreError> {
     let store = state.store.clone();
     let count = messages.len() as u64;
     let appended = if state.config.store_config().flush == tidemark_store::FlushPolicy::Sync {

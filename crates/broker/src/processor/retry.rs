@@ -1,0 +1,157 @@
+//! Failed messages: CONSUMER_SEND_MSG_BACK, and the two places a message can be sent instead of
+//! its topic — a delay level's schedule queue, or the group's dead-letter topic.
+
+use tidemark_protocol::body::perm;
+use tidemark_protocol::code::version;
+use tidemark_protocol::headers::ConsumerSendMsgBackRequestHeader;
+use tidemark_protocol::message::{
+    encode_offset_msg_id, property, DecodeOptions, MessageRecord, Properties,
+};
+use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_store::{NewMessage, SCHEDULE_TOPIC};
+
+use super::send::{put, store_error_response};
+use super::{bad_header, error, success};
+use crate::metadata::{dlq_topic, retry_topic, DLQ_QUEUE_NUMS};
+use crate::state::{now_ms, BrokerState};
+
+/// The level the broker picks when the consumer leaves it open: 3 + times already retried.
+const DEFAULT_RETRY_LEVEL_BASE: i32 = 3;
+
+/// A group's `retryMaxTimes` (16 unless configured), for groups that exist.
+pub(super) fn group_retry_max_times(state: &BrokerState, group: &str) -> i32 {
+    state
+        .groups()
+        .get(group)
+        .map_or(16, |config| config.retry_max_times)
+}
+
+/// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
+/// schedule service stores it again in its real topic and queue once due.
+pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: i32) {
+    let levels = state
+        .config
+        .delay_levels_ms()
+        .map(|levels| levels.len() as i32)
+        .unwrap_or(1)
+        .max(1);
+    let level = level.clamp(1, levels);
+    let mut properties = Properties::parse(&message.properties);
+    properties.insert(property::REAL_TOPIC, message.topic.clone());
+    properties.insert(property::REAL_QUEUE_ID, message.queue_id.to_string());
+    properties.insert(property::DELAY_TIME_LEVEL, level.to_string());
+    message.properties = properties.encode();
+    message.topic = SCHEDULE_TOPIC.to_owned();
+    message.queue_id = level - 1;
+}
+
+/// Sends `message` to `%DLQ%{group}` (one queue, write-only as RocketMQ creates it: an operator
+/// grants read to consume it), creating the topic on first use.
+pub(super) fn to_dead_letter(state: &BrokerState, message: &mut NewMessage, group: &str) {
+    let topic = dlq_topic(group);
+    let created = state.topics().get(&topic).is_none();
+    state
+        .topics()
+        .create_if_absent(&topic, DLQ_QUEUE_NUMS, perm::WRITE, now_ms());
+    if created {
+        state.topics_changed.notify_one();
+    }
+    let mut properties = Properties::parse(&message.properties);
+    properties.remove(property::DELAY_TIME_LEVEL);
+    message.properties = properties.encode();
+    message.topic = topic;
+    message.queue_id = 0;
+}
+
+pub(super) async fn send_back(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<ConsumerSendMsgBackRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let Some((group, _)) = state.groups().find_or_create(
+        &header.group,
+        state.config.auto_create_subscription_group,
+        now_ms(),
+    ) else {
+        return error(
+            ResponseCode::SubscriptionGroupNotExist,
+            format!("subscription group not exist, {}", header.group),
+        );
+    };
+    if !perm::is_writeable(state.config.broker_permission) {
+        return error(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending message is forbidden",
+                state.config.broker_ip1
+            ),
+        );
+    }
+    if group.retry_queue_nums <= 0 {
+        return success();
+    }
+    let retry = retry_topic(&header.group);
+    if state.topics().get(&retry).is_none() {
+        state.topics().create_if_absent(
+            &retry,
+            group.retry_queue_nums,
+            perm::READ | perm::WRITE,
+            now_ms(),
+        );
+        state.topics_changed.notify_one();
+    }
+    let original = u64::try_from(header.offset)
+        .ok()
+        .and_then(|offset| state.store.read_record(offset).ok().flatten())
+        .and_then(|bytes| MessageRecord::decode(&bytes, 0, DecodeOptions::default()).ok())
+        .map(|(record, _)| record);
+    let Some(original) = original else {
+        return error(
+            ResponseCode::SystemError,
+            format!("look message by offset failed, {}", header.offset),
+        );
+    };
+    let mut properties = original.properties.clone();
+    if properties.get(property::RETRY_TOPIC).is_none() {
+        properties.insert(property::RETRY_TOPIC, original.topic.clone());
+    }
+    if properties.get(property::ORIGIN_MESSAGE_ID).is_none() {
+        properties.insert(
+            property::ORIGIN_MESSAGE_ID,
+            encode_offset_msg_id(original.store_host, original.physical_offset),
+        );
+    }
+    let max = if request.version >= version::V3_4_9 {
+        header.max_reconsume_times
+    } else {
+        None
+    }
+    .unwrap_or(group.retry_max_times);
+    let mut message = NewMessage {
+        topic: retry,
+        queue_id: (now_ms().unsigned_abs() % group.retry_queue_nums as u64) as i32,
+        flag: original.flag,
+        sys_flag: original.sys_flag,
+        born_timestamp: original.born_timestamp,
+        born_host: original.born_host,
+        store_host: state.store_host(),
+        reconsume_times: original.reconsume_times + 1,
+        prepared_transaction_offset: 0,
+        body: original.body.clone(),
+        properties: properties.encode(),
+    };
+    if original.reconsume_times >= max || header.delay_level < 0 {
+        to_dead_letter(state, &mut message, &header.group);
+    } else {
+        let level = if header.delay_level > 0 {
+            header.delay_level
+        } else {
+            DEFAULT_RETRY_LEVEL_BASE + original.reconsume_times
+        };
+        to_schedule(state, &mut message, level);
+    }
+    match put(state, vec![message]).await {
+        Ok(_) => success(),
+        Err(failure) => store_error_response(&failure),
+    }
+}

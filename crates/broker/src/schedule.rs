@@ -1,0 +1,133 @@
+//! Delay levels (RocketMQ's `ScheduleMessageService`): a message sent with `DELAY` = L waits in
+//! queue L−1 of the schedule topic; its queue entry carries the time it is due. This service
+//! walks each level's queue in order and, once a message is due, stores it again in its real
+//! topic and queue. Progress per level is `delayOffset.json` (`{"offsetTable":{level:offset}}`),
+//! persisted like consumer offsets, so a pending message survives a restart and a graceful
+//! restart delivers it exactly once.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
+use tidemark_store::{NewMessage, SCHEDULE_TOPIC};
+use tracing::warn;
+
+use crate::state::{now_ms, BrokerState};
+
+/// How often due messages are looked for (RocketMQ rescans every 100 ms).
+const SCAN_INTERVAL: Duration = Duration::from_millis(100);
+/// Messages moved per level per pass, so one busy level cannot starve the others.
+const DELIVERIES_PER_PASS_MAX: usize = 256;
+
+/// Where each delay level's delivery has got to: level → next schedule-queue offset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DelayOffsets {
+    pub table: BTreeMap<i32, i64>,
+}
+
+/// The message to store in the real topic once `record` is due; `None` when the record does
+/// not say where it belongs (it is then skipped).
+pub fn redelivery(record: &MessageRecord) -> Option<NewMessage> {
+    let topic = record.properties.get(property::REAL_TOPIC)?.to_owned();
+    let queue_id = record
+        .properties
+        .get(property::REAL_QUEUE_ID)?
+        .parse()
+        .ok()?;
+    let mut properties = record.properties.clone();
+    properties.remove(property::DELAY_TIME_LEVEL);
+    properties.insert(property::WAIT_STORE_MSG_OK, "false");
+    Some(NewMessage {
+        topic,
+        queue_id,
+        flag: record.flag,
+        sys_flag: record.sys_flag,
+        born_timestamp: record.born_timestamp,
+        born_host: record.born_host,
+        store_host: record.store_host,
+        reconsume_times: record.reconsume_times,
+        prepared_transaction_offset: record.prepared_transaction_offset,
+        body: record.body.clone(),
+        properties: properties.encode(),
+    })
+}
+
+/// Moves every due message of every level; returns how many were delivered.
+pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
+    let levels = state
+        .config
+        .delay_levels_ms()
+        .map(|levels| levels.len())
+        .unwrap_or(0) as i32;
+    let mut delivered = 0;
+    for level in 1..=levels {
+        let queue_id = level - 1;
+        for _ in 0..DELIVERIES_PER_PASS_MAX {
+            let stored = state
+                .delay_offsets()
+                .table
+                .get(&level)
+                .copied()
+                .unwrap_or(0);
+            let offset = stored.max(state.store.min_offset(SCHEDULE_TOPIC, queue_id));
+            let entry = match state.store.queue_entry(SCHEDULE_TOPIC, queue_id, offset) {
+                Ok(Some(entry)) => entry,
+                Ok(None) => break,
+                Err(failure) => {
+                    warn!(%failure, level, "schedule queue unreadable; will retry");
+                    break;
+                }
+            };
+            if !entry.is_hole() && entry.tags_code > now {
+                break;
+            }
+            let message = if entry.is_hole() {
+                None
+            } else {
+                match state.store.read_record(entry.commit_log_offset as u64) {
+                    Ok(Some(bytes)) => MessageRecord::decode(&bytes, 0, DecodeOptions::default())
+                        .ok()
+                        .and_then(|(record, _)| redelivery(&record)),
+                    Ok(None) => None,
+                    Err(failure) => {
+                        warn!(%failure, level, "delayed message unreadable; will retry");
+                        break;
+                    }
+                }
+            };
+            if let Some(message) = message {
+                let (topic, queue_id) = (message.topic.clone(), message.queue_id);
+                if let Err(failure) = state.store.put(&message) {
+                    warn!(%failure, level, "delayed message not delivered; will retry");
+                    break;
+                }
+                state.held_pulls.notify(&topic, queue_id);
+                delivered += 1;
+            } else {
+                warn!(
+                    level,
+                    offset, "delayed message without a real topic, or unreadable; skipped"
+                );
+            }
+            state.delay_offsets().table.insert(level, offset + 1);
+            state.delay_offsets_version.fetch_add(1, Ordering::Release);
+        }
+    }
+    delivered
+}
+
+pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tokio::time::sleep(SCAN_INTERVAL) => {}
+        }
+        let pass = state.clone();
+        // Appends may wait for fsync (SYNC_FLUSH): keep them off the async workers.
+        let _ = tokio::task::spawn_blocking(move || deliver_due(&pass, now_ms())).await;
+    }
+}
