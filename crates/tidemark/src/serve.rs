@@ -33,6 +33,12 @@ pub struct DevArgs {
     /// Acknowledge sends only after fsync.
     #[arg(long)]
     pub sync_flush: bool,
+    /// Delay of each level (RocketMQ's messageDelayLevel), e.g. "1s 5s 10s 30s 1m".
+    #[arg(
+        long,
+        default_value = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    )]
+    pub message_delay_level: String,
 }
 
 #[derive(Debug, Args)]
@@ -155,6 +161,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         listen_port: args.broker_port,
         namesrv_addr: namesrv_addr.clone(),
         store_path_root_dir: args.data_dir.join("broker"),
+        message_delay_level: args.message_delay_level.clone(),
         flush_disk_type: if args.sync_flush {
             tidemark_broker::FlushDiskType::SyncFlush
         } else {
