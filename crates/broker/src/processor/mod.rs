@@ -39,6 +39,20 @@ pub(crate) fn error(code: ResponseCode, remark: impl Into<String>) -> RemotingCo
     RemotingCommand::response(code, remark.into())
 }
 
+/// NO_PERMISSION when the broker's permission forbids writes (an operator wiped it), as Java
+/// words it.
+pub(crate) fn refuse_writes_if_read_only(state: &BrokerState) -> Option<RemotingCommand> {
+    (!tidemark_protocol::body::perm::is_writeable(state.config.broker_permission)).then(|| {
+        error(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] sending message is forbidden",
+                state.config.broker_ip1
+            ),
+        )
+    })
+}
+
 pub(crate) fn success() -> RemotingCommand {
     RemotingCommand::response(ResponseCode::Success, None)
 }

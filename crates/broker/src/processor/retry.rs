@@ -78,14 +78,8 @@ pub(super) async fn send_back(state: &BrokerState, request: &RemotingCommand) ->
             format!("subscription group not exist, {}", header.group),
         );
     };
-    if !perm::is_writeable(state.config.broker_permission) {
-        return error(
-            ResponseCode::NoPermission,
-            format!(
-                "the broker[{}] sending message is forbidden",
-                state.config.broker_ip1
-            ),
-        );
+    if let Some(refusal) = super::refuse_writes_if_read_only(state) {
+        return refusal;
     }
     if group.retry_queue_nums <= 0 {
         return success();

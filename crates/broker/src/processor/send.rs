@@ -49,14 +49,8 @@ pub(super) async fn send(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    if !perm::is_writeable(state.config.broker_permission) {
-        return error(
-            ResponseCode::NoPermission,
-            format!(
-                "the broker[{}] sending message is forbidden",
-                state.config.broker_ip1
-            ),
-        );
+    if let Some(refusal) = super::refuse_writes_if_read_only(state) {
+        return refusal;
     }
     if !is_valid_topic_name(&header.topic) {
         return error(
