@@ -26,7 +26,11 @@ impl Throughput {
     /// Records the running totals at `now_ms`.
     pub fn sample(&mut self, now_ms: i64, put_total: u64, got_total: u64) {
         let today = now_ms.div_euclid(DAY_MS);
-        if self.samples.is_empty() || today != self.day.0 {
+        if self.samples.is_empty() {
+            // Everything since boot happened today (or the broker booted yesterday; close enough
+            // for the first day).
+            self.day = (today, 0, 0);
+        } else if today != self.day.0 {
             self.day = (today, put_total, got_total);
         }
         self.samples.push_back(Sample {
@@ -119,7 +123,11 @@ mod tests {
         }
         assert_eq!(throughput.put_tps(), "100.00 100.00 100.00");
         assert_eq!(throughput.get_tps(), "10.00 10.00 10.00");
-        assert_eq!(throughput.today(2_000, 200), (2_000, 200));
+        assert_eq!(
+            throughput.today(2_000, 200),
+            (2_000, 200),
+            "counted from boot on the first day"
+        );
         throughput.sample(day_start + DAY_MS + 1, 2_500, 250);
         assert_eq!(
             throughput.today(2_600, 260),
