@@ -13,7 +13,11 @@
 //!   end of the queue (the log lost its tail in a crash): then the commit corrects it downwards,
 //!   otherwise the group would skip messages written after the crash.
 //! - [`reset`](ConsumerOffsetTable::reset) (an operator's INVOKE_BROKER_TO_RESET_OFFSET): may move
-//!   backwards; it is the only way to.
+//!   backwards; it is the only way to. A reset also puts up a *fence* on the queue: until a
+//!   client commits exactly the reset offset (which every RocketMQ client does once it has
+//!   applied the reset, through its next persist or pull), or [`RESET_FENCE_MS`] pass, every
+//!   other commit is ignored — so a commit sent before the client heard of the reset cannot undo
+//!   it. Clients carry no epoch on the wire; the reset offset itself serves as one.
 //! - [`drop_group`](ConsumerOffsetTable::drop_group) / [`drop_topic`](ConsumerOffsetTable::drop_topic):
 //!   forget everything of a deleted group or topic.
 
@@ -35,6 +39,17 @@ pub enum CommitOutcome {
     Corrected { previous: i64 },
     /// A negative offset is never stored.
     Rejected,
+    /// The queue was reset and no client has confirmed the reset offset yet: ignored.
+    IgnoredDuringReset { reset_offset: i64 },
+}
+
+/// How long a reset's fence lasts at most.
+pub const RESET_FENCE_MS: i64 = 300_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fence {
+    offset: i64,
+    until_ms: i64,
 }
 
 type GroupOffsets = BTreeMap<i32, i64>;
@@ -43,6 +58,9 @@ type GroupOffsets = BTreeMap<i32, i64>;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConsumerOffsetTable {
     entries: BTreeMap<(String, String), GroupOffsets>,
+    /// Queues reset and not yet confirmed, by (topic, group, queue id). Not persisted: after a
+    /// restart clients re-read the stored (reset) offset anyway.
+    fences: BTreeMap<(String, String, i32), Fence>,
 }
 
 impl ConsumerOffsetTable {
@@ -58,8 +76,9 @@ impl ConsumerOffsetTable {
         queue_id: i32,
         offset: i64,
         queue_max_offset: i64,
+        now_ms: i64,
     ) -> CommitOutcome {
-        self.commit(topic, group, queue_id, offset, queue_max_offset)
+        self.commit(topic, group, queue_id, offset, queue_max_offset, now_ms)
     }
 
     /// The offset a pull carries with its COMMIT bit. The broker calls this on the first pass of
@@ -71,8 +90,9 @@ impl ConsumerOffsetTable {
         queue_id: i32,
         offset: i64,
         queue_max_offset: i64,
+        now_ms: i64,
     ) -> CommitOutcome {
-        self.commit(topic, group, queue_id, offset, queue_max_offset)
+        self.commit(topic, group, queue_id, offset, queue_max_offset, now_ms)
     }
 
     /// The rule both kinds of commit follow. `queue_max_offset` is the queue's current max offset (the
@@ -84,9 +104,20 @@ impl ConsumerOffsetTable {
         queue_id: i32,
         offset: i64,
         queue_max_offset: i64,
+        now_ms: i64,
     ) -> CommitOutcome {
         if offset < 0 {
             return CommitOutcome::Rejected;
+        }
+        let fence_key = (topic.to_owned(), group.to_owned(), queue_id);
+        if let Some(fence) = self.fences.get(&fence_key).copied() {
+            if now_ms < fence.until_ms && offset != fence.offset {
+                return CommitOutcome::IgnoredDuringReset {
+                    reset_offset: fence.offset,
+                };
+            }
+            // Confirmed (or expired): ordinary rules from here on.
+            self.fences.remove(&fence_key);
         }
         let queues = self
             .entries
@@ -112,12 +143,21 @@ impl ConsumerOffsetTable {
         CommitOutcome::IgnoredBackwards { stored: previous }
     }
 
-    /// An operator's reset: sets the offset, backwards if need be.
-    pub fn reset(&mut self, topic: &str, group: &str, queue_id: i32, offset: i64) {
+    /// An operator's reset: sets the offset, backwards if need be, and fences the queue until a
+    /// client confirms it.
+    pub fn reset(&mut self, topic: &str, group: &str, queue_id: i32, offset: i64, now_ms: i64) {
+        let offset = offset.max(0);
         self.entries
             .entry((topic.to_owned(), group.to_owned()))
             .or_default()
-            .insert(queue_id, offset.max(0));
+            .insert(queue_id, offset);
+        self.fences.insert(
+            (topic.to_owned(), group.to_owned(), queue_id),
+            Fence {
+                offset,
+                until_ms: now_ms + RESET_FENCE_MS,
+            },
+        );
     }
 
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
@@ -154,6 +194,7 @@ impl ConsumerOffsetTable {
     pub fn drop_group(&mut self, group: &str) -> usize {
         let before = self.entries.len();
         self.entries.retain(|(_, name), _| name != group);
+        self.fences.retain(|(_, name, _), _| name != group);
         before - self.entries.len()
     }
 
@@ -161,6 +202,7 @@ impl ConsumerOffsetTable {
     pub fn drop_topic(&mut self, topic: &str) -> usize {
         let before = self.entries.len();
         self.entries.retain(|(name, _), _| name != topic);
+        self.fences.retain(|(name, _, _), _| name != topic);
         before - self.entries.len()
     }
 
@@ -205,24 +247,30 @@ mod tests {
     #[test]
     fn commits_only_move_forward_unless_the_stored_offset_is_past_the_queue() {
         let mut table = ConsumerOffsetTable::new();
-        assert_eq!(table.commit("T", "g", 0, 10, 100), CommitOutcome::Created);
         assert_eq!(
-            table.commit("T", "g", 0, 15, 100),
+            table.commit("T", "g", 0, 10, 100, 0),
+            CommitOutcome::Created
+        );
+        assert_eq!(
+            table.commit("T", "g", 0, 15, 100, 0),
             CommitOutcome::Advanced { previous: 10 }
         );
         assert_eq!(
-            table.commit("T", "g", 0, 12, 100),
+            table.commit("T", "g", 0, 12, 100, 0),
             CommitOutcome::IgnoredBackwards { stored: 15 }
         );
         assert_eq!(table.query("T", "g", 0), Some(15));
         // The log lost its tail: the queue now ends at 13, the stored 15 points nowhere.
         assert_eq!(
-            table.commit("T", "g", 0, 13, 13),
+            table.commit("T", "g", 0, 13, 13, 0),
             CommitOutcome::Corrected { previous: 15 }
         );
-        assert_eq!(table.commit("T", "g", 0, -1, 13), CommitOutcome::Rejected);
+        assert_eq!(
+            table.commit("T", "g", 0, -1, 13, 0),
+            CommitOutcome::Rejected
+        );
         assert_eq!(table.query("T", "g", 0), Some(13));
-        table.reset("T", "g", 0, 2);
+        table.reset("T", "g", 0, 2, 0);
         assert_eq!(
             table.query("T", "g", 0),
             Some(2),
@@ -231,11 +279,43 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_is_fenced_until_a_client_confirms_it() {
+        let mut table = ConsumerOffsetTable::new();
+        table.commit("T", "g", 0, 50, 100, 0);
+        table.reset("T", "g", 0, 10, 1_000);
+        // A commit sent before the client heard of the reset must not undo it.
+        assert_eq!(
+            table.commit("T", "g", 0, 52, 100, 1_500),
+            CommitOutcome::IgnoredDuringReset { reset_offset: 10 }
+        );
+        assert_eq!(table.query("T", "g", 0), Some(10));
+        // The client applied the reset: it commits exactly the reset offset, then moves on.
+        assert_eq!(
+            table.commit("T", "g", 0, 10, 100, 2_000),
+            CommitOutcome::Advanced { previous: 10 }
+        );
+        assert_eq!(
+            table.commit("T", "g", 0, 12, 100, 2_500),
+            CommitOutcome::Advanced { previous: 10 }
+        );
+        // A fence nobody confirms lapses.
+        table.reset("T", "g", 0, 5, 10_000);
+        assert!(matches!(
+            table.commit("T", "g", 0, 7, 100, 10_000 + RESET_FENCE_MS - 1),
+            CommitOutcome::IgnoredDuringReset { .. }
+        ));
+        assert_eq!(
+            table.commit("T", "g", 0, 7, 100, 10_000 + RESET_FENCE_MS),
+            CommitOutcome::Advanced { previous: 5 }
+        );
+    }
+
+    #[test]
     fn wrapper_round_trip_and_drops() {
         let mut table = ConsumerOffsetTable::new();
-        table.commit("T", "g1", 0, 5, 10);
-        table.commit("%RETRY%g1", "g1", 0, 1, 10);
-        table.commit("T", "g2", 1, 7, 10);
+        table.commit("T", "g1", 0, 5, 10, 0);
+        table.commit("%RETRY%g1", "g1", 0, 1, 10, 0);
+        table.commit("T", "g2", 1, 7, 10, 0);
         let wrapper = table.to_wrapper();
         assert_eq!(wrapper.offset_table["T@g1"][&0], 5);
         assert_eq!(ConsumerOffsetTable::from_wrapper(&wrapper), table);

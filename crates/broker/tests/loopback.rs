@@ -884,3 +884,136 @@ async fn runtime_info_reports_measured_figures() {
     let (_, stop_namesrv) = cluster.stop_broker().await;
     let _ = stop_namesrv.send(true);
 }
+
+/// An operator's reset moves a group back, tells its clients, and a commit sent before the
+/// client heard of it cannot undo it; the client's confirmation lifts the fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_resets_hold_against_stale_commits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let (seen, mut notices) = tokio::sync::mpsc::channel(4);
+    let handler = tidemark_remoting::handler_fn(move |_channel, request: RemotingCommand| {
+        let seen = seen.clone();
+        async move {
+            let _ = seen.send(request).await;
+            tidemark_remoting::Reply::NoResponse
+        }
+    });
+    let client = RemotingClient::new(ClientConfig::default(), Some(Arc::new(handler)));
+    for index in 0..5 {
+        client
+            .invoke(
+                &cluster.broker,
+                send_request(&format!("m{index}"), "TagA", 0),
+                WAIT,
+            )
+            .await
+            .expect("answered");
+    }
+    client
+        .invoke(&cluster.broker, heartbeat(), WAIT)
+        .await
+        .expect("answered");
+    let commit = |offset: i64| {
+        RemotingCommand::request_with_header(
+            RequestCode::UpdateConsumerOffset,
+            &UpdateConsumerOffsetRequestHeader {
+                consumer_group: GROUP.into(),
+                topic: TOPIC.into(),
+                queue_id: 0,
+                commit_offset: offset,
+                broker_name: None,
+            },
+        )
+    };
+    client
+        .invoke(&cluster.broker, commit(5), WAIT)
+        .await
+        .expect("answered");
+    let reset = RemotingCommand::request_with_header(
+        RequestCode::InvokeBrokerToResetOffset,
+        &tidemark_protocol::headers::ResetOffsetRequestHeader {
+            topic: TOPIC.into(),
+            group: GROUP.into(),
+            timestamp: 0,
+            is_force: true,
+            queue_id: None,
+            offset: None,
+        },
+    );
+    let response = client
+        .invoke(&cluster.broker, reset, WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::Success,
+        "{:?}",
+        response.remark
+    );
+    let body = tidemark_protocol::body::MessageQueueOffsets::from_json_bytes(&response.body)
+        .expect("ResetOffsetBody");
+    assert_eq!(
+        body.offset_table
+            .get(&tidemark_protocol::body::MessageQueue::new(
+                TOPIC, "broker-a", 0
+            )),
+        Some(&0)
+    );
+    // The heartbeat's membership notice may come first.
+    loop {
+        let notice = tokio::time::timeout(WAIT, notices.recv())
+            .await
+            .expect("clients are told")
+            .expect("notice");
+        if notice.request_code() == RequestCode::ResetConsumerClientOffset {
+            assert_eq!(notice.ext_fields.get("group"), Some(GROUP));
+            break;
+        }
+    }
+    async fn offset(client: &RemotingClient, broker: &str) -> i64 {
+        let request = RemotingCommand::request_with_header(
+            RequestCode::QueryConsumerOffset,
+            &QueryConsumerOffsetRequestHeader {
+                consumer_group: GROUP.into(),
+                topic: TOPIC.into(),
+                queue_id: 0,
+                set_zero_if_not_found: Some(false),
+                broker_name: None,
+            },
+        );
+        client
+            .invoke(broker, request, WAIT)
+            .await
+            .expect("answered")
+            .decode_header::<OffsetResponseHeader>()
+            .expect("offset")
+            .offset
+    }
+    assert_eq!(offset(&client, &cluster.broker).await, 0);
+    client
+        .invoke(&cluster.broker, commit(5), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(
+        offset(&client, &cluster.broker).await,
+        0,
+        "a stale commit does not undo the reset"
+    );
+    client
+        .invoke(&cluster.broker, commit(0), WAIT)
+        .await
+        .expect("answered");
+    client
+        .invoke(&cluster.broker, commit(3), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(
+        offset(&client, &cluster.broker).await,
+        3,
+        "after the client confirmed the reset, progress moves on"
+    );
+    client.shutdown();
+    let (_, stop_namesrv) = cluster.stop_broker().await;
+    let _ = stop_namesrv.send(true);
+}

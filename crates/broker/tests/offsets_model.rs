@@ -1,6 +1,7 @@
 //! The consumer offset table against its rules, over random sequences of commits, resets and
 //! drops: a commit never lowers a stored offset unless that offset lies past the queue's end;
-//! only a reset moves backwards; persisting and reloading gives the same table.
+//! only a reset moves backwards, and until a client commits the reset offset every other commit
+//! is ignored; persisting and reloading gives the same offsets.
 
 use std::collections::BTreeMap;
 
@@ -46,11 +47,22 @@ proptest! {
     fn offsets_follow_their_rules(operations in proptest::collection::vec(operation(), 1..200)) {
         let mut table = ConsumerOffsetTable::new();
         let mut model: BTreeMap<(u8, u8, u8), i64> = BTreeMap::new();
+        // Queues reset and not yet confirmed (the clock stands still, so fences never lapse here).
+        let mut fences: BTreeMap<(u8, u8, u8), i64> = BTreeMap::new();
         for operation in operations {
             match operation {
                 Operation::Commit { topic, group, queue, offset, queue_max } => {
                     let before = model.get(&(topic, group, queue)).copied();
-                    let outcome = table.commit(&name("T", topic), &name("g", group), i32::from(queue), offset, queue_max);
+                    let outcome = table.commit(&name("T", topic), &name("g", group), i32::from(queue), offset, queue_max, 0);
+                    if offset >= 0 {
+                        if let Some(fence) = fences.get(&(topic, group, queue)).copied() {
+                            if offset != fence {
+                                prop_assert_eq!(outcome, CommitOutcome::IgnoredDuringReset { reset_offset: fence });
+                                continue;
+                            }
+                            fences.remove(&(topic, group, queue));
+                        }
+                    }
                     let expected = match before {
                         _ if offset < 0 => before,
                         None => Some(offset),
@@ -66,28 +78,32 @@ proptest! {
                         CommitOutcome::IgnoredBackwards { stored } => prop_assert_eq!(Some(stored), before),
                         CommitOutcome::Corrected { previous } => prop_assert!(previous > queue_max),
                         CommitOutcome::Created | CommitOutcome::Advanced { .. } => {}
+                        CommitOutcome::IgnoredDuringReset { .. } => prop_assert!(false, "no fence was up"),
                     }
                     if let Some(value) = expected {
                         model.insert((topic, group, queue), value);
                     }
                 }
                 Operation::Reset { topic, group, queue, offset } => {
-                    table.reset(&name("T", topic), &name("g", group), i32::from(queue), offset);
+                    table.reset(&name("T", topic), &name("g", group), i32::from(queue), offset, 0);
                     model.insert((topic, group, queue), offset);
+                    fences.insert((topic, group, queue), offset);
                 }
                 Operation::DropGroup(group) => {
                     table.drop_group(&name("g", group));
                     model.retain(|(_, g, _), _| *g != group);
+                    fences.retain(|(_, g, _), _| *g != group);
                 }
                 Operation::DropTopic(topic) => {
                     table.drop_topic(&name("T", topic));
                     model.retain(|(t, _, _), _| *t != topic);
+                    fences.retain(|(t, _, _), _| *t != topic);
                 }
             }
             for ((topic, group, queue), value) in &model {
                 prop_assert_eq!(table.query(&name("T", *topic), &name("g", *group), i32::from(*queue)), Some(*value));
             }
         }
-        prop_assert_eq!(ConsumerOffsetTable::from_wrapper(&table.to_wrapper()), table);
+        prop_assert_eq!(ConsumerOffsetTable::from_wrapper(&table.to_wrapper()).to_wrapper(), table.to_wrapper());
     }
 }

@@ -4,9 +4,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use tidemark_protocol::body::{
-    ConsumeStats, KvTable, MessageQueue, OffsetWrapper, SubscriptionGroupConfig, TopicConfig,
-    TopicFilterType, TopicOffset, TopicStatsTable,
+    ConsumeStats, KvTable, MessageQueue, MessageQueueOffsetForC, MessageQueueOffsets,
+    OffsetWrapper, ResetOffsetBodyForC, SubscriptionGroupConfig, TopicConfig, TopicFilterType,
+    TopicOffset, TopicStatsTable,
 };
+use tidemark_protocol::headers::ResetOffsetRequestHeader;
 use tidemark_protocol::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
     GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
@@ -15,7 +17,7 @@ use tidemark_protocol::headers::{
     ViewMessageRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
-use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use super::{bad_header, error, success};
 use crate::metadata::is_valid_topic_name;
@@ -354,6 +356,120 @@ pub(super) fn view_message(state: &BrokerState, request: &RemotingCommand) -> Re
             format!("can not find message by the offset, {}", header.offset),
         ),
     }
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET: an operator moves a group's progress on a topic to a time
+/// (−1: the end) or, from 5.x admins, to an explicit offset. The broker applies it to its own
+/// table (fenced against stale commits, see `offsets`) and tells the group's clients with
+/// RESET_CONSUMER_CLIENT_OFFSET, as RocketMQ 4.9 does; unlike 4.9 it also resets an offline group
+/// (4.9 answers CONSUMER_NOT_ONLINE, and the admin then falls back to plain commits, which
+/// Tidemark's forward-only rule would refuse).
+pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<ResetOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let Some(config) = state.topics().get(&header.topic).cloned() else {
+        return error(
+            ResponseCode::TopicNotExist,
+            format!("[reset-offset] topic does not exist, {}", header.topic),
+        );
+    };
+    let queues: Vec<i32> = match header.queue_id.filter(|queue| *queue >= 0) {
+        Some(queue) if queue < config.write_queue_nums => vec![queue],
+        Some(queue) => {
+            return error(
+                ResponseCode::SystemError,
+                format!("queueId[{queue}] is illegal"),
+            )
+        }
+        None => (0..config.write_queue_nums).collect(),
+    };
+    let now = now_ms();
+    let mut offset_table = BTreeMap::new();
+    for queue_id in queues {
+        let target = match header.offset {
+            Some(offset) if offset >= 0 => {
+                Ok(offset.min(state.store.max_offset(&header.topic, queue_id)))
+            }
+            _ if header.timestamp == -1 => Ok(state.store.max_offset(&header.topic, queue_id)),
+            _ => state
+                .store
+                .offset_by_timestamp(&header.topic, queue_id, header.timestamp),
+        };
+        let target = match target {
+            Ok(target) => target.max(0),
+            Err(failure) => {
+                return error(
+                    ResponseCode::SystemError,
+                    format!("reset failed: {failure}"),
+                )
+            }
+        };
+        let current = state
+            .offsets()
+            .query(&header.topic, &header.group, queue_id);
+        // Without force, a reset only ever moves a group backwards (RocketMQ's rule).
+        let chosen = match current {
+            Some(current) if !header.is_force && target >= current => current,
+            _ => target,
+        };
+        state
+            .offsets()
+            .reset(&header.topic, &header.group, queue_id, chosen, now);
+        offset_table.insert(
+            MessageQueue::new(
+                header.topic.clone(),
+                state.config.broker_name.clone(),
+                queue_id,
+            ),
+            chosen,
+        );
+    }
+    state.mark_offsets_changed();
+    tracing::info!(topic = %header.topic, group = %header.group, queues = offset_table.len(), "consumer offsets reset by an operator");
+    let body = MessageQueueOffsets { offset_table };
+    let notice_header = ResetOffsetRequestHeader {
+        queue_id: None,
+        offset: None,
+        ..header.clone()
+    };
+    for client in state
+        .clients()
+        .consumer_group(&header.group)
+        .map(|group| group.channels.values().cloned().collect::<Vec<_>>())
+        .unwrap_or_default()
+    {
+        // C++ clients cannot read object map keys: they get the list form.
+        let payload = if client.language == tidemark_protocol::LanguageCode::Cpp {
+            ResetOffsetBodyForC {
+                offset_table: body
+                    .offset_table
+                    .iter()
+                    .map(|(queue, offset)| MessageQueueOffsetForC {
+                        topic: queue.topic.clone(),
+                        broker_name: queue.broker_name.clone(),
+                        queue_id: queue.queue_id,
+                        offset: *offset,
+                    })
+                    .collect(),
+            }
+            .to_json_bytes()
+        } else {
+            body.to_json_bytes()
+        };
+        let notice = RemotingCommand::request_with_header(
+            RequestCode::ResetConsumerClientOffset,
+            &notice_header,
+        )
+        .with_body(payload);
+        tokio::spawn(async move {
+            if let Err(failure) = client.channel.oneway(notice).await {
+                tracing::debug!(%failure, "could not tell a consumer about an offset reset");
+            }
+        });
+    }
+    success().with_body(body.to_json_bytes())
 }
 
 pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {

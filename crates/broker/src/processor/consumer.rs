@@ -202,12 +202,13 @@ pub(super) fn update_offset(state: &BrokerState, request: &RemotingCommand) -> R
         header.queue_id,
         header.commit_offset,
         max,
+        now_ms(),
     );
     match outcome {
         CommitOutcome::IgnoredBackwards { stored } => {
             debug!(group = %header.consumer_group, topic = %header.topic, queue = header.queue_id, commit = header.commit_offset, stored, "backwards commit ignored");
         }
-        CommitOutcome::Rejected => {}
+        CommitOutcome::Rejected | CommitOutcome::IgnoredDuringReset { .. } => {}
         _ => state.mark_offsets_changed(),
     }
     success()

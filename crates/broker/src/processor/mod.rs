@@ -89,6 +89,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::UpdateAndCreateSubscriptionGroup => admin::create_subscription_group(&state, &request),
                 RequestCode::DeleteSubscriptionGroup => admin::delete_subscription_group(&state, &request),
                 RequestCode::GetConsumeStats => admin::consume_stats(&state, &request),
+                RequestCode::InvokeBrokerToResetOffset => admin::reset_offset(&state, &request),
                 RequestCode::GetConsumerConnectionList => admin::consumer_connections(&state, &request),
                 RequestCode::GetTopicStatsInfo => admin::topic_stats(&state, &request),
                 RequestCode::ViewMessageById => admin::view_message(&state, &request),

@@ -192,10 +192,13 @@ fn process(state: &BrokerState, header: &PullMessageRequestHeader, allow_suspend
             header.queue_id,
             header.commit_offset,
             result.max_offset,
+            now_ms(),
         );
         if !matches!(
             outcome,
-            CommitOutcome::IgnoredBackwards { .. } | CommitOutcome::Rejected
+            CommitOutcome::IgnoredBackwards { .. }
+                | CommitOutcome::IgnoredDuringReset { .. }
+                | CommitOutcome::Rejected
         ) {
             state.mark_offsets_changed();
         }
