@@ -45,14 +45,14 @@ pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: 
     message.queue_id = level - 1;
 }
 
-/// Sends `message` to `%DLQ%{group}` (one queue, write-only as RocketMQ creates it: an operator
-/// grants read to consume it), creating the topic on first use.
+/// Sends `message` to `%DLQ%{group}` (one queue, readable and writable as RocketMQ 4.9.7 creates
+/// it; releases before apache/rocketmq#2437 made it write-only), creating the topic on first use.
 pub(super) fn to_dead_letter(state: &BrokerState, message: &mut NewMessage, group: &str) {
     let topic = dlq_topic(group);
     let created = state.topics().get(&topic).is_none();
     state
         .topics()
-        .create_if_absent(&topic, DLQ_QUEUE_NUMS, perm::WRITE, now_ms());
+        .create_if_absent(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
     if created {
         state.topics_changed.notify_one();
     }
