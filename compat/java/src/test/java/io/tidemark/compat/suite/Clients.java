@@ -1,16 +1,21 @@
 package io.tidemark.compat.suite;
 
+import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListener;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
@@ -91,6 +96,36 @@ final class Clients implements AutoCloseable {
         a.start();
         shutdowns.push(a::shutdown);
         return a;
+    }
+
+    /**
+     * Makes the broker create {@code %RETRY%<group>} (it does so when a consumer of the group sends
+     * its heartbeat) and waits until the name server has its route, using a throwaway consumer of
+     * the group that is shut down again. A consumer of the group started afterwards then finds the
+     * retry topic's route in its start-up route lookup and owns the retry queue from its first
+     * rebalance; started cold, it may only look up the route after that first rebalance, and the
+     * 4.9 client rebalances again only every 20 s, which would end up in the retry timings.
+     */
+    void primeRetryTopic(DefaultMQAdminExt admin, String group, String topic) throws Exception {
+        DefaultMQPushConsumer p = push(group, topic, "*",
+            (MessageListenerConcurrently) (msgs, ctx) -> ConsumeConcurrentlyStatus.CONSUME_SUCCESS);
+        String retry = MixAll.getRetryTopic(group);
+        // The client heartbeats only to brokers it knows from some route. With neither the topic nor
+        // the retry topic existing yet, the only one is TBW102's (its inner producer's), fetched by
+        // the route poll, which can lose the race against the first heartbeat (1 s after start);
+        // the next comes 30 s later. So heartbeat again explicitly until the route is there.
+        Wait.retrying("route of " + retry + " after a consumer heartbeat", Duration.ofSeconds(20), () -> {
+            p.getDefaultMQPushConsumerImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock();
+            return admin.examineTopicRouteInfo(retry);
+        });
+        p.shutdown();
+    }
+
+    /** Waits until {@code c} owns a queue of its group's retry topic (see {@link #primeRetryTopic}). */
+    static void awaitOwnsRetryQueue(DefaultMQPushConsumer c, Supplier<String> detail) {
+        String retry = MixAll.getRetryTopic(c.getConsumerGroup());
+        Wait.until(c.getConsumerGroup() + " consumer to own a queue of " + retry, Duration.ofSeconds(10),
+            () -> !ownedQueues(c, retry).isEmpty(), detail);
     }
 
     /** Queues of {@code topic} this push consumer currently owns (its rebalance result). */

@@ -6,6 +6,7 @@ import java.util.TreeMap;
 
 import org.apache.rocketmq.common.admin.ConsumeStats;
 import org.apache.rocketmq.common.admin.OffsetWrapper;
+import org.apache.rocketmq.common.admin.TopicStatsTable;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
@@ -44,6 +45,17 @@ final class Stats {
         Map<Integer, Long> r = new TreeMap<>();
         m.forEach((q, w) -> r.put(q, w.getBrokerOffset()));
         return r;
+    }
+
+    /** examineTopicStats output as {@code { q0: min=.. max=.. } } (TopicOffset has no toString). */
+    static String describeTopic(TopicStatsTable t) {
+        if (t == null) {
+            return "none";
+        }
+        StringBuilder sb = new StringBuilder("{");
+        new TreeMap<>(t.getOffsetTable()).forEach((mq, o) -> sb.append(" q").append(mq.getQueueId()).append(": min=")
+            .append(o.getMinOffset()).append(" max=").append(o.getMaxOffset()));
+        return sb.append(" }").toString();
     }
 
     static String describe(Map<Integer, OffsetWrapper> m) {

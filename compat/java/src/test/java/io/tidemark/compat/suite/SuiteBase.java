@@ -1,5 +1,6 @@
 package io.tidemark.compat.suite;
 
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.AfterAll;
@@ -11,7 +12,8 @@ import org.junit.jupiter.api.TestInfo;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * One fresh Tidemark (empty data directory) per test class; clients are closed after every
+ * One fresh Tidemark (empty data directory) per test class, started with the class's
+ * {@link DevArgs} if it has any; clients are closed after every
  * test method. Test classes run one after another, so the static process is never shared.
  */
 @Tag("tidemark")
@@ -23,7 +25,9 @@ abstract class SuiteBase {
 
     @BeforeAll
     static void startTidemark(TestInfo info) {
-        tidemark = TidemarkProcess.start(info.getTestClass().map(Class::getSimpleName).orElse("suite"));
+        DevArgs extra = info.getTestClass().map(c -> c.getAnnotation(DevArgs.class)).orElse(null);
+        tidemark = TidemarkProcess.start(info.getTestClass().map(Class::getSimpleName).orElse("suite"),
+            extra == null ? List.of() : List.of(extra.value()));
     }
 
     @AfterAll

@@ -29,7 +29,8 @@ import java.util.stream.Stream;
 /**
  * One {@code tidemark dev} child process (name server + broker) for a test class.
  *
- * <p>Command line: {@code <tidemark.bin> dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>}.
+ * <p>Command line: {@code <tidemark.bin> dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [extra...]},
+ * where the extra arguments (none by default; see {@link DevArgs}) are passed on unchanged, on every start.
  * Ready when a stdout line contains {@value #READY_LINE}. stdout and stderr of every start go to
  * one log file under {@code target/tidemark-suite-logs/}; its tail is put into failure messages.
  * {@link #restart()} reuses the data directory and both ports, which is what the restart
@@ -47,14 +48,17 @@ public final class TidemarkProcess implements AutoCloseable {
     private final Path logFile;
     private final int namesrvPort;
     private final int brokerPort;
+    private final List<String> extraArgs;
     private final Deque<String> tail = new ArrayDeque<>();
     private Writer log;
     private Process process;
     private final List<Thread> drainers = new ArrayList<>();
     private int starts;
 
-    private TidemarkProcess(Path bin, Path dataDir, Path logFile, int namesrvPort, int brokerPort) {
+    private TidemarkProcess(Path bin, Path dataDir, Path logFile, int namesrvPort, int brokerPort,
+        List<String> extraArgs) {
         this.bin = bin;
+        this.extraArgs = List.copyOf(extraArgs);
         this.dataDir = dataDir;
         this.logFile = logFile;
         this.namesrvPort = namesrvPort;
@@ -63,6 +67,15 @@ public final class TidemarkProcess implements AutoCloseable {
 
     /** Picks a data directory and free ports, then starts and waits until ready. */
     public static TidemarkProcess start(String label) {
+        return start(label, List.of());
+    }
+
+    /**
+     * Like {@link #start(String)}, with {@code extraArgs} appended to the {@code dev} command line
+     * (e.g. {@code --message-delay-level "1s 2s 3s"}, one list element per argument); {@link #restart()}
+     * passes them again.
+     */
+    public static TidemarkProcess start(String label, List<String> extraArgs) {
         String prop = System.getProperty("tidemark.bin");
         if (prop == null || prop.isBlank()) {
             fail("system property tidemark.bin is not set; run e.g. "
@@ -77,7 +90,7 @@ public final class TidemarkProcess implements AutoCloseable {
         Path dataDir = target.resolve("tidemark-suite-" + stamp);
         Path logFile = target.resolve("tidemark-suite-logs").resolve(stamp + ".log");
         int[] ports = pickPorts();
-        TidemarkProcess p = new TidemarkProcess(bin, dataDir, logFile, ports[0], ports[1]);
+        TidemarkProcess p = new TidemarkProcess(bin, dataDir, logFile, ports[0], ports[1], extraArgs);
         try {
             Files.createDirectories(dataDir);
             Files.createDirectories(logFile.getParent());
@@ -171,16 +184,18 @@ public final class TidemarkProcess implements AutoCloseable {
 
     private void launch() {
         starts++;
-        List<String> cmd = List.of(bin.toString(), "dev",
+        List<String> cmd = new ArrayList<>(List.of(bin.toString(), "dev",
             "--data-dir", dataDir.toString(),
             "--namesrv-port", Integer.toString(namesrvPort),
-            "--broker-port", Integer.toString(brokerPort));
+            "--broker-port", Integer.toString(brokerPort)));
+        cmd.addAll(extraArgs);
         try {
             if (log == null) {
                 log = Files.newBufferedWriter(logFile, StandardCharsets.UTF_8,
                     StandardOpenOption.CREATE, StandardOpenOption.APPEND);
             }
-            logLine("==== start #" + starts + ": " + String.join(" ", cmd));
+            logLine("==== start #" + starts + ": " + String.join(" ",
+                cmd.stream().map(a -> a.contains(" ") ? "'" + a + "'" : a).toList()));
             ProcessBuilder pb = new ProcessBuilder(cmd);
             pb.environment().putIfAbsent("RUST_BACKTRACE", "1");
             process = pb.start();

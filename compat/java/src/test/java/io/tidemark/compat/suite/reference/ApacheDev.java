@@ -3,6 +3,7 @@ package io.tidemark.compat.suite.reference;
 import java.io.File;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.rocketmq.broker.BrokerController;
 import org.apache.rocketmq.common.BrokerConfig;
@@ -20,10 +21,15 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * {@code scripts/apache-dev}) checks the tests themselves against the reference implementation.
  * Not a test; the suite never starts it unless told to.
  *
- * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>}. SIGTERM shuts both
- * down gracefully (JVM shutdown hook); SIGKILL does not.
+ * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--message-delay-level <levels>]}.
+ * {@code --message-delay-level} (e.g. {@code "1s 2s 3s"}) goes to
+ * {@link MessageStoreConfig#setMessageDelayLevel}, as {@code messageDelayLevel} in a broker.conf would.
+ * SIGTERM shuts both down gracefully (JVM shutdown hook); SIGKILL does not.
  */
 public final class ApacheDev {
+
+    private static final Set<String> KNOWN =
+        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--message-delay-level");
 
     private ApacheDev() {
     }
@@ -39,6 +45,12 @@ public final class ApacheDev {
         String dataDir = opts.get("--data-dir");
         if (dataDir == null || !opts.containsKey("--namesrv-port") || !opts.containsKey("--broker-port")) {
             usage();
+        }
+        for (String k : opts.keySet()) {
+            if (!KNOWN.contains(k)) {
+                System.err.println("unknown option " + k);
+                usage();
+            }
         }
         int namesrvPort = Integer.parseInt(opts.get("--namesrv-port"));
         int brokerPort = Integer.parseInt(opts.get("--broker-port"));
@@ -76,6 +88,10 @@ public final class ApacheDev {
         store.setStorePathCommitLog(new File(storeRoot, "commitlog").getPath());
         store.setHaListenPort(brokerPort + 1);
         store.setMappedFileSizeCommitLog(64 * 1024 * 1024);
+        String delayLevels = opts.remove("--message-delay-level");
+        if (delayLevels != null) {
+            store.setMessageDelayLevel(delayLevels);
+        }
         BrokerController broker = new BrokerController(brokerConfig, brokerNetty, new NettyClientConfig(), store);
         if (!broker.initialize()) {
             throw new IllegalStateException("broker failed to initialize");
@@ -92,7 +108,8 @@ public final class ApacheDev {
     }
 
     private static void usage() {
-        System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>");
+        System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>"
+            + " [--message-delay-level \"1s 5s 10s ...\"]");
         System.exit(2);
     }
 }
