@@ -56,11 +56,15 @@ class Scenario15RetryDepthVisibleTest extends SuiteBase {
         attempts.awaitCount("dead", 2, Duration.ofSeconds(40), SuiteBase::serverLog);
 
         ConsumeStats[] cs = new ConsumeStats[1];
-        // commits are every second (Clients.PERSIST_INTERVAL_MS): poll until the retry queue's is in
-        Wait.until("examineConsumeStats(" + group + ") to show " + retry + " consumed", Duration.ofSeconds(20), () -> {
+        // The client's offset persist starts 10 s after it does and then sends one oneway update per
+        // queue, so the retry topic's commit and the topic's arrive separately: wait for both.
+        Wait.until("examineConsumeStats(" + group + ") to show " + retry + " and " + topic + " consumed",
+            Duration.ofSeconds(30), () -> {
             cs[0] = Stats.examine(admin, group, null, Duration.ofSeconds(10));
             Map<Integer, OffsetWrapper> r = Stats.byQueue(cs[0], retry);
+            Map<Integer, OffsetWrapper> t = Stats.byQueue(cs[0], topic);
             return sum(Stats.brokerOffsets(r)) == 2 && sum(Stats.consumerOffsets(r)) == 2
+                && sum(Stats.brokerOffsets(t)) == 2 && sum(Stats.consumerOffsets(t)) == 2
                 && cs[0].computeTotalDiff() == 0;
         }, () -> "last " + cs[0].getOffsetTable() + serverLog());
         Map<Integer, OffsetWrapper> retryQueues = Stats.byQueue(cs[0], retry);
