@@ -30,7 +30,7 @@ import java.util.stream.Stream;
  * One {@code tidemark dev} child process (name server + broker) for a test class.
  *
  * <p>Command line: {@code <tidemark.bin> dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [extra...]},
- * where the extra arguments (none by default; see {@link DevArgs}) are passed on unchanged, on every start.
+ * where the extra arguments (none by default; see compat/java's {@code DevArgs}) are passed on unchanged, on every start.
  * Ready when a stdout line contains {@value #READY_LINE}. stdout and stderr of every start go to
  * one log file under {@code target/tidemark-suite-logs/}; its tail is put into failure messages.
  * {@link #restart()} reuses the data directory and both ports, which is what the restart
@@ -79,7 +79,7 @@ public final class TidemarkProcess implements AutoCloseable {
         String prop = System.getProperty("tidemark.bin");
         if (prop == null || prop.isBlank()) {
             fail("system property tidemark.bin is not set; run e.g. "
-                + "`mvn -B -ntp -f compat/java test -Pcompat-suite -Dtidemark.bin=/path/to/tidemark`");
+                + "`mvn -B -ntp -f compat/java test -Pcompat-suite -Dtidemark.bin=/path/to/tidemark` (or compat/java5)");
         }
         Path bin = Path.of(prop).toAbsolutePath();
         if (!Files.isRegularFile(bin) || !Files.isExecutable(bin)) {

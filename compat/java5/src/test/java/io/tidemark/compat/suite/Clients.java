@@ -1,4 +1,4 @@
-package io.tidemark.compat5;
+package io.tidemark.compat.suite;
 
 import java.util.ArrayDeque;
 import java.util.Deque;

@@ -1,4 +1,4 @@
-package io.tidemark.compat5;
+package io.tidemark.compat.suite;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
