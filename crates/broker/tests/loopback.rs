@@ -945,20 +945,8 @@ async fn operator_resets_hold_against_stale_commits() {
         }
     }
     async fn offset(client: &RemotingClient, broker: &str) -> i64 {
-        let request = RemotingCommand::request_with_header(
-            RequestCode::QueryConsumerOffset,
-            &QueryConsumerOffsetRequestHeader {
-                consumer_group: GROUP.into(),
-                topic: TOPIC.into(),
-                queue_id: 0,
-                set_zero_if_not_found: Some(false),
-                broker_name: None,
-            },
-        );
-        client
-            .invoke(broker, request, WAIT)
+        query_offset(client, broker)
             .await
-            .expect("answered")
             .decode_header::<OffsetResponseHeader>()
             .expect("offset")
             .offset
