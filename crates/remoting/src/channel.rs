@@ -65,6 +65,7 @@ pub struct Channel {
 struct Inner {
     id: u64,
     peer: SocketAddr,
+    local: SocketAddr,
     outbound: mpsc::Sender<RemotingCommand>,
     pending: Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>,
     /// Cancelled when the connection is closed for good.
@@ -93,6 +94,7 @@ impl Channel {
         stop_reading: CancellationToken,
     ) -> Result<(Channel, tokio::task::JoinHandle<()>), RemotingError> {
         let peer = stream.peer_addr()?;
+        let local = stream.local_addr()?;
         // Frames are small and latency matters more than packet count.
         stream.set_nodelay(true)?;
         let (read_half, write_half) = stream.into_split();
@@ -101,6 +103,7 @@ impl Channel {
             inner: Arc::new(Inner {
                 id: NEXT_CHANNEL_ID.fetch_add(1, Ordering::Relaxed),
                 peer,
+                local,
                 outbound,
                 pending: Mutex::new(HashMap::new()),
                 closed: CancellationToken::new(),
@@ -125,6 +128,11 @@ impl Channel {
 
     pub fn peer_addr(&self) -> SocketAddr {
         self.inner.peer
+    }
+
+    /// This end's address (a client names itself by the IP it reaches the cluster from).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
     }
 
     pub fn is_closed(&self) -> bool {

@@ -1,0 +1,84 @@
+//! Settings every producer and consumer shares (Java `ClientConfig`).
+
+use std::time::Duration;
+
+/// Where the cluster is and how often to talk to it.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Name server addresses (`host:port`); tried in turn when one fails.
+    pub namesrv_addrs: Vec<String>,
+    /// The part of the client id after `@`. `None`: `DEFAULT` for broadcasting consumers (so
+    /// their offset file is found again after a restart), a per-process unique name otherwise.
+    pub instance_name: Option<String>,
+    /// The IP in the client id. `None`: the local address of the connection to the name server.
+    pub client_ip: Option<String>,
+    /// Timeout of ordinary requests (Java `mqClientApiTimeout`).
+    pub request_timeout: Duration,
+    /// Route refresh period (Java `pollNameServerInterval`).
+    pub poll_name_server_interval: Duration,
+    /// Heartbeat period (Java `heartbeatBrokerInterval`).
+    pub heartbeat_interval: Duration,
+    /// Consumer offset persist period (Java `persistConsumerOffsetInterval`).
+    pub persist_offset_interval: Duration,
+}
+
+impl ClientConfig {
+    pub fn new(namesrv_addrs: impl Into<String>) -> Self {
+        Self {
+            namesrv_addrs: namesrv_addrs
+                .into()
+                .split(';')
+                .map(str::trim)
+                .filter(|addr| !addr.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            namesrv_addrs: Vec::new(),
+            instance_name: None,
+            client_ip: None,
+            request_timeout: Duration::from_secs(3),
+            poll_name_server_interval: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(30),
+            persist_offset_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A process-unique instance name, as Java derives one from the pid when none is set.
+pub(crate) fn unique_instance_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}#{}{}",
+        std::process::id(),
+        nanos,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_server_list_is_semicolon_separated() {
+        let config = ClientConfig::new("127.0.0.1:9876; 127.0.0.1:9877;");
+        assert_eq!(config.namesrv_addrs, ["127.0.0.1:9876", "127.0.0.1:9877"]);
+    }
+
+    #[test]
+    fn instance_names_are_unique() {
+        assert_ne!(unique_instance_name(), unique_instance_name());
+    }
+}

@@ -1,0 +1,715 @@
+//! [`ClientInstance`]: one producer's or consumer's view of the cluster — routes from the name
+//! servers, broker addresses, heartbeats, and the typed requests to brokers (Java
+//! `MQClientInstance` plus `MQClientAPIImpl`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidemark_protocol::body::{
+    ConsumerData, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
+    MessageQueue, ProducerData, TopicRouteData,
+};
+use tidemark_protocol::headers::{
+    ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader, OffsetResponseHeader,
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader, UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
+};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::message::{decode_records, DecodeOptions};
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{Channel, RemotingClient, Reply, ReplyFuture, RequestHandler};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::config::ClientConfig;
+use crate::error::{ClientError, Result};
+use crate::message::MessageExt;
+use crate::route::BrokerAddressTable;
+use crate::BoxFuture;
+
+/// The topic whose route stands in for topics the name server does not know yet
+/// (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
+pub const AUTO_CREATE_TOPIC: &str = "TBW102";
+/// Every Java client also registers this producer group (`MixAll.CLIENT_INNER_PRODUCER_GROUP`).
+pub const CLIENT_INNER_PRODUCER_GROUP: &str = "CLIENT_INNER_PRODUCER";
+
+/// Long-poll hold time the push consumer asks for (`BROKER_SUSPEND_MAX_TIME_MILLIS`).
+pub const PULL_SUSPEND: Duration = Duration::from_secs(15);
+/// RPC timeout of a held pull (`CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND`).
+pub const PULL_TIMEOUT_WHEN_SUSPENDED: Duration = Duration::from_secs(30);
+
+/// Requests a broker sends to a client, served by a consumer.
+pub(crate) trait BrokerRequests: Send + Sync + 'static {
+    /// NOTIFY_CONSUMER_IDS_CHANGED for `group`.
+    fn consumer_ids_changed(&self, group: &str);
+    /// RESET_CONSUMER_CLIENT_OFFSET: new offsets for `group`'s queues of `topic`.
+    fn reset_offsets(
+        &self,
+        group: &str,
+        topic: &str,
+        offsets: BTreeMap<MessageQueue, i64>,
+    ) -> BoxFuture<'static, ()>;
+}
+
+#[derive(Default)]
+struct BrokerRequestRouter {
+    target: OnceLock<Weak<dyn BrokerRequests>>,
+}
+
+impl RequestHandler for BrokerRequestRouter {
+    fn handle(&self, _channel: Channel, request: RemotingCommand) -> ReplyFuture {
+        let target = self.target.get().and_then(Weak::upgrade);
+        Box::pin(async move {
+            let Some(target) = target else {
+                return Reply::Unsupported;
+            };
+            match request.request_code() {
+                RequestCode::NotifyConsumerIdsChanged => {
+                    if let Some(group) = request.ext_fields.get("consumerGroup") {
+                        target.consumer_ids_changed(group);
+                    }
+                    Reply::NoResponse
+                }
+                RequestCode::ResetConsumerClientOffset => {
+                    let reply = match reset_request(&request) {
+                        Ok((group, topic, offsets)) => {
+                            target.reset_offsets(&group, &topic, offsets).await;
+                            RemotingCommand::response(ResponseCode::Success, None)
+                        }
+                        Err(error) => RemotingCommand::response(
+                            ResponseCode::SystemError,
+                            Some(error.to_string()),
+                        ),
+                    };
+                    if request.is_oneway() {
+                        Reply::NoResponse
+                    } else {
+                        Reply::Response(reply)
+                    }
+                }
+                _ => Reply::Unsupported,
+            }
+        })
+    }
+}
+
+fn reset_request(
+    request: &RemotingCommand,
+) -> Result<(String, String, BTreeMap<MessageQueue, i64>)> {
+    let header: tidemark_protocol::headers::ResetOffsetRequestHeader = request.decode_header()?;
+    let body = tidemark_protocol::body::MessageQueueOffsets::from_json_bytes(&request.body)?;
+    Ok((header.group, header.topic, body.offset_table))
+}
+
+/// What a pull found.
+#[derive(Debug)]
+pub(crate) enum PullStatus {
+    Found(Vec<MessageExt>),
+    NoNewMessage,
+    NoMatchedMessage,
+    OffsetIllegal,
+}
+
+#[derive(Debug)]
+pub(crate) struct PullOutcome {
+    pub status: PullStatus,
+    pub next_begin_offset: i64,
+    pub suggest_which_broker_id: i64,
+}
+
+/// One producer's or consumer's connection to the cluster.
+pub(crate) struct ClientInstance {
+    config: ClientConfig,
+    client_id: OnceLock<String>,
+    instance_name: String,
+    remoting: RemotingClient,
+    router: Arc<BrokerRequestRouter>,
+    routes: Mutex<BTreeMap<String, Arc<TopicRouteData>>>,
+    /// Topics used before the name server knew them (sent through the auto-create template).
+    pending_topics: Mutex<BTreeSet<String>>,
+    brokers: Mutex<BrokerAddressTable>,
+    namesrv_next: AtomicUsize,
+    producer_groups: Mutex<BTreeSet<String>>,
+    consumers: Mutex<Vec<ConsumerData>>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for ClientInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientInstance")
+            .field("client_id", &self.client_id.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientInstance {
+    pub fn new(config: ClientConfig, instance_name: String) -> Arc<Self> {
+        let router = Arc::new(BrokerRequestRouter::default());
+        let handler: Arc<dyn RequestHandler> = router.clone();
+        Arc::new(Self {
+            remoting: RemotingClient::new(Default::default(), Some(handler)),
+            router,
+            config,
+            client_id: OnceLock::new(),
+            instance_name,
+            routes: Mutex::new(BTreeMap::new()),
+            pending_topics: Mutex::new(BTreeSet::new()),
+            brokers: Mutex::new(BrokerAddressTable::default()),
+            namesrv_next: AtomicUsize::new(0),
+            producer_groups: Mutex::new(BTreeSet::new()),
+            consumers: Mutex::new(Vec::new()),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// `ip@instanceName`, fixed at [`ClientInstance::start`].
+    pub fn client_id(&self) -> &str {
+        self.client_id.get().map(String::as_str).unwrap_or("")
+    }
+
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// Routes broker requests (rebalance notices, offset resets) to `target`.
+    pub fn serve_broker_requests(&self, target: Weak<dyn BrokerRequests>) {
+        let _ = self.router.target.set(target);
+    }
+
+    pub fn register_producer(&self, group: &str) {
+        lock(&self.producer_groups).insert(group.to_owned());
+    }
+
+    pub fn register_consumer(&self, data: ConsumerData) {
+        lock(&self.consumers).push(data);
+    }
+
+    /// Fixes the client id and starts route refresh and heartbeats.
+    pub async fn start(self: &Arc<Self>) -> Result<()> {
+        if self.config.namesrv_addrs.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "no name server address configured".into(),
+            ));
+        }
+        let ip = match &self.config.client_ip {
+            Some(ip) => ip.clone(),
+            None => self.local_ip().await?,
+        };
+        let _ = self.client_id.set(format!("{ip}@{}", self.instance_name));
+        let me = Arc::downgrade(self);
+        let token = self.shutdown.clone();
+        let period = self.config.poll_name_server_interval;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    _ = tokio::time::sleep(period) => {}
+                }
+                let Some(instance) = me.upgrade() else { break };
+                instance.refresh_all_routes().await;
+            }
+        });
+        let me = Arc::downgrade(self);
+        let token = self.shutdown.clone();
+        let period = self.config.heartbeat_interval;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = token.cancelled() => break,
+                    _ = tokio::time::sleep(period) => {}
+                }
+                let Some(instance) = me.upgrade() else { break };
+                instance.send_heartbeats().await;
+            }
+        });
+        Ok(())
+    }
+
+    /// The IP this host reaches the first answering name server from.
+    async fn local_ip(&self) -> Result<String> {
+        let mut last = None;
+        for addr in &self.config.namesrv_addrs {
+            match self.remoting.channel(addr).await {
+                Ok(channel) => return Ok(channel.local_addr().ip().to_string()),
+                Err(error) => last = Some(error),
+            }
+        }
+        Err(last.map_or_else(
+            || ClientError::InvalidArgument("no name server address configured".into()),
+            ClientError::from,
+        ))
+    }
+
+    /// Stops the background work, says goodbye to every broker, closes connections.
+    pub async fn shutdown(&self, producer_group: Option<&str>, consumer_group: Option<&str>) {
+        self.shutdown.cancel();
+        let addresses: Vec<String> = lock(&self.brokers)
+            .all_addresses()
+            .map(|(_, _, addr)| addr.to_owned())
+            .collect();
+        for addr in addresses {
+            let header = UnregisterClientRequestHeader {
+                client_id: self.client_id().to_owned(),
+                producer_group: producer_group.map(str::to_owned),
+                consumer_group: consumer_group.map(str::to_owned),
+            };
+            let request =
+                RemotingCommand::request_with_header(RequestCode::UnregisterClient, &header);
+            if let Err(error) = self.call(&addr, request).await {
+                debug!(%addr, %error, "unregister failed");
+            }
+        }
+        self.remoting.shutdown();
+    }
+
+    // --- routes ----------------------------------------------------------------------------
+
+    /// Asks the name servers for `topic`'s route: `Ok(None)` when it does not exist.
+    pub async fn fetch_route(&self, topic: &str) -> Result<Option<TopicRouteData>> {
+        let servers = &self.config.namesrv_addrs;
+        let start = self.namesrv_next.load(Ordering::Relaxed);
+        let mut last_error = None;
+        for step in 0..servers.len() {
+            let index = (start + step) % servers.len();
+            let addr = &servers[index];
+            let header = GetRouteInfoRequestHeader {
+                topic: topic.to_owned(),
+                accept_standard_json_only: None,
+            };
+            let request =
+                RemotingCommand::request_with_header(RequestCode::GetRouteInfoByTopic, &header);
+            match self.call(addr, request).await {
+                Ok(response) => {
+                    self.namesrv_next.store(index, Ordering::Relaxed);
+                    return match response.response_code() {
+                        ResponseCode::Success => Ok(Some(
+                            TopicRouteData::from_json_bytes(&response.body)
+                                .map_err(|error| bad_response(addr, error))?,
+                        )),
+                        ResponseCode::TopicNotExist => Ok(None),
+                        code => Err(broker_error(addr, code, &response)),
+                    };
+                }
+                Err(error) => {
+                    debug!(%addr, %error, "name server unreachable");
+                    last_error = Some(error);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ClientError::InvalidArgument("no name server".into())))
+    }
+
+    /// Fetches and caches `topic`'s route (and its brokers' addresses).
+    pub async fn update_route(&self, topic: &str) -> Result<Option<Arc<TopicRouteData>>> {
+        let Some(route) = self.fetch_route(topic).await? else {
+            return Ok(None);
+        };
+        let route = Arc::new(route);
+        lock(&self.brokers).merge(&route.broker_datas);
+        lock(&self.routes).insert(topic.to_owned(), route.clone());
+        Ok(Some(route))
+    }
+
+    pub fn cached_route(&self, topic: &str) -> Option<Arc<TopicRouteData>> {
+        lock(&self.routes).get(topic).cloned()
+    }
+
+    pub fn watch_topic(&self, topic: &str, route: Arc<TopicRouteData>) {
+        lock(&self.brokers).merge(&route.broker_datas);
+        lock(&self.routes).insert(topic.to_owned(), route);
+    }
+
+    /// Keeps asking for `topic`'s route until the name server knows it.
+    pub fn watch_pending_topic(&self, topic: &str) {
+        lock(&self.pending_topics).insert(topic.to_owned());
+    }
+
+    async fn refresh_all_routes(&self) {
+        let mut topics: Vec<String> = lock(&self.routes).keys().cloned().collect();
+        topics.extend(lock(&self.pending_topics).iter().cloned());
+        for topic in topics {
+            match self.update_route(&topic).await {
+                Ok(Some(_)) => {
+                    lock(&self.pending_topics).remove(&topic);
+                }
+                Ok(None) => {}
+                Err(error) => debug!(%topic, %error, "route refresh failed"),
+            }
+        }
+    }
+
+    pub fn master_addr(&self, broker_name: &str) -> Option<String> {
+        lock(&self.brokers).master(broker_name).map(str::to_owned)
+    }
+
+    /// The address to pull from or commit to: `broker_id` if known, else any address of the
+    /// broker name (so a slave serves while the master is away). The flag says "slave".
+    pub fn subscribe_addr(&self, broker_name: &str, broker_id: i64) -> Option<(String, bool)> {
+        lock(&self.brokers)
+            .for_subscribe(broker_name, broker_id, false)
+            .map(|(addr, slave)| (addr.to_owned(), slave))
+    }
+
+    /// [`ClientInstance::subscribe_addr`], refreshing `topic`'s route once if the broker is unknown.
+    pub async fn subscribe_addr_refreshing(
+        &self,
+        topic: &str,
+        broker_name: &str,
+        broker_id: i64,
+    ) -> Result<(String, bool)> {
+        if let Some(found) = self.subscribe_addr(broker_name, broker_id) {
+            return Ok(found);
+        }
+        self.update_route(topic).await?;
+        self.subscribe_addr(broker_name, broker_id)
+            .ok_or_else(|| ClientError::BrokerNotFound {
+                broker_name: broker_name.to_owned(),
+            })
+    }
+
+    // --- heartbeats ------------------------------------------------------------------------
+
+    fn heartbeat_data(&self) -> HeartbeatData {
+        let mut producers: Vec<ProducerData> = lock(&self.producer_groups)
+            .iter()
+            .map(|group| ProducerData {
+                group_name: group.clone(),
+            })
+            .collect();
+        producers.push(ProducerData {
+            group_name: CLIENT_INNER_PRODUCER_GROUP.into(),
+        });
+        HeartbeatData {
+            client_id: self.client_id().to_owned(),
+            producer_data_set: producers,
+            consumer_data_set: lock(&self.consumers).clone(),
+            ..HeartbeatData::default()
+        }
+    }
+
+    /// HEART_BEAT to every known broker (masters only when there are no consumers).
+    pub async fn send_heartbeats(&self) {
+        let data = self.heartbeat_data();
+        let with_slaves = !data.consumer_data_set.is_empty();
+        let body = Bytes::from(data.to_json_bytes());
+        let targets: Vec<String> = lock(&self.brokers)
+            .all_addresses()
+            .filter(|(_, id, _)| with_slaves || *id == tidemark_protocol::body::MASTER_ID)
+            .map(|(_, _, addr)| addr.to_owned())
+            .collect();
+        for addr in targets {
+            let request = RemotingCommand::request(RequestCode::HeartBeat).with_body(body.clone());
+            match self.call(&addr, request).await {
+                Ok(response) if response.response_code() == ResponseCode::Success => {}
+                Ok(response) => warn!(%addr, code = ?response.response_code(), "heartbeat refused"),
+                Err(error) => debug!(%addr, %error, "heartbeat failed"),
+            }
+        }
+    }
+
+    // --- requests --------------------------------------------------------------------------
+
+    /// Sends a request with the configured timeout.
+    pub async fn call(&self, addr: &str, request: RemotingCommand) -> Result<RemotingCommand> {
+        self.call_with_timeout(addr, request, self.config.request_timeout)
+            .await
+    }
+
+    pub async fn call_with_timeout(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand> {
+        Ok(self.remoting.invoke(addr, request, timeout).await?)
+    }
+
+    pub async fn oneway(&self, addr: &str, request: RemotingCommand) -> Result<()> {
+        Ok(self.remoting.invoke_oneway(addr, request).await?)
+    }
+
+    pub async fn pull(
+        &self,
+        addr: &str,
+        header: &PullMessageRequestHeader,
+        queue: &MessageQueue,
+        timeout: Duration,
+    ) -> Result<PullOutcome> {
+        let request = RemotingCommand::request_with_header(RequestCode::PullMessage, header);
+        let response = self.call_with_timeout(addr, request, timeout).await?;
+        let code = response.response_code();
+        let status = match code {
+            ResponseCode::Success => {
+                let records = decode_records(&response.body, DecodeOptions::default())?;
+                let mut messages = Vec::with_capacity(records.len());
+                for record in records {
+                    messages.push(MessageExt::from_record(record, queue)?);
+                }
+                PullStatus::Found(messages)
+            }
+            ResponseCode::PullNotFound => PullStatus::NoNewMessage,
+            ResponseCode::PullRetryImmediately => PullStatus::NoMatchedMessage,
+            ResponseCode::PullOffsetMoved => PullStatus::OffsetIllegal,
+            other => return Err(broker_error(addr, other, &response)),
+        };
+        let header: PullMessageResponseHeader = response
+            .decode_header()
+            .map_err(|error| bad_response(addr, error))?;
+        Ok(PullOutcome {
+            status,
+            next_begin_offset: header.next_begin_offset,
+            suggest_which_broker_id: header.suggest_which_broker_id,
+        })
+    }
+
+    /// QUERY_CONSUMER_OFFSET: `Ok(None)` only for QUERY_NOT_FOUND.
+    pub async fn query_consumer_offset(
+        &self,
+        addr: &str,
+        group: &str,
+        queue: &MessageQueue,
+    ) -> Result<Option<i64>> {
+        let header = QueryConsumerOffsetRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            set_zero_if_not_found: None,
+            broker_name: Some(queue.broker_name.clone()),
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::QueryConsumerOffset, &header);
+        let response = self.call(addr, request).await?;
+        match response.response_code() {
+            ResponseCode::Success => {
+                let header: OffsetResponseHeader = response
+                    .decode_header()
+                    .map_err(|error| bad_response(addr, error))?;
+                Ok(Some(header.offset))
+            }
+            ResponseCode::QueryNotFound => Ok(None),
+            code => Err(broker_error(addr, code, &response)),
+        }
+    }
+
+    /// UPDATE_CONSUMER_OFFSET, oneway.
+    pub async fn update_consumer_offset(
+        &self,
+        addr: &str,
+        group: &str,
+        queue: &MessageQueue,
+        offset: i64,
+    ) -> Result<()> {
+        let header = UpdateConsumerOffsetRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            commit_offset: offset,
+            broker_name: Some(queue.broker_name.clone()),
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header);
+        self.oneway(addr, request).await
+    }
+
+    pub async fn max_offset(&self, addr: &str, queue: &MessageQueue) -> Result<i64> {
+        let header = GetMaxOffsetRequestHeader {
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            committed: None,
+            broker_name: Some(queue.broker_name.clone()),
+        };
+        let request = RemotingCommand::request_with_header(RequestCode::GetMaxOffset, &header);
+        self.offset_call(addr, request).await
+    }
+
+    pub async fn search_offset(
+        &self,
+        addr: &str,
+        queue: &MessageQueue,
+        timestamp_ms: i64,
+    ) -> Result<i64> {
+        let header = SearchOffsetRequestHeader {
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            timestamp: timestamp_ms,
+            boundary_type: None,
+            broker_name: Some(queue.broker_name.clone()),
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::SearchOffsetByTimestamp, &header);
+        self.offset_call(addr, request).await
+    }
+
+    async fn offset_call(&self, addr: &str, request: RemotingCommand) -> Result<i64> {
+        let response = self.call(addr, request).await?;
+        match response.response_code() {
+            ResponseCode::Success => {
+                let header: OffsetResponseHeader = response
+                    .decode_header()
+                    .map_err(|error| bad_response(addr, error))?;
+                Ok(header.offset)
+            }
+            code => Err(broker_error(addr, code, &response)),
+        }
+    }
+
+    /// GET_CONSUMER_LIST_BY_GROUP, sorted as every member must sort it.
+    pub async fn consumer_ids(&self, addr: &str, group: &str) -> Result<Vec<String>> {
+        let header = GetConsumerListByGroupRequestHeader {
+            consumer_group: group.to_owned(),
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::GetConsumerListByGroup, &header);
+        let response = self.call(addr, request).await?;
+        match response.response_code() {
+            ResponseCode::Success => {
+                let mut ids = ConsumerListBody::from_json_bytes(&response.body)
+                    .map_err(|error| bad_response(addr, error))?
+                    .consumer_id_list;
+                ids.sort();
+                ids.dedup();
+                Ok(ids)
+            }
+            code => Err(broker_error(addr, code, &response)),
+        }
+    }
+
+    /// CONSUMER_SEND_MSG_BACK to the master of the message's broker.
+    pub async fn send_back(
+        &self,
+        addr: &str,
+        header: &ConsumerSendMsgBackRequestHeader,
+    ) -> Result<()> {
+        let request =
+            RemotingCommand::request_with_header(RequestCode::ConsumerSendMsgBack, header);
+        let response = self
+            .call_with_timeout(addr, request, Duration::from_secs(5))
+            .await?;
+        match response.response_code() {
+            ResponseCode::Success => Ok(()),
+            code => Err(broker_error(addr, code, &response)),
+        }
+    }
+
+    /// LOCK_BATCH_MQ: the queues the broker now holds for this client.
+    pub async fn lock_queues(
+        &self,
+        addr: &str,
+        group: &str,
+        queues: Vec<MessageQueue>,
+    ) -> Result<BTreeSet<MessageQueue>> {
+        let body = LockBatchRequestBody {
+            client_id: self.client_id().to_owned(),
+            consumer_group: group.to_owned(),
+            mq_set: queues,
+            only_this_broker: false,
+        };
+        let request =
+            RemotingCommand::request(RequestCode::LockBatchMq).with_body(body.to_json_bytes());
+        let response = self.call(addr, request).await?;
+        match response.response_code() {
+            ResponseCode::Success => Ok(LockBatchResponseBody::from_json_bytes(&response.body)
+                .map_err(|error| bad_response(addr, error))?
+                .lock_ok_mq_set
+                .into_iter()
+                .collect()),
+            code => Err(broker_error(addr, code, &response)),
+        }
+    }
+
+    /// UNLOCK_BATCH_MQ, oneway.
+    pub async fn unlock_queues(
+        &self,
+        addr: &str,
+        group: &str,
+        queues: Vec<MessageQueue>,
+    ) -> Result<()> {
+        let body = LockBatchRequestBody {
+            client_id: self.client_id().to_owned(),
+            consumer_group: group.to_owned(),
+            mq_set: queues,
+            only_this_broker: false,
+        };
+        let request =
+            RemotingCommand::request(RequestCode::UnlockBatchMq).with_body(body.to_json_bytes());
+        self.oneway(addr, request).await
+    }
+
+    pub fn log_started(&self, role: &str, group: &str) {
+        info!(client_id = %self.client_id(), %role, %group, "started");
+    }
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn broker_error(
+    peer: &str,
+    code: ResponseCode,
+    response: &RemotingCommand,
+) -> ClientError {
+    ClientError::Broker {
+        peer: peer.to_owned(),
+        code,
+        remark: response.remark.clone().unwrap_or_default(),
+    }
+}
+
+pub(crate) fn bad_response(peer: &str, error: impl std::fmt::Display) -> ClientError {
+    ClientError::BadResponse {
+        peer: peer.to_owned(),
+        detail: error.to_string(),
+    }
+}
+
+/// The broker end of a remote offset store.
+pub(crate) struct InstanceOffsetBroker {
+    pub instance: Arc<ClientInstance>,
+}
+
+impl crate::offset_store::OffsetBroker for InstanceOffsetBroker {
+    fn query<'a>(
+        &'a self,
+        group: &'a str,
+        queue: &'a MessageQueue,
+    ) -> BoxFuture<'a, Result<Option<i64>>> {
+        Box::pin(async move {
+            let addr = match self.instance.master_addr(&queue.broker_name) {
+                Some(addr) => addr,
+                None => {
+                    self.instance
+                        .subscribe_addr_refreshing(&queue.topic, &queue.broker_name, 0)
+                        .await?
+                        .0
+                }
+            };
+            self.instance
+                .query_consumer_offset(&addr, group, queue)
+                .await
+        })
+    }
+
+    fn commit<'a>(
+        &'a self,
+        group: &'a str,
+        queue: &'a MessageQueue,
+        offset: i64,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            // The master if known, else any address of the broker name (a slave while the
+            // master is away), refreshing the route once when the broker is unknown.
+            let (addr, _) = self
+                .instance
+                .subscribe_addr_refreshing(&queue.topic, &queue.broker_name, 0)
+                .await?;
+            self.instance
+                .update_consumer_offset(&addr, group, queue, offset)
+                .await
+        })
+    }
+}

@@ -1,0 +1,44 @@
+//! `tidemark-client` is Tidemark's RocketMQ client: a [`Producer`], a push consumer
+//! ([`PushConsumer`], concurrent or orderly), a lite pull consumer ([`LitePullConsumer`]) and the
+//! two offset stores, speaking RocketMQ's 4.x remoting protocol to Tidemark or to an Apache
+//! RocketMQ cluster.
+//!
+//! Consumer progress follows RocketMQ exactly: a queue's committed offset is the smallest offset
+//! still being consumed (see [`ProcessQueue`]), it only moves forward in memory, and it reaches
+//! the broker every five seconds, piggy-backed on pulls, before a queue is given up, and at
+//! shutdown (see [`OffsetStore`]).
+
+use std::future::Future;
+use std::pin::Pin;
+
+mod allocate;
+mod config;
+mod consumer;
+mod error;
+mod instance;
+mod message;
+mod offset_store;
+mod process_queue;
+mod producer;
+mod route;
+
+pub use allocate::{AllocateStrategy, ConsistentHashRing};
+pub use config::ClientConfig;
+pub use consumer::{
+    concurrent_fn, orderly_fn, ConcurrentListener, ConsumeResult, ConsumeStatus, ConsumerSettings,
+    OrderlyListener, OrderlyStatus, PushConsumer, PushConsumerBuilder,
+};
+pub use error::{ClientError, Result};
+pub use message::{
+    dlq_topic, retry_topic, Message, MessageExt, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX,
+};
+pub use offset_store::{OffsetBroker, OffsetStore, OffsetTable, ReadOffsetType};
+pub use process_queue::{FlowControl, FlowLimits, ProcessQueue};
+pub use producer::{
+    select_by_key, Producer, ProducerBuilder, ProducerSettings, SendResult, SendStatus,
+};
+pub use route::{subscribe_queues, BrokerAddressTable, PublishQueues};
+pub use tidemark_protocol::body::{ConsumeFromWhere, MessageModel, MessageQueue};
+
+/// A boxed, sendable future (listeners and the offset broker are trait objects).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -1,0 +1,583 @@
+//! Consumer progress on the client: [`OffsetStore`], one type over the two places RocketMQ
+//! keeps it — the broker (clustering; Java `RemoteBrokerOffsetStore`) and a local file
+//! (broadcasting; Java `LocalFileOffsetStore`).
+//!
+//! Both keep an in-memory [`OffsetTable`] that consumption advances increase-only; they differ
+//! in where `persist` writes and where `read(.., Store)` reads. The value everywhere is the
+//! next offset to consume.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tidemark_protocol::body::{MessageQueue, MessageQueueOffsets};
+use tidemark_protocol::json::{JsonBody, WriteOptions};
+use tracing::{debug, warn};
+
+use crate::error::{ClientError, Result};
+use crate::BoxFuture;
+
+/// Where [`OffsetStore::read`] looks (Java `ReadOffsetType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOffsetType {
+    /// Only the in-memory table.
+    Memory,
+    /// Only the persisted copy (broker or file); a value found is cached in memory.
+    Store,
+    /// Memory if present, else the persisted copy.
+    MemoryThenStore,
+}
+
+/// The in-memory offsets of one consumer group, by queue.
+///
+/// Invariant: an increase-only update never lowers a stored value; only an explicit overwrite
+/// (an offset read from the store, an operator reset, a corrected out-of-range offset) does.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OffsetTable {
+    offsets: BTreeMap<MessageQueue, i64>,
+}
+
+impl OffsetTable {
+    /// Records `offset` for `queue`. With `increase_only` a lower value than the one held is
+    /// ignored (consume results can finish out of order).
+    pub fn update(&mut self, queue: &MessageQueue, offset: i64, increase_only: bool) {
+        match self.offsets.get_mut(queue) {
+            Some(current) => {
+                let before = *current;
+                if !increase_only || offset > *current {
+                    *current = offset;
+                }
+                debug_assert!(!increase_only || *current >= before);
+            }
+            None => {
+                self.offsets.insert(queue.clone(), offset);
+            }
+        }
+    }
+
+    pub fn get(&self, queue: &MessageQueue) -> Option<i64> {
+        self.offsets.get(queue).copied()
+    }
+
+    pub fn remove(&mut self, queue: &MessageQueue) -> Option<i64> {
+        self.offsets.remove(queue)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&MessageQueue, i64)> {
+        self.offsets.iter().map(|(queue, offset)| (queue, *offset))
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+}
+
+/// The broker side of a remote offset store, implemented over the network by the client and
+/// by fakes in tests.
+pub trait OffsetBroker: Send + Sync + 'static {
+    /// QUERY_CONSUMER_OFFSET: `Ok(None)` when the broker has no offset for the queue
+    /// (QUERY_NOT_FOUND); any other failure is an error.
+    fn query<'a>(
+        &'a self,
+        group: &'a str,
+        queue: &'a MessageQueue,
+    ) -> BoxFuture<'a, Result<Option<i64>>>;
+
+    /// UPDATE_CONSUMER_OFFSET, oneway.
+    fn commit<'a>(
+        &'a self,
+        group: &'a str,
+        queue: &'a MessageQueue,
+        offset: i64,
+    ) -> BoxFuture<'a, Result<()>>;
+}
+
+enum Backend {
+    Remote(Arc<dyn OffsetBroker>),
+    Local(OffsetFile),
+}
+
+/// Consumer progress of one group: an in-memory table plus where it is persisted.
+pub struct OffsetStore {
+    group: String,
+    table: Mutex<OffsetTable>,
+    backend: Backend,
+}
+
+impl std::fmt::Debug for OffsetStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.backend {
+            Backend::Remote(_) => "remote",
+            Backend::Local(_) => "local",
+        };
+        f.debug_struct("OffsetStore")
+            .field("group", &self.group)
+            .field("backend", &kind)
+            .field("table", &*self.lock())
+            .finish()
+    }
+}
+
+impl OffsetStore {
+    /// Clustering: offsets live on the broker.
+    pub fn remote(group: impl Into<String>, broker: Arc<dyn OffsetBroker>) -> Self {
+        Self {
+            group: group.into(),
+            table: Mutex::new(OffsetTable::default()),
+            backend: Backend::Remote(broker),
+        }
+    }
+
+    /// Broadcasting: offsets live in `path` (RocketMQ's `offsets.json` format).
+    pub fn local_file(group: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        Self {
+            group: group.into(),
+            table: Mutex::new(OffsetTable::default()),
+            backend: Backend::Local(OffsetFile::new(path.into())),
+        }
+    }
+
+    /// RocketMQ's default file: `<dir>/<clientId>/<group>/offsets.json`, where `dir` is
+    /// `~/.rocketmq_offsets` unless configured.
+    pub fn default_local_path(dir: &Path, client_id: &str, group: &str) -> PathBuf {
+        dir.join(client_id).join(group).join("offsets.json")
+    }
+
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    pub fn is_remote(&self) -> bool {
+        matches!(self.backend, Backend::Remote(_))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OffsetTable> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Loads the persisted offsets into memory (local file only; remote offsets are read per
+    /// queue when it is assigned). A corrupt file falls back to its `.bak`; both corrupt is an
+    /// error.
+    pub fn load(&self) -> Result<()> {
+        if let Backend::Local(file) = &self.backend {
+            let loaded = file.read()?;
+            let mut table = self.lock();
+            for (queue, offset) in loaded {
+                table.update(&queue, offset, false);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records progress in memory; see [`OffsetTable::update`].
+    pub fn update(&self, queue: &MessageQueue, offset: i64, increase_only: bool) {
+        self.lock().update(queue, offset, increase_only);
+    }
+
+    /// The in-memory offset of `queue`, if any.
+    pub fn read_memory(&self, queue: &MessageQueue) -> Option<i64> {
+        self.lock().get(queue)
+    }
+
+    /// The offset of `queue`: `Ok(None)` when there is none.
+    pub async fn read(&self, queue: &MessageQueue, from: ReadOffsetType) -> Result<Option<i64>> {
+        if from != ReadOffsetType::Store {
+            if let Some(offset) = self.lock().get(queue) {
+                return Ok(Some(offset));
+            }
+            if from == ReadOffsetType::Memory {
+                return Ok(None);
+            }
+        }
+        let stored = match &self.backend {
+            Backend::Remote(broker) => broker.query(&self.group, queue).await?,
+            Backend::Local(file) => file.read()?.get(queue).copied(),
+        };
+        if let Some(offset) = stored {
+            self.lock().update(queue, offset, false);
+        }
+        Ok(stored)
+    }
+
+    /// Persists the offsets of `assigned` queues. Remote: one oneway commit per queue (sent even
+    /// when unchanged, so a broker that lost it learns it again), and entries of queues no
+    /// longer assigned are dropped. Local: the file is rewritten with these entries.
+    pub async fn persist_all(&self, assigned: &BTreeSet<MessageQueue>) -> Result<()> {
+        let entries: Vec<(MessageQueue, i64)> = {
+            let mut table = self.lock();
+            if self.is_remote() {
+                table.offsets.retain(|queue, _| assigned.contains(queue));
+            }
+            table
+                .iter()
+                .filter(|(queue, _)| assigned.contains(*queue))
+                .map(|(queue, offset)| (queue.clone(), offset))
+                .collect()
+        };
+        self.write(&entries).await
+    }
+
+    /// Persists one queue's offset (before the queue is given up in a rebalance).
+    pub async fn persist(&self, queue: &MessageQueue) -> Result<()> {
+        let entry = self.lock().get(queue);
+        match entry {
+            Some(offset) => self.write(&[(queue.clone(), offset)]).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn write(&self, entries: &[(MessageQueue, i64)]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        match &self.backend {
+            Backend::Remote(broker) => {
+                let mut first_error = None;
+                for (queue, offset) in entries {
+                    if let Err(error) = broker.commit(&self.group, queue, *offset).await {
+                        warn!(group = %self.group, ?queue, offset, %error, "offset commit failed");
+                        first_error.get_or_insert(error);
+                    } else {
+                        debug!(group = %self.group, ?queue, offset, "offset committed");
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            }
+            Backend::Local(file) => file.merge_and_write(entries),
+        }
+    }
+
+    /// Forgets `queue`'s offset in memory (the persisted copy stays).
+    pub fn remove(&self, queue: &MessageQueue) {
+        self.lock().remove(queue);
+    }
+
+    /// A copy of the in-memory table.
+    pub fn snapshot(&self) -> OffsetTable {
+        self.lock().clone()
+    }
+}
+
+/// RocketMQ's `offsets.json` of a broadcasting consumer, written so that a crash at any point
+/// leaves either the old or the new content readable.
+struct OffsetFile {
+    path: PathBuf,
+    /// Serialises writers within this process (persist timer vs. shutdown).
+    write_lock: Mutex<()>,
+}
+
+impl OffsetFile {
+    fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            write_lock: Mutex::new(()),
+        }
+    }
+
+    fn sibling(&self, suffix: &str) -> PathBuf {
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(suffix);
+        self.path.with_file_name(name)
+    }
+
+    fn error(path: &Path, detail: impl std::fmt::Display) -> ClientError {
+        ClientError::OffsetFile {
+            path: path.to_owned(),
+            detail: detail.to_string(),
+        }
+    }
+
+    fn parse(path: &Path) -> Result<Option<BTreeMap<MessageQueue, i64>>> {
+        let bytes = match fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(Self::error(path, error)),
+        };
+        // Java writes nothing for an empty table; an empty file is an empty table.
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Some(BTreeMap::new()));
+        }
+        MessageQueueOffsets::from_json_bytes(&bytes)
+            .map(|wrapper| Some(wrapper.offset_table))
+            .map_err(|error| Self::error(path, format!("not a valid offsets file: {error}")))
+    }
+
+    /// The file's offsets; the `.bak` when the file is missing or corrupt; empty when neither
+    /// exists. Both unreadable is an error naming both.
+    fn read(&self) -> Result<BTreeMap<MessageQueue, i64>> {
+        let backup = self.sibling(".bak");
+        match Self::parse(&self.path) {
+            Ok(Some(table)) => Ok(table),
+            Ok(None) => Ok(Self::parse(&backup)?.unwrap_or_default()),
+            Err(main_error) => match Self::parse(&backup) {
+                Ok(Some(table)) => {
+                    warn!(path = %self.path.display(), error = %main_error,
+                        "offset file unreadable; using its .bak");
+                    Ok(table)
+                }
+                Ok(None) => Err(main_error),
+                Err(backup_error) => Err(Self::error(
+                    &self.path,
+                    format!("{main_error}; and the backup: {backup_error}"),
+                )),
+            },
+        }
+    }
+
+    fn merge_and_write(&self, entries: &[(MessageQueue, i64)]) -> Result<()> {
+        let _writer = self
+            .write_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut table = self.read().unwrap_or_else(|error| {
+            warn!(%error, "rewriting an unreadable offset file from memory");
+            BTreeMap::new()
+        });
+        for (queue, offset) in entries {
+            table.insert(queue.clone(), *offset);
+        }
+        let text = MessageQueueOffsets {
+            offset_table: table,
+        }
+        .to_json_bytes_with(WriteOptions::PRETTY);
+        self.replace(&text)
+    }
+
+    /// tmp written and synced → current copied to `.bak` → tmp renamed over the file.
+    fn replace(&self, content: &[u8]) -> Result<()> {
+        let path = &self.path;
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|error| Self::error(path, error))?;
+        }
+        let tmp = self.sibling(".tmp");
+        let write = |target: &Path, bytes: &[u8]| -> std::io::Result<()> {
+            let mut file = fs::File::create(target)?;
+            file.write_all(bytes)?;
+            file.sync_data()
+        };
+        write(&tmp, content).map_err(|error| Self::error(&tmp, error))?;
+        match fs::read(path) {
+            Ok(previous) => {
+                let backup = self.sibling(".bak");
+                write(&backup, &previous).map_err(|error| Self::error(&backup, error))?;
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(Self::error(path, error)),
+        }
+        fs::rename(&tmp, path).map_err(|error| Self::error(path, error))?;
+        if let Some(dir) = path.parent() {
+            // Makes the rename itself durable; not every platform can open a directory.
+            if let Ok(handle) = fs::File::open(dir) {
+                let _ = handle.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A broker that keeps commits in a map, as the broker's ConsumerOffsetManager does.
+    #[derive(Default)]
+    struct FakeBroker {
+        offsets: Mutex<BTreeMap<MessageQueue, i64>>,
+        commits: Mutex<Vec<(MessageQueue, i64)>>,
+    }
+
+    impl OffsetBroker for FakeBroker {
+        fn query<'a>(
+            &'a self,
+            _group: &'a str,
+            queue: &'a MessageQueue,
+        ) -> BoxFuture<'a, Result<Option<i64>>> {
+            Box::pin(async move { Ok(self.offsets.lock().expect("lock").get(queue).copied()) })
+        }
+
+        fn commit<'a>(
+            &'a self,
+            _group: &'a str,
+            queue: &'a MessageQueue,
+            offset: i64,
+        ) -> BoxFuture<'a, Result<()>> {
+            Box::pin(async move {
+                self.offsets
+                    .lock()
+                    .expect("lock")
+                    .insert(queue.clone(), offset);
+                self.commits
+                    .lock()
+                    .expect("lock")
+                    .push((queue.clone(), offset));
+                Ok(())
+            })
+        }
+    }
+
+    fn mq(id: i32) -> MessageQueue {
+        MessageQueue::new("T", "broker-a", id)
+    }
+
+    /// The behaviour both stores share, run against each.
+    async fn shared_contract(store: &OffsetStore, reopen: impl Fn() -> OffsetStore) {
+        let (q0, q1) = (mq(0), mq(1));
+        assert_eq!(
+            store.read(&q0, ReadOffsetType::Memory).await.expect("read"),
+            None
+        );
+        assert_eq!(
+            store
+                .read(&q0, ReadOffsetType::MemoryThenStore)
+                .await
+                .expect("read"),
+            None
+        );
+
+        store.update(&q0, 10, true);
+        store.update(&q0, 7, true);
+        assert_eq!(
+            store.read(&q0, ReadOffsetType::Memory).await.expect("read"),
+            Some(10)
+        );
+        store.update(&q0, 7, false);
+        assert_eq!(
+            store.read(&q0, ReadOffsetType::Memory).await.expect("read"),
+            Some(7)
+        );
+        store.update(&q0, 12, true);
+        store.update(&q1, 3, true);
+
+        let assigned: BTreeSet<_> = [q0.clone(), q1.clone()].into();
+        store.persist_all(&assigned).await.expect("persist");
+        let again = reopen();
+        again.load().expect("load");
+        assert_eq!(
+            again.read(&q0, ReadOffsetType::Store).await.expect("read"),
+            Some(12)
+        );
+        assert_eq!(
+            again
+                .read(&q1, ReadOffsetType::MemoryThenStore)
+                .await
+                .expect("read"),
+            Some(3)
+        );
+
+        // Forgetting a queue in memory keeps the persisted copy.
+        store.remove(&q1);
+        assert_eq!(
+            store.read(&q1, ReadOffsetType::Memory).await.expect("read"),
+            None
+        );
+        assert_eq!(
+            store.read(&q1, ReadOffsetType::Store).await.expect("read"),
+            Some(3)
+        );
+
+        // persist of one queue writes just that queue's current value.
+        store.update(&q0, 20, true);
+        store.persist(&q0).await.expect("persist");
+        assert_eq!(
+            reopen()
+                .read(&q0, ReadOffsetType::Store)
+                .await
+                .expect("read"),
+            Some(20)
+        );
+    }
+
+    #[tokio::test]
+    async fn remote_store_meets_the_shared_contract() {
+        let broker = Arc::new(FakeBroker::default());
+        let store = OffsetStore::remote("G", broker.clone());
+        let reopen = || OffsetStore::remote("G", broker.clone());
+        shared_contract(&store, reopen).await;
+    }
+
+    #[tokio::test]
+    async fn local_store_meets_the_shared_contract() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = OffsetStore::default_local_path(dir.path(), "127.0.0.1@DEFAULT", "G");
+        let store = OffsetStore::local_file("G", &path);
+        let reopen = || OffsetStore::local_file("G", &path);
+        shared_contract(&store, reopen).await;
+    }
+
+    #[tokio::test]
+    async fn remote_persist_all_commits_assigned_queues_and_drops_the_rest() {
+        let broker = Arc::new(FakeBroker::default());
+        let store = OffsetStore::remote("G", broker.clone());
+        store.update(&mq(0), 5, true);
+        store.update(&mq(1), 6, true);
+        store.persist_all(&[mq(0)].into()).await.expect("persist");
+        assert_eq!(*broker.commits.lock().expect("lock"), vec![(mq(0), 5)]);
+        assert_eq!(
+            store.snapshot().get(&mq(1)),
+            None,
+            "unassigned entry dropped"
+        );
+        // Unchanged values are sent again.
+        store.persist_all(&[mq(0)].into()).await.expect("persist");
+        assert_eq!(broker.commits.lock().expect("lock").len(), 2);
+    }
+
+    #[tokio::test]
+    async fn local_file_is_rocketmq_format_and_falls_back_to_bak() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("g").join("offsets.json");
+        let store = OffsetStore::local_file("G", &path);
+        store.update(&mq(0), 1, true);
+        store.persist_all(&[mq(0)].into()).await.expect("persist");
+        store.update(&mq(0), 2, true);
+        store.persist_all(&[mq(0)].into()).await.expect("persist");
+
+        let text = fs::read_to_string(&path).expect("file");
+        assert!(text.contains("\"offsetTable\""), "{text}");
+        let parsed = MessageQueueOffsets::from_json_bytes(text.as_bytes()).expect("parse");
+        assert_eq!(parsed.offset_table.get(&mq(0)), Some(&2));
+        let backup = dir.path().join("g").join("offsets.json.bak");
+        let parsed = MessageQueueOffsets::from_json_bytes(&fs::read(&backup).expect("bak"))
+            .expect("parse bak");
+        assert_eq!(
+            parsed.offset_table.get(&mq(0)),
+            Some(&1),
+            "bak holds the previous content"
+        );
+
+        // A torn main file: the .bak is used.
+        fs::write(&path, b"{\"offsetTable\":{{\"brokerN").expect("tear");
+        let reopened = OffsetStore::local_file("G", &path);
+        reopened.load().expect("load from bak");
+        assert_eq!(reopened.snapshot().get(&mq(0)), Some(1));
+
+        // Both corrupt: a clear error naming the file.
+        fs::write(&backup, b"garbage").expect("tear bak");
+        let error = OffsetStore::local_file("G", &path)
+            .load()
+            .expect_err("both corrupt");
+        let message = error.to_string();
+        assert!(
+            message.contains("offsets.json") && message.contains("backup"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn local_file_reads_java_written_offsets() {
+        // Shape written by rocketmq-client's LocalFileOffsetStore (fastjson pretty, object keys).
+        let java = "{\n\t\"offsetTable\":{{\n\t\t\t\"brokerName\":\"broker-a\",\n\t\t\t\"queueId\":3,\n\t\t\t\"topic\":\"T\"\n\t\t}:42\n\t}\n}";
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("offsets.json");
+        fs::write(&path, java).expect("write");
+        let store = OffsetStore::local_file("G", &path);
+        store.load().expect("load");
+        assert_eq!(store.snapshot().get(&mq(3)), Some(42));
+    }
+}

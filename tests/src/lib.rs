@@ -1,0 +1,292 @@
+//! `tidemark-tests` holds the cross-process scenarios: Tidemark's Rust client against a server
+//! started in a child process — `tidemark dev` by default, or any binary with the same command
+//! line named by `TIDEMARK_TEST_SERVER` (the test script points it at
+//! `compat/java/scripts/apache-dev`, Apache RocketMQ's own name server and broker).
+//!
+//! [`DevServer`] starts the server on free loopback ports in a temporary data directory, waits
+//! for its ready line, and stops it (and deletes the directory) when dropped.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the server prints once the name server and broker are up.
+pub const READY_LINE: &str = "tidemark dev ready";
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+const TAIL_LINES: usize = 60;
+
+/// Short delay levels for retry tests: level n is n seconds.
+pub const SHORT_DELAY_LEVELS: &str =
+    "1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s 17s 18s";
+
+/// A name server + broker in a child process.
+#[derive(Debug)]
+pub struct DevServer {
+    bin: PathBuf,
+    extra_args: Vec<String>,
+    data_dir: tempfile::TempDir,
+    namesrv_port: u16,
+    broker_port: u16,
+    child: Option<Child>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    log_path: PathBuf,
+}
+
+/// The server binary: `TIDEMARK_TEST_SERVER`, else the workspace's `target/debug/tidemark`.
+pub fn server_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("TIDEMARK_TEST_SERVER") {
+        return PathBuf::from(bin);
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target"));
+    target.join("debug").join("tidemark")
+}
+
+/// Whether the scenarios run against Apache RocketMQ (the stand-in script) rather than Tidemark.
+pub fn against_apache() -> bool {
+    server_binary()
+        .file_name()
+        .is_some_and(|name| name.to_string_lossy().contains("apache"))
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
+    listener.local_addr().expect("local address").port()
+}
+
+impl DevServer {
+    /// Starts a server; `extra_args` are appended to the `dev` command line.
+    pub fn start(name: &str, extra_args: &[&str]) -> DevServer {
+        let bin = server_binary();
+        assert!(
+            bin.exists(),
+            "server binary {} not found; build it with `cargo build -p tidemark` or set TIDEMARK_TEST_SERVER",
+            bin.display()
+        );
+        let logs = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(|root| root.join("target").join("tidemark-test-logs"))
+            .unwrap_or_else(std::env::temp_dir);
+        std::fs::create_dir_all(&logs).expect("create the log directory");
+        let mut server = DevServer {
+            bin,
+            extra_args: extra_args.iter().map(|arg| (*arg).to_owned()).collect(),
+            data_dir: tempfile::Builder::new()
+                .prefix("tidemark-test-")
+                .tempdir()
+                .expect("create a data directory"),
+            namesrv_port: free_port(),
+            broker_port: free_port(),
+            child: None,
+            tail: Arc::new(Mutex::new(VecDeque::new())),
+            log_path: logs.join(format!("{name}-{}.log", std::process::id())),
+        };
+        server.launch();
+        server
+    }
+
+    pub fn namesrv_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.namesrv_port)
+    }
+
+    pub fn broker_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.broker_port)
+    }
+
+    fn launch(&mut self) {
+        let mut command = Command::new(&self.bin);
+        command
+            .arg("dev")
+            .arg("--data-dir")
+            .arg(self.data_dir.path())
+            .arg("--namesrv-port")
+            .arg(self.namesrv_port.to_string())
+            .arg("--broker-port")
+            .arg(self.broker_port.to_string())
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", self.bin.display()));
+        let log = Arc::new(Mutex::new(
+            File::options()
+                .create(true)
+                .append(true)
+                .open(&self.log_path)
+                .expect("open the server log"),
+        ));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            self.drain(stdout, log.clone(), Some(ready_tx));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            self.drain(stderr, log, None);
+        }
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if ready_rx.recv_timeout(Duration::from_millis(100)).is_ok() {
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "server exited with {status} before it was ready\n{}",
+                    self.tail_text()
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "server not ready within {READY_TIMEOUT:?}\n{}",
+                    self.tail_text()
+                );
+            }
+        }
+        self.child = Some(child);
+    }
+
+    fn drain(
+        &self,
+        stream: impl std::io::Read + Send + 'static,
+        log: Arc<Mutex<File>>,
+        ready: Option<mpsc::Sender<()>>,
+    ) {
+        let tail = self.tail.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if let Ok(mut file) = log.lock() {
+                    let _ = writeln!(file, "{line}");
+                }
+                if let Some(ready) = &ready {
+                    if line.contains(READY_LINE) {
+                        let _ = ready.send(());
+                    }
+                }
+                if let Ok(mut tail) = tail.lock() {
+                    tail.push_back(line);
+                    while tail.len() > TAIL_LINES {
+                        tail.pop_front();
+                    }
+                }
+            }
+        });
+    }
+
+    /// The last lines the server printed, for failure messages.
+    pub fn tail_text(&self) -> String {
+        let tail = self
+            .tail
+            .lock()
+            .map(|tail| tail.iter().cloned().collect::<Vec<_>>())
+            .unwrap_or_default();
+        format!(
+            "---- {} ----\n{}\n---- end ----",
+            self.log_path.display(),
+            tail.join("\n")
+        )
+    }
+
+    /// Graceful stop (SIGTERM), waiting for the process to exit.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "server did not stop within {STOP_TIMEOUT:?} of SIGTERM\n{}",
+            self.tail_text()
+        );
+    }
+
+    /// SIGKILL: nothing gets a chance to persist.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts again on the same ports and data directory.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop() or kill() before restart()");
+        self.launch();
+    }
+}
+
+impl Drop for DevServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let deadline = Instant::now() + STOP_TIMEOUT;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `condition` every 100 ms until it holds or `timeout` passes.
+pub async fn wait_until<F: FnMut() -> bool>(timeout: Duration, mut condition: F) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A unique name for a topic or group of one test.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Logs to the test output when `RUST_LOG` is set.
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
