@@ -526,6 +526,16 @@ impl ClientInstance {
         self.offset_call(addr, request).await
     }
 
+    pub async fn min_offset(&self, addr: &str, queue: &MessageQueue) -> Result<i64> {
+        let header = tidemark_protocol::headers::GetMinOffsetRequestHeader {
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            broker_name: Some(queue.broker_name.clone()),
+        };
+        let request = RemotingCommand::request_with_header(RequestCode::GetMinOffset, &header);
+        self.offset_call(addr, request).await
+    }
+
     pub async fn search_offset(
         &self,
         addr: &str,

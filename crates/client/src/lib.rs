@@ -11,6 +11,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+mod admin;
 mod allocate;
 mod config;
 mod consumer;
@@ -22,11 +23,13 @@ mod process_queue;
 mod producer;
 mod route;
 
+pub use admin::Admin;
 pub use allocate::{AllocateStrategy, ConsistentHashRing};
 pub use config::ClientConfig;
 pub use consumer::{
     concurrent_fn, orderly_fn, ConcurrentListener, ConsumeResult, ConsumeStatus, ConsumerSettings,
-    OrderlyListener, OrderlyStatus, PushConsumer, PushConsumerBuilder,
+    LitePullConsumer, LitePullConsumerBuilder, OrderlyListener, OrderlyStatus, PushConsumer,
+    PushConsumerBuilder, Settlement,
 };
 pub use error::{ClientError, Result};
 pub use message::{
@@ -38,7 +41,10 @@ pub use producer::{
     select_by_key, Producer, ProducerBuilder, ProducerSettings, SendResult, SendStatus,
 };
 pub use route::{subscribe_queues, BrokerAddressTable, PublishQueues};
-pub use tidemark_protocol::body::{ConsumeFromWhere, MessageModel, MessageQueue};
+pub use tidemark_protocol::body::{
+    ConsumeFromWhere, ConsumeStats, MessageModel, MessageQueue, OffsetWrapper, TopicOffset,
+    TopicStatsTable,
+};
 
 /// A boxed, sendable future (listeners and the offset broker are trait objects).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -16,7 +16,9 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::listener::{ConcurrentListener, ConsumeResult, OrderlyListener, OrderlyStatus};
+use super::listener::{
+    ConcurrentListener, ConsumeResult, OrderlyListener, OrderlyStatus, Settlement,
+};
 use super::ConsumerSettings;
 use crate::config::unique_instance_name;
 use crate::error::{ClientError, Result};
@@ -44,23 +46,31 @@ const LOCK_RENEW_INTERVAL: Duration = Duration::from_secs(20);
 /// Default maximum deliveries of a concurrently consumed message (`maxReconsumeTimes` −1).
 const DEFAULT_MAX_RECONSUME_TIMES: i32 = 16;
 
-/// The application's listener.
+/// Pulled messages waiting for a lite pull consumer's `poll`, with the queue they came from.
+pub(crate) type LiteBatch = (Arc<QueueSlot>, Vec<MessageExt>);
+
+/// Where pulled messages go: the application's listener (push), or the poll buffer (lite pull).
 #[derive(Clone)]
 pub(crate) enum Listener {
     Concurrent(Arc<dyn ConcurrentListener>),
     Orderly(Arc<dyn OrderlyListener>),
+    Lite(tokio::sync::mpsc::Sender<LiteBatch>),
 }
 
 impl Listener {
     fn is_orderly(&self) -> bool {
         matches!(self, Listener::Orderly(_))
     }
+
+    fn is_lite(&self) -> bool {
+        matches!(self, Listener::Lite(_))
+    }
 }
 
 /// One assigned queue: its process queue and the token that stops its pull loop.
-struct QueueSlot {
-    queue: MessageQueue,
-    process: Mutex<ProcessQueue>,
+pub(crate) struct QueueSlot {
+    pub(crate) queue: MessageQueue,
+    pub(crate) process: Mutex<ProcessQueue>,
     cancel: CancellationToken,
     /// Orderly: one consume task per queue at a time.
     consume_lock: tokio::sync::Mutex<()>,
@@ -76,11 +86,11 @@ impl QueueSlot {
         })
     }
 
-    fn is_dropped(&self) -> bool {
+    pub(crate) fn is_dropped(&self) -> bool {
         lock(&self.process).is_dropped()
     }
 
-    fn drop_queue(&self) {
+    pub(crate) fn drop_queue(&self) {
         lock(&self.process).drop_queue();
         self.cancel.cancel();
     }
@@ -104,6 +114,8 @@ pub(crate) struct ConsumerCore {
     /// Serialises rebalances (timer, notices, resets).
     rebalance_lock: tokio::sync::Mutex<()>,
     token: CancellationToken,
+    /// Lite pull `assign` mode: the application picks the queues; no rebalance.
+    manual_assignment: AtomicBool,
     /// What the instance's broker-request router points to (weakly).
     broker_target: OnceLock<Arc<dyn BrokerRequests>>,
 }
@@ -175,7 +187,8 @@ impl ConsumerCore {
                 SubscriptionData::from_expression(topic, expression, sub_version),
             );
         }
-        if !broadcasting {
+        // Push consumers in clustering mode also consume their retries; lite pull has none.
+        if !broadcasting && !listener.is_lite() {
             let retry = retry_topic(&settings.group);
             subscriptions.insert(
                 retry.clone(),
@@ -184,7 +197,11 @@ impl ConsumerCore {
         }
         instance.register_consumer(ConsumerData {
             group_name: settings.group.clone(),
-            consume_type: ConsumeType::ConsumePassively,
+            consume_type: if listener.is_lite() {
+                ConsumeType::ConsumeActively
+            } else {
+                ConsumeType::ConsumePassively
+            },
             message_model: settings.message_model,
             consume_from_where: settings.consume_from_where,
             subscription_data_set: subscriptions.values().cloned().collect(),
@@ -225,6 +242,7 @@ impl ConsumerCore {
             rebalance_lock: tokio::sync::Mutex::new(()),
             token: instance.shutdown_token().child_token(),
             instance,
+            manual_assignment: AtomicBool::new(false),
             broker_target: OnceLock::new(),
         });
         let target: Arc<dyn BrokerRequests> = Arc::new(BrokerRequestTarget(Arc::downgrade(&core)));
@@ -333,7 +351,10 @@ impl ConsumerCore {
     // --- rebalance ---------------------------------------------------------------------------
 
     async fn rebalance(self: &Arc<Self>) {
-        if self.paused.load(Ordering::Acquire) || self.token.is_cancelled() {
+        if self.paused.load(Ordering::Acquire)
+            || self.token.is_cancelled()
+            || self.manual_assignment.load(Ordering::Acquire)
+        {
             return;
         }
         let _serial = self.rebalance_lock.lock().await;
@@ -381,12 +402,21 @@ impl ConsumerCore {
         Ok(())
     }
 
-    async fn update_queue_table(self: &Arc<Self>, topic: &str, mine: BTreeSet<MessageQueue>) {
+    pub(crate) async fn update_queue_table(
+        self: &Arc<Self>,
+        topic: &str,
+        mine: BTreeSet<MessageQueue>,
+    ) {
         let now = Instant::now();
         let leaving: Vec<Arc<QueueSlot>> = lock(&self.queues)
             .values()
             .filter(|slot| slot.queue.topic == topic)
-            .filter(|slot| !mine.contains(&slot.queue) || lock(&slot.process).is_pull_expired(now))
+            .filter(|slot| {
+                // A push queue not pulled for long has a stuck pull loop: restart it (Java
+                // does; lite pull does not, its application may just not be polling).
+                !mine.contains(&slot.queue)
+                    || (!self.listener.is_lite() && lock(&slot.process).is_pull_expired(now))
+            })
             .cloned()
             .collect();
         for slot in leaving {
@@ -455,7 +485,12 @@ impl ConsumerCore {
 
     /// Where a newly assigned queue starts (Java `computePullFromWhereWithException`).
     async fn compute_start_offset(&self, queue: &MessageQueue) -> Result<i64> {
-        if let Some(offset) = self.offsets.read(queue, ReadOffsetType::Store).await? {
+        let from = if self.listener.is_lite() {
+            ReadOffsetType::MemoryThenStore
+        } else {
+            ReadOffsetType::Store
+        };
+        if let Some(offset) = self.offsets.read(queue, from).await? {
             if offset >= 0 {
                 return Ok(offset);
             }
@@ -568,11 +603,13 @@ impl ConsumerCore {
                 self.pause(&slot, wait).await;
                 continue;
             }
-            let commit_offset = if self.is_clustering() {
+            // Push consumers piggy-back their progress; lite pull commits only by persisting.
+            let commit_offset = if self.is_clustering() && !self.listener.is_lite() {
                 self.offsets.read_memory(&queue).unwrap_or(0)
             } else {
                 0
             };
+            let lite = self.listener.is_lite();
             let (addr, from_slave) = match self
                 .instance
                 .subscribe_addr_refreshing(&queue.topic, &queue.broker_name, broker_id)
@@ -592,15 +629,19 @@ impl ConsumerCore {
                 queue_offset: next_offset,
                 max_msg_nums: self.settings.pull_batch_size,
                 // A slave never stores piggy-backed commits; do not offer them.
-                sys_flag: pull_sys_flag::build(
-                    commit_offset > 0 && !from_slave,
-                    true,
-                    false,
-                    false,
-                ),
+                sys_flag: pull_sys_flag::build(commit_offset > 0 && !from_slave, true, lite, false),
                 commit_offset,
                 suspend_timeout_millis: PULL_SUSPEND.as_millis() as i64,
-                subscription: None,
+                // Lite pull sends its expression; push consumers rely on their heartbeat.
+                subscription: if lite {
+                    Some(
+                        subscription
+                            .as_ref()
+                            .map_or_else(|| "*".to_owned(), |sub| sub.sub_string.clone()),
+                    )
+                } else {
+                    None
+                },
                 sub_version: subscription.as_ref().map_or(0, |sub| sub.sub_version),
                 expression_type: Some("TAG".into()),
                 max_msg_bytes: None,
@@ -638,7 +679,15 @@ impl ConsumerCore {
                         continue;
                     }
                     let start_orderly = lock(&slot.process).put(messages.iter().cloned());
-                    self.dispatch(&slot, messages, start_orderly);
+                    if let Listener::Lite(buffer) = &self.listener {
+                        // Waits while the poll buffer is full: backpressure on pulling.
+                        tokio::select! {
+                            _ = slot.cancel.cancelled() => break,
+                            sent = buffer.send((slot.clone(), messages)) => if sent.is_err() { break },
+                        }
+                    } else {
+                        self.dispatch(&slot, messages, start_orderly);
+                    }
                 }
                 PullStatus::NoNewMessage | PullStatus::NoMatchedMessage => {
                     next_offset = outcome.next_begin_offset;
@@ -705,6 +754,7 @@ impl ConsumerCore {
                     tokio::spawn(async move { core.consume_orderly(listener, slot).await });
                 }
             }
+            Listener::Lite(_) => {}
         }
     }
 
@@ -760,10 +810,10 @@ impl ConsumerCore {
         batch: Vec<MessageExt>,
         result: ConsumeResult,
     ) {
-        let first_failed = result.first_failed(batch.len());
+        let plan = Settlement::plan(&result, batch.len(), self.is_clustering());
         let mut retry_here = Vec::new();
-        for message in &batch[first_failed..] {
-            if !self.is_clustering() {
+        for message in &batch[plan.first_failed..] {
+            if !plan.send_back {
                 warn!(msg_id = %message.msg_id, "broadcasting: a failed message is dropped");
                 continue;
             }
@@ -774,16 +824,12 @@ impl ConsumerCore {
                 retry_here.push(again);
             }
         }
-        let keep: BTreeSet<i64> = retry_here
+        let failed: Vec<i64> = retry_here
             .iter()
             .map(|message| message.queue_offset)
             .collect();
-        let done = batch
-            .iter()
-            .map(|message| message.queue_offset)
-            .filter(|offset| !keep.contains(offset));
-        let commit = lock(&slot.process).remove(done);
-        if commit >= 0 && !slot.is_dropped() {
+        let commit = plan.finish(&mut lock(&slot.process), &batch, &failed);
+        if let Some(commit) = commit {
             self.offsets.update(&slot.queue, commit, true);
         }
         if !retry_here.is_empty() {
@@ -986,6 +1032,73 @@ impl ConsumerCore {
         self.paused.store(false, Ordering::Release);
         drop(_serial);
         self.request_rebalance();
+    }
+
+    // --- lite pull ---------------------------------------------------------------------------
+
+    pub(crate) fn offsets(&self) -> &OffsetStore {
+        &self.offsets
+    }
+
+    pub(crate) fn instance(&self) -> &Arc<ClientInstance> {
+        &self.instance
+    }
+
+    pub(crate) fn slot(&self, queue: &MessageQueue) -> Option<Arc<QueueSlot>> {
+        lock(&self.queues).get(queue).cloned()
+    }
+
+    pub(crate) fn group(&self) -> &str {
+        &self.settings.group
+    }
+
+    /// Lite pull `assign`: from now on exactly `queues` are consumed, no rebalance.
+    pub(crate) async fn assign(self: &Arc<Self>, queues: BTreeSet<MessageQueue>) {
+        self.manual_assignment.store(true, Ordering::Release);
+        let _serial = self.rebalance_lock.lock().await;
+        let mut topics: BTreeSet<String> = queues.iter().map(|queue| queue.topic.clone()).collect();
+        topics.extend(self.assigned_queues().into_iter().map(|queue| queue.topic));
+        for topic in topics {
+            let mine = queues
+                .iter()
+                .filter(|queue| queue.topic == topic)
+                .cloned()
+                .collect();
+            self.update_queue_table(&topic, mine).await;
+        }
+    }
+
+    /// Lite pull `seek`: the queue's pull restarts at `offset`, discarding what was buffered.
+    pub(crate) async fn seek(self: &Arc<Self>, queue: &MessageQueue, offset: i64) -> Result<()> {
+        let _serial = self.rebalance_lock.lock().await;
+        let Some(old) = self.slot(queue) else {
+            return Err(ClientError::InvalidArgument(format!(
+                "{queue:?} is not assigned to this consumer (it may be rebalancing)"
+            )));
+        };
+        let addr = self.broker_addr(queue).await?;
+        let max = self.instance.max_offset(&addr, queue).await?;
+        let min = self.instance.min_offset(&addr, queue).await?;
+        if offset < min || offset > max {
+            return Err(ClientError::InvalidArgument(format!(
+                "seek offset {offset} is outside {min}..={max} of {queue:?}"
+            )));
+        }
+        old.drop_queue();
+        let slot = QueueSlot::new(queue.clone());
+        lock(&self.queues).insert(queue.clone(), slot.clone());
+        let core = self.clone();
+        tokio::spawn(async move { core.pull_loop(slot, offset).await });
+        Ok(())
+    }
+
+    /// The queue's lowest and highest offsets at the broker.
+    pub(crate) async fn queue_bounds(&self, queue: &MessageQueue) -> Result<(i64, i64)> {
+        let addr = self.broker_addr(queue).await?;
+        Ok((
+            self.instance.min_offset(&addr, queue).await?,
+            self.instance.max_offset(&addr, queue).await?,
+        ))
     }
 
     pub(crate) async fn shutdown(&self) {

@@ -74,6 +74,47 @@ impl From<ConsumeStatus> for ConsumeResult {
     }
 }
 
+/// How a consumed batch is settled (Java `processConsumeResult`, concurrent), decided without I/O:
+/// which messages go back to the broker, and — once the send-backs are done — which offset the
+/// queue may commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// Messages counted as consumed.
+    pub ok: usize,
+    /// Messages to retry: `first_failed..len` of the batch.
+    pub first_failed: usize,
+    /// Clustering: failed messages go back to the broker; broadcasting: they are dropped.
+    pub send_back: bool,
+}
+
+impl Settlement {
+    pub fn plan(result: &ConsumeResult, len: usize, clustering: bool) -> Self {
+        let first_failed = result.first_failed(len);
+        Self {
+            ok: first_failed,
+            first_failed,
+            send_back: clustering,
+        }
+    }
+
+    /// Removes the batch from the process queue, except the messages whose send-back failed
+    /// (they are consumed again locally and keep pinning the offset). Returns the offset to
+    /// commit, or `None` when nothing may be committed (the queue was empty or is dropped).
+    pub fn finish(
+        &self,
+        process: &mut crate::process_queue::ProcessQueue,
+        batch: &[MessageExt],
+        send_back_failed: &[i64],
+    ) -> Option<i64> {
+        let done = batch
+            .iter()
+            .map(|message| message.queue_offset)
+            .filter(|offset| !send_back_failed.contains(offset));
+        let commit = process.remove(done);
+        (commit >= 0 && !process.is_dropped()).then_some(commit)
+    }
+}
+
 /// An orderly listener's verdict (Java `ConsumeOrderlyStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderlyStatus {
@@ -141,6 +182,64 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process_queue::ProcessQueue;
+    use std::time::Instant;
+    use tidemark_protocol::body::MessageQueue;
+    use tidemark_protocol::message::MessageRecord;
+
+    fn batch(offsets: std::ops::Range<i64>) -> Vec<MessageExt> {
+        offsets
+            .map(|offset| {
+                let record = MessageRecord {
+                    topic: "T".into(),
+                    queue_offset: offset,
+                    body: "b".into(),
+                    ..MessageRecord::default()
+                };
+                MessageExt::from_record(record, &MessageQueue::new("T", "b", 0)).expect("record")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn settlement_commits_past_sent_back_messages_but_not_past_local_retries() {
+        let mut process = ProcessQueue::new(Instant::now());
+        let messages = batch(10..14);
+        process.put(messages.iter().cloned());
+        // ack_index 1: 12 and 13 are retried; 13's send-back fails.
+        let plan = Settlement::plan(&ConsumeResult::success_up_to(1), messages.len(), true);
+        assert_eq!((plan.ok, plan.first_failed, plan.send_back), (2, 2, true));
+        assert_eq!(
+            plan.finish(&mut process, &messages, &[13]),
+            Some(13),
+            "13 pins the offset"
+        );
+        assert_eq!(process.message_count(), 1);
+        // The local retry of 13 succeeds later.
+        let retry = batch(13..14);
+        let plan = Settlement::plan(&ConsumeResult::success(), 1, true);
+        assert_eq!(plan.finish(&mut process, &retry, &[]), Some(14));
+    }
+
+    #[test]
+    fn settlement_of_a_dropped_queue_commits_nothing() {
+        let mut process = ProcessQueue::new(Instant::now());
+        let messages = batch(0..3);
+        process.put(messages.iter().cloned());
+        process.drop_queue();
+        let plan = Settlement::plan(&ConsumeResult::success(), 3, true);
+        assert_eq!(plan.finish(&mut process, &messages, &[]), None);
+    }
+
+    #[test]
+    fn broadcasting_drops_failures_and_commits_past_them() {
+        let mut process = ProcessQueue::new(Instant::now());
+        let messages = batch(5..7);
+        process.put(messages.iter().cloned());
+        let plan = Settlement::plan(&ConsumeResult::reconsume_later(), 2, false);
+        assert_eq!((plan.ok, plan.send_back), (0, false));
+        assert_eq!(plan.finish(&mut process, &messages, &[]), Some(7));
+    }
 
     #[test]
     fn first_failed_follows_javas_ack_index_rules() {

@@ -24,6 +24,7 @@
 
 mod core;
 mod listener;
+mod lite;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,8 +41,9 @@ use crate::process_queue::FlowLimits;
 pub(crate) use self::core::{ConsumerCore, Listener};
 pub use listener::{
     concurrent_fn, orderly_fn, ConcurrentListener, ConsumeResult, ConsumeStatus, OrderlyListener,
-    OrderlyStatus,
+    OrderlyStatus, Settlement,
 };
+pub use lite::{LitePullConsumer, LitePullConsumerBuilder};
 
 /// Push consumer settings (Java `DefaultMQPushConsumer` fields, same defaults).
 #[derive(Debug, Clone)]
@@ -113,6 +115,16 @@ impl ConsumerSettings {
         if self.subscriptions.is_empty() {
             return Err(ClientError::InvalidArgument(
                 "subscribe to at least one topic".into(),
+            ));
+        }
+        self.validate_lite()
+    }
+
+    /// A lite pull consumer may start without subscriptions (assign mode).
+    pub(crate) fn validate_lite(&self) -> Result<()> {
+        if self.group.is_empty() || self.group.len() > 255 {
+            return Err(ClientError::InvalidArgument(
+                "a consumer group name has 1 to 255 characters".into(),
             ));
         }
         for (topic, _) in &self.subscriptions {

@@ -1,0 +1,105 @@
+//! [`Admin`]: what operators ask the brokers about consumer progress (the subset of Java's
+//! `DefaultMQAdminExt` that Tidemark's tools and tests need).
+
+use std::sync::Arc;
+
+use tidemark_protocol::body::{ConsumeStats, TopicStatsTable};
+use tidemark_protocol::headers::{GetConsumeStatsRequestHeader, GetTopicStatsInfoRequestHeader};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+
+use crate::config::{unique_instance_name, ClientConfig};
+use crate::error::{ClientError, Result};
+use crate::instance::{bad_response, broker_error, ClientInstance};
+use crate::message::retry_topic;
+
+/// Admin requests to the brokers of a cluster.
+#[derive(Debug)]
+pub struct Admin {
+    instance: Arc<ClientInstance>,
+}
+
+impl Admin {
+    pub async fn connect(config: ClientConfig) -> Result<Admin> {
+        let instance_name = config
+            .instance_name
+            .clone()
+            .unwrap_or_else(unique_instance_name);
+        let instance = ClientInstance::new(config, instance_name);
+        instance.start().await?;
+        Ok(Admin { instance })
+    }
+
+    /// Master addresses of the brokers serving `topic`.
+    async fn masters_of(&self, topic: &str) -> Result<Vec<String>> {
+        let Some(route) = self.instance.update_route(topic).await? else {
+            return Ok(Vec::new());
+        };
+        Ok(route
+            .broker_datas
+            .iter()
+            .filter_map(|broker| broker.master_addr().map(str::to_owned))
+            .collect())
+    }
+
+    /// A group's progress per queue on every broker that knows the group (Java
+    /// `examineConsumeStats`): the brokers of the group's retry topic, plus those of `topic`.
+    /// Includes the group's retry (and dead-letter) queues, so their depth is visible.
+    pub async fn consume_stats(&self, group: &str, topic: Option<&str>) -> Result<ConsumeStats> {
+        let mut brokers = self.masters_of(&retry_topic(group)).await?;
+        if let Some(topic) = topic {
+            brokers.extend(self.masters_of(topic).await?);
+        }
+        brokers.sort();
+        brokers.dedup();
+        if brokers.is_empty() {
+            return Err(ClientError::NoRoute {
+                topic: retry_topic(group),
+                reason: "no broker knows this consumer group".into(),
+            });
+        }
+        let mut merged = ConsumeStats::default();
+        for addr in brokers {
+            let header = GetConsumeStatsRequestHeader {
+                consumer_group: group.to_owned(),
+                topic: topic.map(str::to_owned),
+                topic_list: None,
+            };
+            let request =
+                RemotingCommand::request_with_header(RequestCode::GetConsumeStats, &header);
+            let response = self.instance.call(&addr, request).await?;
+            if response.response_code() != ResponseCode::Success {
+                return Err(broker_error(&addr, response.response_code(), &response));
+            }
+            let stats = ConsumeStats::from_json_bytes(&response.body)
+                .map_err(|error| bad_response(&addr, error))?;
+            merged.consume_tps += stats.consume_tps;
+            merged.offset_table.extend(stats.offset_table);
+        }
+        Ok(merged)
+    }
+
+    /// Min and max offsets of every queue of `topic`.
+    pub async fn topic_stats(&self, topic: &str) -> Result<TopicStatsTable> {
+        let mut merged = TopicStatsTable::default();
+        for addr in self.masters_of(topic).await? {
+            let header = GetTopicStatsInfoRequestHeader {
+                topic: topic.to_owned(),
+            };
+            let request =
+                RemotingCommand::request_with_header(RequestCode::GetTopicStatsInfo, &header);
+            let response = self.instance.call(&addr, request).await?;
+            if response.response_code() != ResponseCode::Success {
+                return Err(broker_error(&addr, response.response_code(), &response));
+            }
+            let stats = TopicStatsTable::from_json_bytes(&response.body)
+                .map_err(|error| bad_response(&addr, error))?;
+            merged.offset_table.extend(stats.offset_table);
+        }
+        Ok(merged)
+    }
+
+    pub async fn shutdown(&self) {
+        self.instance.shutdown(None, None).await;
+    }
+}

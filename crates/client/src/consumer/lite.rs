@@ -1,0 +1,300 @@
+//! [`LitePullConsumer`]: the application polls (Java `DefaultLitePullConsumer`).
+//!
+//! Pull loops fill a bounded buffer; `poll` takes one pulled batch and marks it consumed in the
+//! queue's process queue, which yields the queue's *consumed offset*. Committing copies consumed
+//! offsets into the offset store (memory), from where the periodic persist, queue release and
+//! shutdown take them to the broker — exactly as the Java client does. With auto-commit on,
+//! `poll` commits every `auto_commit_interval`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), tidemark_client::ClientError> {
+//! use tidemark_client::LitePullConsumer;
+//!
+//! let consumer = LitePullConsumer::builder("audit")
+//!     .namesrv_addr("127.0.0.1:9876")
+//!     .subscribe("Orders", "*")
+//!     .auto_commit(false)
+//!     .start()
+//!     .await?;
+//! let messages = consumer.poll().await;
+//! // ... handle them, then
+//! consumer.commit_sync();
+//! consumer.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tidemark_protocol::body::{ConsumeFromWhere, MessageModel, MessageQueue};
+use tokio::sync::mpsc;
+
+use super::core::{ConsumerCore, Listener, LiteBatch};
+use super::ConsumerSettings;
+use crate::allocate::AllocateStrategy;
+use crate::config::ClientConfig;
+use crate::error::{ClientError, Result};
+use crate::instance::lock;
+use crate::message::MessageExt;
+use crate::offset_store::{OffsetTable, ReadOffsetType};
+use crate::route::subscribe_queues;
+
+/// Pulled batches buffered for `poll` (Java `pullThresholdForAll` counts messages; this counts
+/// pull results of up to `pull_batch_size` each).
+const POLL_BUFFER_BATCHES: usize = 1000;
+
+/// Builds and starts a [`LitePullConsumer`].
+#[derive(Debug, Clone)]
+pub struct LitePullConsumerBuilder {
+    settings: ConsumerSettings,
+    auto_commit: bool,
+    auto_commit_interval: Duration,
+    poll_timeout: Duration,
+}
+
+impl LitePullConsumerBuilder {
+    pub fn namesrv_addr(mut self, addrs: impl Into<String>) -> Self {
+        self.settings.client.namesrv_addrs = ClientConfig::new(addrs).namesrv_addrs;
+        self
+    }
+
+    pub fn client_config(mut self, config: ClientConfig) -> Self {
+        self.settings.client = config;
+        self
+    }
+
+    /// Subscribe mode: queues come from the group's rebalance.
+    pub fn subscribe(mut self, topic: impl Into<String>, expression: impl Into<String>) -> Self {
+        self.settings
+            .subscriptions
+            .push((topic.into(), expression.into()));
+        self
+    }
+
+    pub fn message_model(mut self, model: MessageModel) -> Self {
+        self.settings.message_model = model;
+        self
+    }
+
+    pub fn consume_from_where(mut self, from: ConsumeFromWhere) -> Self {
+        self.settings.consume_from_where = from;
+        self
+    }
+
+    pub fn allocate_strategy(mut self, strategy: AllocateStrategy) -> Self {
+        self.settings.allocate_strategy = strategy;
+        self
+    }
+
+    pub fn pull_batch_size(mut self, size: i32) -> Self {
+        self.settings.pull_batch_size = size;
+        self
+    }
+
+    pub fn rebalance_interval(mut self, interval: Duration) -> Self {
+        self.settings.rebalance_interval = interval;
+        self
+    }
+
+    /// Commit on `poll` every `auto_commit_interval` (default on, 5 s).
+    pub fn auto_commit(mut self, on: bool) -> Self {
+        self.auto_commit = on;
+        self
+    }
+
+    /// At least one second, as Java enforces.
+    pub fn auto_commit_interval(mut self, interval: Duration) -> Self {
+        self.auto_commit_interval = interval.max(Duration::from_secs(1));
+        self
+    }
+
+    /// How long `poll` waits for messages (default 5 s).
+    pub fn poll_timeout(mut self, timeout: Duration) -> Self {
+        self.poll_timeout = timeout;
+        self
+    }
+
+    pub fn offset_store_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.settings.offset_store_dir = Some(dir.into());
+        self
+    }
+
+    pub async fn start(self) -> Result<LitePullConsumer> {
+        self.settings.validate_lite()?;
+        let (buffer, polled) = mpsc::channel(POLL_BUFFER_BATCHES);
+        let core = ConsumerCore::start(self.settings, Listener::Lite(buffer)).await?;
+        Ok(LitePullConsumer {
+            core,
+            polled: tokio::sync::Mutex::new(polled),
+            consumed: Mutex::new(BTreeMap::new()),
+            auto_commit: self.auto_commit,
+            auto_commit_interval: self.auto_commit_interval,
+            next_auto_commit: Mutex::new(Instant::now() + self.auto_commit_interval),
+            poll_timeout: self.poll_timeout,
+        })
+    }
+}
+
+/// A running lite pull consumer.
+#[derive(Debug)]
+pub struct LitePullConsumer {
+    core: Arc<ConsumerCore>,
+    polled: tokio::sync::Mutex<mpsc::Receiver<LiteBatch>>,
+    /// Per queue: the offset up to which polled messages count as consumed.
+    consumed: Mutex<BTreeMap<MessageQueue, i64>>,
+    auto_commit: bool,
+    auto_commit_interval: Duration,
+    next_auto_commit: Mutex<Instant>,
+    poll_timeout: Duration,
+}
+
+impl LitePullConsumer {
+    pub fn builder(group: impl Into<String>) -> LitePullConsumerBuilder {
+        let mut settings = ConsumerSettings::new(group);
+        settings.pull_batch_size = 10;
+        LitePullConsumerBuilder {
+            settings,
+            auto_commit: true,
+            auto_commit_interval: Duration::from_secs(5),
+            poll_timeout: Duration::from_secs(5),
+        }
+    }
+
+    pub fn client_id(&self) -> &str {
+        self.core.client_id()
+    }
+
+    /// The readable queues of `topic` (for [`LitePullConsumer::assign`]).
+    pub async fn fetch_message_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        let route = self
+            .core
+            .instance()
+            .update_route(topic)
+            .await?
+            .ok_or_else(|| ClientError::NoRoute {
+                topic: topic.to_owned(),
+                reason: "the name server does not know it".into(),
+            })?;
+        Ok(subscribe_queues(topic, &route))
+    }
+
+    /// Assign mode: consume exactly these queues from now on (no rebalance).
+    pub async fn assign(&self, queues: impl IntoIterator<Item = MessageQueue>) {
+        self.core.assign(queues.into_iter().collect()).await;
+    }
+
+    pub fn assigned_queues(&self) -> Vec<MessageQueue> {
+        self.core.assigned_queues()
+    }
+
+    /// Waits up to the poll timeout for messages.
+    pub async fn poll(&self) -> Vec<MessageExt> {
+        self.poll_for(self.poll_timeout).await
+    }
+
+    /// Waits up to `timeout` for one pulled batch; marks it consumed.
+    pub async fn poll_for(&self, timeout: Duration) -> Vec<MessageExt> {
+        self.maybe_auto_commit();
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut polled = self.polled.lock().await;
+        loop {
+            let next = tokio::time::timeout_at(deadline, polled.recv()).await;
+            let Ok(Some((slot, messages))) = next else {
+                return Vec::new();
+            };
+            // Batches of queues given up or seeked away from are stale.
+            if slot.is_dropped() {
+                continue;
+            }
+            let consumed =
+                lock(&slot.process).remove(messages.iter().map(|message| message.queue_offset));
+            if consumed >= 0 {
+                lock(&self.consumed).insert(slot.queue.clone(), consumed);
+            }
+            let group = self.core.group().to_owned();
+            let mut messages = messages;
+            for message in &mut messages {
+                message.restore_retry_topic(&group);
+            }
+            return messages;
+        }
+    }
+
+    fn maybe_auto_commit(&self) {
+        if !self.auto_commit {
+            return;
+        }
+        let mut next = lock(&self.next_auto_commit);
+        if Instant::now() >= *next {
+            *next = Instant::now() + self.auto_commit_interval;
+            drop(next);
+            self.commit_sync();
+        }
+    }
+
+    /// Records the consumed offset of every assigned queue in the offset store; the broker gets
+    /// it with the next periodic persist (or at shutdown, or when the queue is released).
+    pub fn commit_sync(&self) {
+        let consumed = lock(&self.consumed).clone();
+        for (queue, offset) in consumed {
+            let live = self
+                .core
+                .slot(&queue)
+                .is_some_and(|slot| !slot.is_dropped());
+            if live {
+                self.core.offsets().update(&queue, offset, false);
+            }
+        }
+    }
+
+    /// Commits the given offsets and sends them to the broker now.
+    pub async fn commit_and_persist(&self, offsets: BTreeMap<MessageQueue, i64>) -> Result<()> {
+        for (queue, offset) in &offsets {
+            self.core.offsets().update(queue, *offset, false);
+        }
+        self.core
+            .offsets()
+            .persist_all(&offsets.into_keys().collect::<BTreeSet<_>>())
+            .await
+    }
+
+    /// The committed offset of `queue` (memory, else the broker or file).
+    pub async fn committed(&self, queue: &MessageQueue) -> Result<Option<i64>> {
+        self.core
+            .offsets()
+            .read(queue, ReadOffsetType::MemoryThenStore)
+            .await
+    }
+
+    /// Restarts `queue`'s pull at `offset` (within the queue's bounds). Nothing is committed.
+    pub async fn seek(&self, queue: &MessageQueue, offset: i64) -> Result<()> {
+        self.core.seek(queue, offset).await?;
+        lock(&self.consumed).insert(queue.clone(), offset);
+        Ok(())
+    }
+
+    pub async fn seek_to_begin(&self, queue: &MessageQueue) -> Result<()> {
+        let (min, _) = self.core.queue_bounds(queue).await?;
+        self.seek(queue, min).await
+    }
+
+    pub async fn seek_to_end(&self, queue: &MessageQueue) -> Result<()> {
+        let (_, max) = self.core.queue_bounds(queue).await?;
+        self.seek(queue, max).await
+    }
+
+    /// The offset store's in-memory table.
+    pub fn offsets(&self) -> OffsetTable {
+        self.core.offset_snapshot()
+    }
+
+    /// Commits (if auto-commit is on), persists every offset, unregisters.
+    pub async fn shutdown(&self) {
+        if self.auto_commit {
+            self.commit_sync();
+        }
+        self.core.shutdown().await;
+    }
+}
