@@ -1,0 +1,358 @@
+//! Scenarios 6, 8 and 9 of the compatibility suite — where consumer progress is kept and how it
+//! shows — driven by the Rust client.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tidemark_client::{
+    concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStats, ConsumeStatus,
+    LitePullConsumer, Message, MessageExt, MessageQueue, Producer, PushConsumer,
+};
+use tidemark_tests::{against_apache, init_logging, unique, DevServer};
+
+async fn producer(server: &DevServer) -> Producer {
+    Producer::builder(unique("producer"))
+        .namesrv_addr(server.namesrv_addr())
+        .start()
+        .await
+        .expect("producer")
+}
+
+/// Sends `count` messages; returns how many went to each queue.
+async fn send(
+    producer: &Producer,
+    topic: &str,
+    prefix: &str,
+    count: usize,
+) -> BTreeMap<MessageQueue, i64> {
+    let mut per_queue = BTreeMap::new();
+    for i in 0..count {
+        let sent = producer
+            .send(Message::new(topic, format!("{prefix}-{i}")))
+            .await
+            .expect("send");
+        let highest = per_queue.entry(sent.queue.clone()).or_insert(0);
+        *highest = (*highest).max(sent.queue_offset + 1);
+    }
+    per_queue
+}
+
+async fn consume_stats(admin: &Admin, group: &str, topic: &str) -> Option<ConsumeStats> {
+    admin.consume_stats(group, Some(topic)).await.ok()
+}
+
+/// Committed offsets of `topic`'s queues as the broker reports them.
+fn committed(stats: &ConsumeStats, topic: &str) -> BTreeMap<MessageQueue, i64> {
+    stats
+        .offset_table
+        .iter()
+        .filter(|(queue, _)| queue.topic == topic)
+        .map(|(queue, line)| (queue.clone(), line.consumer_offset))
+        .collect()
+}
+
+/// A consumer that consumes everything, until every queue's commit reaches `expected`.
+async fn consume_until_committed(
+    server: &DevServer,
+    admin: &Admin,
+    group: &str,
+    topic: &str,
+    expected: &BTreeMap<MessageQueue, i64>,
+) -> usize {
+    let count = Arc::new(Mutex::new(0usize));
+    let counter = count.clone();
+    let consumer = PushConsumer::builder(group)
+        .namesrv_addr(server.namesrv_addr())
+        .subscribe(topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(1))
+        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+            let counter = counter.clone();
+            async move {
+                *counter.lock().expect("lock") += messages.len();
+                ConsumeStatus::Success
+            }
+        }))
+        .await
+        .expect("consumer");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = BTreeMap::new();
+    while Instant::now() < deadline {
+        if let Some(stats) = consume_stats(admin, group, topic).await {
+            last = committed(&stats, topic);
+            if expected
+                .iter()
+                .all(|(queue, offset)| last.get(queue) == Some(offset))
+            {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    consumer.shutdown().await;
+    assert!(
+        expected
+            .iter()
+            .all(|(queue, offset)| last.get(queue) == Some(offset)),
+        "commits never reached {expected:?}; last {last:?}\n{}",
+        server.tail_text()
+    );
+    let consumed = *count.lock().expect("lock");
+    consumed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario06_offsets_survive_broker_restarts() {
+    init_logging();
+    let mut server = DevServer::start("client-s06", &[]);
+    let started = Instant::now();
+    let topic = unique("S06");
+    let group = unique("G06");
+    let first_producer = producer(&server).await;
+    let expected = send(&first_producer, &topic, "a", 40).await;
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    consume_until_committed(&server, &admin, &group, &topic, &expected).await;
+    admin.shutdown().await;
+    first_producer.shutdown().await;
+
+    // Graceful restart: exactly the same offsets.
+    server.stop();
+    server.restart();
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    let after = wait_for_commits(&admin, &group, &topic, &expected).await;
+    assert_eq!(
+        after,
+        expected,
+        "after a graceful restart\n{}",
+        server.tail_text()
+    );
+    admin.shutdown().await;
+
+    // More messages, committed, then a SIGKILL after the broker's periodic flush (5 s; Apache's
+    // first flush comes 10 s after start) had time to run: nothing committed is lost.
+    let producer = producer(&server).await;
+    let more = send(&producer, &topic, "b", 20).await;
+    let mut expected_now = expected.clone();
+    for (queue, offset) in more {
+        expected_now.insert(queue, offset);
+    }
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    let redone = consume_until_committed(&server, &admin, &group, &topic, &expected_now).await;
+    assert_eq!(
+        redone, 20,
+        "the group resumed from its offsets after the restart"
+    );
+    admin.shutdown().await;
+    producer.shutdown().await;
+    let flush_after = if against_apache() {
+        Duration::from_secs(12)
+    } else {
+        Duration::from_secs(7)
+    };
+    let since_start = started.elapsed();
+    tokio::time::sleep(flush_after.max(Duration::from_secs(12).saturating_sub(since_start))).await;
+    server.kill();
+    server.restart();
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    let after_kill = wait_for_commits(&admin, &group, &topic, &expected_now).await;
+    assert_eq!(
+        after_kill,
+        expected_now,
+        "after SIGKILL\n{}",
+        server.tail_text()
+    );
+    admin.shutdown().await;
+}
+
+/// Polls the broker (up to 30 s, while it starts up) until its commits equal `expected`;
+/// returns the last commits seen.
+async fn wait_for_commits(
+    admin: &Admin,
+    group: &str,
+    topic: &str,
+    expected: &BTreeMap<MessageQueue, i64>,
+) -> BTreeMap<MessageQueue, i64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = BTreeMap::new();
+    while Instant::now() < deadline {
+        if let Some(stats) = consume_stats(admin, group, topic).await {
+            last = committed(&stats, topic);
+            if &last == expected {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario08_lite_pull_commit_sync_decides_what_is_seen_again() {
+    init_logging();
+    let server = DevServer::start("client-s08", &[]);
+    let topic = unique("S08");
+    let group = unique("G08");
+    let producer = producer(&server).await;
+    send(&producer, &topic, "l", 100).await;
+
+    let lite = || {
+        LitePullConsumer::builder(&group)
+            .namesrv_addr(server.namesrv_addr())
+            .subscribe(&topic, "*")
+            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+            .rebalance_interval(Duration::from_secs(1))
+            .auto_commit(false)
+            .start()
+    };
+    let first = lite().await.expect("lite consumer");
+    let mut committed_bodies = BTreeSet::new();
+    while committed_bodies.len() < 40 {
+        let polled = first.poll_for(Duration::from_secs(10)).await;
+        assert!(
+            !polled.is_empty(),
+            "nothing to poll\n{}",
+            server.tail_text()
+        );
+        committed_bodies.extend(
+            polled
+                .iter()
+                .map(|m| String::from_utf8_lossy(&m.body).into_owned()),
+        );
+    }
+    first.commit_sync();
+    let mut uncommitted = BTreeSet::new();
+    for _ in 0..2 {
+        let polled = first.poll_for(Duration::from_secs(5)).await;
+        uncommitted.extend(
+            polled
+                .iter()
+                .map(|m| String::from_utf8_lossy(&m.body).into_owned()),
+        );
+    }
+    assert!(!uncommitted.is_empty());
+    first.shutdown().await;
+
+    let second = lite().await.expect("second lite consumer");
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() + committed_bodies.len() < 100 && Instant::now() < deadline {
+        let polled = second.poll_for(Duration::from_secs(2)).await;
+        seen.extend(
+            polled
+                .iter()
+                .map(|m| String::from_utf8_lossy(&m.body).into_owned()),
+        );
+    }
+    second.shutdown().await;
+    let again: Vec<_> = seen.intersection(&committed_bodies).collect();
+    assert!(
+        again.is_empty(),
+        "committed messages were seen again: {again:?}"
+    );
+    assert!(
+        uncommitted.is_subset(&seen),
+        "uncommitted messages must be seen again"
+    );
+    let all: BTreeSet<String> = (0..100).map(|i| format!("l-{i}")).collect();
+    let union: BTreeSet<String> = seen.union(&committed_bodies).cloned().collect();
+    assert_eq!(union, all, "nothing is lost");
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario08b_lite_pull_assign_and_seek() {
+    init_logging();
+    let server = DevServer::start("client-s08b", &[]);
+    let topic = unique("S08b");
+    let producer = producer(&server).await;
+    let per_queue = send(&producer, &topic, "s", 20).await;
+    let consumer = LitePullConsumer::builder(unique("G08b"))
+        .namesrv_addr(server.namesrv_addr())
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .auto_commit(false)
+        .start()
+        .await
+        .expect("lite consumer");
+    let queues = consumer.fetch_message_queues(&topic).await.expect("queues");
+    let (queue, count) = per_queue
+        .iter()
+        .next()
+        .map(|(q, c)| (q.clone(), *c))
+        .expect("a queue");
+    assert!(queues.contains(&queue));
+    consumer.assign([queue.clone()]).await;
+    let mut offsets = Vec::new();
+    while (offsets.len() as i64) < count {
+        let polled = consumer.poll_for(Duration::from_secs(10)).await;
+        assert!(!polled.is_empty(), "nothing polled from {queue:?}");
+        assert!(polled.iter().all(|m| m.queue.queue_id == queue.queue_id));
+        offsets.extend(polled.iter().map(|m| m.queue_offset));
+    }
+    assert_eq!(offsets, (0..count).collect::<Vec<_>>());
+    consumer.seek(&queue, 1).await.expect("seek");
+    let again = consumer.poll_for(Duration::from_secs(10)).await;
+    assert_eq!(
+        again.first().map(|m| m.queue_offset),
+        Some(1),
+        "seek restarts the pull at 1"
+    );
+    assert!(
+        consumer.seek(&queue, count + 5).await.is_err(),
+        "seek past the end is refused"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario09_consume_stats_match_what_was_sent_and_consumed() {
+    init_logging();
+    let server = DevServer::start("client-s09", &[]);
+    let topic = unique("S09");
+    let group = unique("G09");
+    let producer = producer(&server).await;
+    let consumed = send(&producer, &topic, "c", 40).await;
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    consume_until_committed(&server, &admin, &group, &topic, &consumed).await;
+    // Twelve more that nobody consumes: the lag.
+    let mut total = consumed.clone();
+    for (queue, offset) in send(&producer, &topic, "lag", 12).await {
+        total.insert(queue, offset);
+    }
+    let stats = admin
+        .consume_stats(&group, Some(&topic))
+        .await
+        .expect("stats");
+    let mut lag = 0;
+    for (queue, line) in stats
+        .offset_table
+        .iter()
+        .filter(|(queue, _)| queue.topic == topic)
+    {
+        assert_eq!(
+            Some(&line.broker_offset),
+            total.get(queue).or(Some(&0)),
+            "broker offset of {queue:?}"
+        );
+        assert_eq!(
+            Some(&line.consumer_offset),
+            consumed.get(queue).or(Some(&0)),
+            "consumer offset of {queue:?}"
+        );
+        lag += line.broker_offset - line.consumer_offset;
+    }
+    assert_eq!(lag, 12, "{stats:?}");
+    admin.shutdown().await;
+    producer.shutdown().await;
+}
