@@ -309,8 +309,13 @@ impl ClientInstance {
             return Ok(None);
         };
         let route = Arc::new(route);
-        lock(&self.brokers).merge(&route.broker_datas);
+        let new_broker = lock(&self.brokers).merge(&route.broker_datas);
         lock(&self.routes).insert(topic.to_owned(), route.clone());
+        if new_broker && !lock(&self.consumers).is_empty() {
+            // A consumer must be known to a broker before it can rebalance or pull there; do not
+            // leave that to the next heartbeat period.
+            self.send_heartbeats().await;
+        }
         Ok(Some(route))
     }
 
@@ -319,7 +324,7 @@ impl ClientInstance {
     }
 
     pub fn watch_topic(&self, topic: &str, route: Arc<TopicRouteData>) {
-        lock(&self.brokers).merge(&route.broker_datas);
+        let _ = lock(&self.brokers).merge(&route.broker_datas);
         lock(&self.routes).insert(topic.to_owned(), route);
     }
 

@@ -46,6 +46,18 @@ pub enum SendStatus {
     SlaveNotAvailable,
 }
 
+impl SendStatus {
+    /// Java's name (`SEND_OK`, …).
+    pub fn java_name(self) -> &'static str {
+        match self {
+            SendStatus::SendOk => "SEND_OK",
+            SendStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+            SendStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+            SendStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+        }
+    }
+}
+
 /// What a successful send returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendResult {

@@ -131,12 +131,20 @@ pub struct BrokerAddressTable {
 
 impl BrokerAddressTable {
     /// Replaces what is known of each broker in `brokers` (a route is the current truth for the
-    /// broker names it lists).
-    pub fn merge(&mut self, brokers: &[BrokerData]) {
+    /// broker names it lists). Returns whether an address was added.
+    pub fn merge(&mut self, brokers: &[BrokerData]) -> bool {
+        let mut added = false;
         for broker in brokers {
-            self.brokers
+            let before = self
+                .brokers
                 .insert(broker.broker_name.clone(), broker.broker_addrs.clone());
+            added |= broker.broker_addrs.values().any(|addr| {
+                !before
+                    .as_ref()
+                    .is_some_and(|old| old.values().any(|known| known == addr))
+            });
         }
+        added
     }
 
     /// Keeps only broker names still present in some route.

@@ -1,6 +1,8 @@
-//! `tidemark`: the one binary: the name server and broker together (`dev`) or apart, and tools
-//! (`inspect`). `admin` and `bench` arrive with the client crate.
+//! `tidemark`: the one binary: the name server and broker together (`dev`) or apart, operator
+//! commands over the client (`admin`), load generators (`bench`), and `inspect`.
 
+mod admin;
+mod bench;
 mod inspect;
 mod serve;
 
@@ -25,6 +27,12 @@ enum Command {
     /// Decode RocketMQ bytes (a captured frame, a stored message record) and print every field.
     #[command(subcommand)]
     Inspect(inspect::Inspect),
+    /// Operator commands: send and consume messages, consumer progress, topic status.
+    #[command(subcommand)]
+    Admin(admin::AdminCommand),
+    /// Load generators: produce, consume, end to end.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 /// Standard error that never fails: a parent that stops reading our log (Java's
@@ -71,5 +79,7 @@ fn run() -> anyhow::Result<()> {
         Command::Dev(args) => runtime()?.block_on(serve::dev(args)),
         Command::Namesrv(args) => runtime()?.block_on(serve::namesrv(args)),
         Command::Broker(args) => runtime()?.block_on(serve::broker(args)),
+        Command::Admin(command) => runtime()?.block_on(admin::run(command)),
+        Command::Bench(command) => runtime()?.block_on(bench::run(command)),
     }
 }

@@ -1,0 +1,133 @@
+package io.tidemark.compat.suite;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.alibaba.fastjson.JSON;
+import com.alibaba.fastjson.JSONObject;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Scenario 16: the real Java client and Tidemark's Rust client exchange messages through the
+ * server. The Rust side is the {@code tidemark admin send-message} / {@code consume-message}
+ * commands (system property {@code tidemark.cli}, defaulting to {@code tidemark.bin}), which
+ * print one JSON line per message. Ids, bodies, tags, keys and user properties must survive
+ * both directions.
+ */
+@Tag("tidemark")
+class Scenario16CrossLanguageTest extends SuiteBase {
+
+    private static final int COUNT = 10;
+
+    private static Path cli() {
+        String path = System.getProperty("tidemark.cli", System.getProperty("tidemark.bin"));
+        assertNotNull(path, "-Dtidemark.cli (or -Dtidemark.bin) must name the tidemark binary");
+        return Path.of(path);
+    }
+
+    /** Runs the CLI, returns its stdout lines; fails with its stderr on a non-zero exit. */
+    private static List<String> runCli(String... args) throws Exception {
+        List<String> command = new ArrayList<>();
+        command.add(cli().toString());
+        command.addAll(List.of(args));
+        Path err = Files.createTempFile("tidemark-cli", ".err");
+        Process process = new ProcessBuilder(command).redirectError(err.toFile()).start();
+        List<String> lines = new ArrayList<>();
+        try (BufferedReader out = new BufferedReader(
+            new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = out.readLine()) != null) {
+                lines.add(line);
+            }
+        }
+        if (!process.waitFor(90, TimeUnit.SECONDS)) {
+            process.destroyForcibly();
+            fail("tidemark CLI did not finish: " + command);
+        }
+        String stderr = Files.readString(err);
+        Files.deleteIfExists(err);
+        if (process.exitValue() != 0) {
+            fail("tidemark CLI " + command + " exited with " + process.exitValue() + "\n" + stderr + serverLog());
+        }
+        return lines;
+    }
+
+    @Test
+    void javaProducerToRustConsumer() throws Exception {
+        String topic = Names.topic("s16j");
+        DefaultMQProducer producer = clients.producer();
+        Map<String, Message> sent = new ConcurrentHashMap<>();
+        for (int i = 0; i < COUNT; i++) {
+            Message m = new Message(topic, "TagJ", "key-" + i, ("from java " + i).getBytes(StandardCharsets.UTF_8));
+            m.putUserProperty("color", "blue");
+            SendResult r = Msgs.sendOk(producer, m);
+            sent.put(r.getMsgId(), m);
+        }
+        List<String> lines = runCli("admin", "consume-message", "-n", tidemark.namesrvAddr(), "-t", topic,
+            "-g", Names.group("s16j"), "--count", Integer.toString(COUNT), "--timeout-secs", "60");
+        assertEquals(COUNT, lines.size(), "one JSON line per message: " + lines);
+        for (String line : lines) {
+            JSONObject got = JSON.parseObject(line);
+            Message m = sent.get(got.getString("msgId"));
+            assertNotNull(m, "the Rust consumer reports a msgId the Java producer never got: " + line);
+            assertEquals(topic, got.getString("topic"));
+            assertEquals(new String(m.getBody(), StandardCharsets.UTF_8), got.getString("body"));
+            JSONObject properties = got.getJSONObject("properties");
+            assertEquals("TagJ", properties.getString("TAGS"));
+            assertEquals(m.getKeys(), properties.getString("KEYS"));
+            assertEquals("blue", properties.getString("color"));
+        }
+    }
+
+    @Test
+    void rustProducerToJavaConsumer() throws Exception {
+        String topic = Names.topic("s16r");
+        List<String> lines = runCli("admin", "send-message", "-n", tidemark.namesrvAddr(), "-t", topic,
+            "--count", Integer.toString(COUNT), "-b", "from rust {i}", "--tag", "TagR", "-k", "key-{i}",
+            "-p", "color=green");
+        assertEquals(COUNT, lines.size(), "one JSON line per send: " + lines);
+        Map<String, String> bodyById = new ConcurrentHashMap<>();
+        for (int i = 0; i < lines.size(); i++) {
+            JSONObject result = JSON.parseObject(lines.get(i));
+            assertEquals("SEND_OK", result.getString("status"), lines.get(i));
+            bodyById.put(result.getString("msgId"), "from rust " + i);
+        }
+        Map<String, MessageExt> received = new ConcurrentHashMap<>();
+        MessageListenerConcurrently listener = (msgs, ctx) -> {
+            msgs.forEach(m -> received.put(m.getMsgId(), m));
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        };
+        clients.push(Names.group("s16r"), topic, "*", listener);
+        Wait.until("the Java consumer to receive the Rust producer's messages", Duration.ofSeconds(60),
+            () -> received.keySet().containsAll(bodyById.keySet()),
+            () -> "received " + received.keySet() + " of " + bodyById.keySet() + serverLog());
+        for (Map.Entry<String, String> e : bodyById.entrySet()) {
+            MessageExt m = received.get(e.getKey());
+            assertEquals(e.getValue(), new String(m.getBody(), StandardCharsets.UTF_8));
+            assertEquals("TagR", m.getTags());
+            assertTrue(m.getKeys().startsWith("key-"), m.getKeys());
+            assertEquals("green", m.getUserProperty("color"));
+            assertEquals(topic, m.getTopic());
+        }
+    }
+}

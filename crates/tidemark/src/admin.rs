@@ -1,0 +1,328 @@
+//! `tidemark admin …`: operator commands over the client crate (named after `mqadmin`'s
+//! sendMessage, consumeMessage, consumerProgress and topicStatus). They work against Tidemark and
+//! against Apache RocketMQ alike.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use tidemark_client::{
+    concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
+    MessageModel, Producer, PushConsumer,
+};
+use tidemark_protocol::json::{self, Object, Value, WriteOptions};
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Send messages and print one JSON line per send result.
+    SendMessage(SendArgs),
+    /// Consume messages with a push consumer and print one JSON line per message.
+    ConsumeMessage(ConsumeArgs),
+    /// A group's progress per queue: broker offset, committed offset, lag.
+    ConsumerProgress(ProgressArgs),
+    /// Min and max offsets of every queue of a topic.
+    TopicStatus(TopicArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct Cluster {
+    /// Name server address(es), `host:port[;host:port]`.
+    #[arg(short = 'n', long, default_value = "127.0.0.1:9876")]
+    pub namesrv: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    #[command(flatten)]
+    pub cluster: Cluster,
+    #[arg(short = 't', long)]
+    pub topic: String,
+    /// The body; `{i}` is replaced by the message number.
+    #[arg(short = 'b', long, default_value = "message {i}")]
+    pub body: String,
+    #[arg(long, default_value_t = 1)]
+    pub count: usize,
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// Message key; `{i}` is replaced by the message number.
+    #[arg(short = 'k', long)]
+    pub key: Option<String>,
+    /// A user property `name=value` (repeatable).
+    #[arg(short = 'p', long = "property")]
+    pub properties: Vec<String>,
+    #[arg(long)]
+    pub delay_level: Option<i32>,
+    #[arg(long, default_value = "tidemark-admin-producer")]
+    pub group: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub cluster: Cluster,
+    #[arg(short = 't', long)]
+    pub topic: String,
+    #[arg(short = 'g', long)]
+    pub group: String,
+    /// Tag expression, `*` or `TagA || TagB`.
+    #[arg(short = 's', long, default_value = "*")]
+    pub expression: String,
+    /// Stop after this many messages (exit code 1 if the timeout comes first).
+    #[arg(long)]
+    pub count: Option<usize>,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+    /// Where a group with no committed offset starts: first, last or timestamp.
+    #[arg(long, default_value = "first")]
+    pub from: String,
+    #[arg(long)]
+    pub broadcast: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProgressArgs {
+    #[command(flatten)]
+    pub cluster: Cluster,
+    #[arg(short = 'g', long)]
+    pub group: String,
+    #[arg(short = 't', long)]
+    pub topic: Option<String>,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TopicArgs {
+    #[command(flatten)]
+    pub cluster: Cluster,
+    #[arg(short = 't', long)]
+    pub topic: String,
+}
+
+pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
+    match command {
+        AdminCommand::SendMessage(args) => send(args).await,
+        AdminCommand::ConsumeMessage(args) => consume(args).await,
+        AdminCommand::ConsumerProgress(args) => progress(args).await,
+        AdminCommand::TopicStatus(args) => topic_status(args).await,
+    }
+}
+
+fn string(text: impl Into<String>) -> Value {
+    Value::String(text.into())
+}
+
+fn print_json(object: Object) -> anyhow::Result<()> {
+    let line = json::write(&Value::Object(object), WriteOptions::STANDARD);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()?;
+    Ok(())
+}
+
+async fn send(args: SendArgs) -> anyhow::Result<()> {
+    let producer = Producer::builder(&args.group)
+        .namesrv_addr(&args.cluster.namesrv)
+        .start()
+        .await?;
+    let mut properties = Vec::new();
+    for pair in &args.properties {
+        let (name, value) = pair
+            .split_once('=')
+            .with_context(|| format!("property {pair:?} is not name=value"))?;
+        properties.push((name.to_owned(), value.to_owned()));
+    }
+    for i in 0..args.count {
+        let number = i.to_string();
+        let mut message = Message::new(&args.topic, args.body.replace("{i}", &number));
+        if let Some(tag) = &args.tag {
+            message = message.with_tags(tag);
+        }
+        if let Some(key) = &args.key {
+            message = message.with_keys([key.replace("{i}", &number)]);
+        }
+        if let Some(level) = args.delay_level {
+            message = message.with_delay_level(level);
+        }
+        for (name, value) in &properties {
+            message = message.with_property(name, value);
+        }
+        let sent = producer.send(message).await?;
+        let mut line = Object::new();
+        line.push(string("msgId"), string(sent.msg_id));
+        line.push(string("offsetMsgId"), string(sent.offset_msg_id));
+        line.push(string("brokerName"), string(sent.queue.broker_name));
+        line.push(
+            string("queueId"),
+            Value::Int(i64::from(sent.queue.queue_id)),
+        );
+        line.push(string("queueOffset"), Value::Int(sent.queue_offset));
+        line.push(string("status"), string(sent.status.java_name()));
+        print_json(line)?;
+    }
+    producer.shutdown().await;
+    Ok(())
+}
+
+fn message_json(message: &MessageExt) -> Object {
+    let mut line = Object::new();
+    line.push(string("msgId"), string(message.msg_id.clone()));
+    line.push(string("topic"), string(message.topic.clone()));
+    line.push(
+        string("brokerName"),
+        string(message.queue.broker_name.clone()),
+    );
+    line.push(
+        string("queueId"),
+        Value::Int(i64::from(message.queue.queue_id)),
+    );
+    line.push(string("queueOffset"), Value::Int(message.queue_offset));
+    line.push(
+        string("reconsumeTimes"),
+        Value::Int(i64::from(message.reconsume_times)),
+    );
+    line.push(
+        string("body"),
+        string(String::from_utf8_lossy(&message.body).into_owned()),
+    );
+    let mut properties = Object::new();
+    for (name, value) in message.properties.iter() {
+        properties.push(string(name), string(value));
+    }
+    line.push(string("properties"), Value::Object(properties));
+    line
+}
+
+async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
+    let from = match args.from.as_str() {
+        "first" => ConsumeFromWhere::ConsumeFromFirstOffset,
+        "last" => ConsumeFromWhere::ConsumeFromLastOffset,
+        "timestamp" => ConsumeFromWhere::ConsumeFromTimestamp,
+        other => bail!("--from must be first, last or timestamp, not {other:?}"),
+    };
+    let (lines, mut received) = tokio::sync::mpsc::unbounded_channel::<Object>();
+    let consumer = PushConsumer::builder(&args.group)
+        .client_config(ClientConfig::new(&args.cluster.namesrv))
+        .subscribe(&args.topic, &args.expression)
+        .consume_from_where(from)
+        .message_model(if args.broadcast {
+            MessageModel::Broadcasting
+        } else {
+            MessageModel::Clustering
+        })
+        .rebalance_interval(Duration::from_secs(2))
+        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+            let lines = lines.clone();
+            async move {
+                for message in &messages {
+                    let _ = lines.send(message_json(message));
+                }
+                ConsumeStatus::Success
+            }
+        }))
+        .await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
+    let mut count = 0usize;
+    let wanted = args.count.unwrap_or(usize::MAX);
+    while count < wanted {
+        match tokio::time::timeout_at(deadline, received.recv()).await {
+            Ok(Some(line)) => {
+                print_json(line)?;
+                count += 1;
+            }
+            _ => break,
+        }
+    }
+    consumer.shutdown().await;
+    if let Some(wanted) = args.count {
+        if count < wanted {
+            bail!(
+                "received {count} of {wanted} messages within {} s",
+                args.timeout_secs
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
+    let admin = Admin::connect(ClientConfig::new(&args.cluster.namesrv)).await?;
+    let stats = admin
+        .consume_stats(&args.group, args.topic.as_deref())
+        .await;
+    admin.shutdown().await;
+    let stats = stats?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut queues = Vec::new();
+        for (queue, line) in &stats.offset_table {
+            let mut entry = Object::new();
+            entry.push(string("topic"), string(queue.topic.clone()));
+            entry.push(string("brokerName"), string(queue.broker_name.clone()));
+            entry.push(string("queueId"), Value::Int(i64::from(queue.queue_id)));
+            entry.push(string("brokerOffset"), Value::Int(line.broker_offset));
+            entry.push(string("consumerOffset"), Value::Int(line.consumer_offset));
+            entry.push(
+                string("lag"),
+                Value::Int(line.broker_offset - line.consumer_offset),
+            );
+            queues.push(Value::Object(entry));
+        }
+        let mut object = Object::new();
+        object.push(string("group"), string(args.group));
+        object.push(string("queues"), Value::Array(queues));
+        writeln!(
+            out,
+            "{}",
+            json::write(&Value::Object(object), WriteOptions::STANDARD)
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<40} {:<16} {:>5} {:>14} {:>14} {:>10}",
+        "#Topic", "#Broker", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff"
+    )?;
+    let mut total_lag = 0;
+    for (queue, line) in &stats.offset_table {
+        let lag = line.broker_offset - line.consumer_offset;
+        total_lag += lag;
+        writeln!(
+            out,
+            "{:<40} {:<16} {:>5} {:>14} {:>16} {:>10}",
+            queue.topic,
+            queue.broker_name,
+            queue.queue_id,
+            line.broker_offset,
+            line.consumer_offset,
+            lag
+        )?;
+    }
+    writeln!(out, "\nConsume TPS: {:.2}", stats.consume_tps)?;
+    writeln!(out, "Diff Total: {total_lag}")?;
+    Ok(())
+}
+
+async fn topic_status(args: TopicArgs) -> anyhow::Result<()> {
+    let admin = Admin::connect(ClientConfig::new(&args.cluster.namesrv)).await?;
+    let stats = admin.topic_stats(&args.topic).await;
+    admin.shutdown().await;
+    let stats = stats?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{:<16} {:>5} {:>14} {:>14}",
+        "#Broker", "#QID", "#Min Offset", "#Max Offset"
+    )?;
+    for (queue, line) in &stats.offset_table {
+        writeln!(
+            out,
+            "{:<16} {:>5} {:>14} {:>14}",
+            queue.broker_name, queue.queue_id, line.min_offset, line.max_offset
+        )?;
+    }
+    Ok(())
+}

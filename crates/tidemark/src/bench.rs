@@ -1,0 +1,330 @@
+//! `tidemark bench produce|consume|e2e`: load generators in the spirit of RocketMQ's benchmark
+//! tools. A live progress line goes to stderr every second; the summary (msgs/s, MB/s, latency
+//! percentiles, errors) to stdout, as text or `--json`.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Subcommand};
+use tidemark_client::{
+    concurrent_fn, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer,
+    PushConsumer,
+};
+use tidemark_protocol::json::{self, Object, Value, WriteOptions};
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Send as fast as `--producers` concurrent senders can (sync sends).
+    Produce(ProduceArgs),
+    /// Consume a topic and measure the rate and born-to-consume latency.
+    Consume(ConsumeArgs),
+    /// Produce and consume at once; latency is born-to-consume.
+    E2e(E2eArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Name server address(es).
+    #[arg(short = 'n', long, default_value = "127.0.0.1:9876")]
+    pub namesrv: String,
+    #[arg(short = 't', long, default_value = "BenchmarkTopic")]
+    pub topic: String,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 20)]
+    pub duration: u64,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ProduceArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Concurrent senders.
+    #[arg(long, default_value_t = 8)]
+    pub producers: usize,
+    /// Body size in bytes.
+    #[arg(long, default_value_t = 128)]
+    pub size: usize,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[arg(short = 'g', long, default_value = "benchmark_consumer")]
+    pub group: String,
+    /// Consumer instances in the group.
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct E2eArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[arg(long, default_value_t = 8)]
+    pub producers: usize,
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+    #[arg(long, default_value_t = 128)]
+    pub size: usize,
+    #[arg(short = 'g', long, default_value = "benchmark_e2e")]
+    pub group: String,
+}
+
+pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Produce(args) => {
+            let stats = Arc::new(Stats::default());
+            let reporter = progress(stats.clone(), "sent");
+            let producing = produce(&args.common, args.producers, args.size, stats.clone()).await;
+            reporter.abort();
+            producing?;
+            stats.print_summary(
+                "produce",
+                args.size,
+                args.common.json,
+                Duration::from_secs(args.common.duration),
+            )
+        }
+        BenchCommand::Consume(args) => {
+            let stats = Arc::new(Stats::default());
+            let reporter = progress(stats.clone(), "consumed");
+            let consumers =
+                start_consumers(&args.common, &args.group, args.consumers, 0, stats.clone())
+                    .await?;
+            tokio::time::sleep(Duration::from_secs(args.common.duration)).await;
+            stats.stopped.store(true, Ordering::Release);
+            reporter.abort();
+            for consumer in consumers {
+                consumer.shutdown().await;
+            }
+            stats.print_summary(
+                "consume",
+                0,
+                args.common.json,
+                Duration::from_secs(args.common.duration),
+            )
+        }
+        BenchCommand::E2e(args) => {
+            let sent = Arc::new(Stats::default());
+            let received = Arc::new(Stats::default());
+            let consumers = start_consumers(
+                &args.common,
+                &args.group,
+                args.consumers,
+                1,
+                received.clone(),
+            )
+            .await?;
+            let reporter = progress(received.clone(), "end-to-end");
+            let producing = produce(&args.common, args.producers, args.size, sent.clone()).await;
+            // Let the consumers drain what is still in flight.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            received.stopped.store(true, Ordering::Release);
+            reporter.abort();
+            for consumer in consumers {
+                consumer.shutdown().await;
+            }
+            producing?;
+            if !args.common.json {
+                println!(
+                    "sent: {} msgs, {} errors",
+                    sent.count.load(Ordering::Relaxed),
+                    sent.errors.load(Ordering::Relaxed)
+                );
+            }
+            received.print_summary(
+                "e2e",
+                args.size,
+                args.common.json,
+                Duration::from_secs(args.common.duration),
+            )
+        }
+    }
+}
+
+/// Counters and latency samples of one run.
+#[derive(Debug, Default)]
+struct Stats {
+    count: AtomicU64,
+    bytes: AtomicU64,
+    errors: AtomicU64,
+    /// Latencies in microseconds.
+    latencies: Mutex<Vec<u64>>,
+    stopped: AtomicBool,
+}
+
+impl Stats {
+    fn record(&self, bytes: usize, latency: Duration) {
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if let Ok(mut samples) = self.latencies.lock() {
+            samples.push(latency.as_micros() as u64);
+        }
+    }
+
+    fn print_summary(
+        &self,
+        mode: &str,
+        size: usize,
+        json_output: bool,
+        elapsed: Duration,
+    ) -> anyhow::Result<()> {
+        let mut samples = self
+            .latencies
+            .lock()
+            .map(|samples| samples.clone())
+            .unwrap_or_default();
+        samples.sort_unstable();
+        let percentile = |p: f64| -> f64 {
+            if samples.is_empty() {
+                return 0.0;
+            }
+            let index = ((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1;
+            samples[index] as f64 / 1000.0
+        };
+        let seconds = elapsed.as_secs_f64().max(0.001);
+        let count = self.count.load(Ordering::Relaxed);
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        let errors = self.errors.load(Ordering::Relaxed);
+        let rate = count as f64 / seconds;
+        let mbps = bytes as f64 / seconds / (1024.0 * 1024.0);
+        let (p50, p99, p999) = (percentile(0.50), percentile(0.99), percentile(0.999));
+        if json_output {
+            let mut object = Object::new();
+            let mut put = |name: &str, value: Value| object.push(Value::String(name.into()), value);
+            put("mode", Value::String(mode.into()));
+            put("size", Value::Int(size as i64));
+            put("seconds", Value::Float(seconds));
+            put("messages", Value::Int(count as i64));
+            put("errors", Value::Int(errors as i64));
+            put("msgsPerSec", Value::Float(rate));
+            put("mbPerSec", Value::Float(mbps));
+            put("p50Ms", Value::Float(p50));
+            put("p99Ms", Value::Float(p99));
+            put("p999Ms", Value::Float(p999));
+            println!(
+                "{}",
+                json::write(&Value::Object(object), WriteOptions::STANDARD)
+            );
+        } else {
+            println!(
+                "{mode}: {count} msgs in {seconds:.1} s = {rate:.0} msgs/s, {mbps:.2} MB/s; \
+                 latency p50 {p50:.3} ms, p99 {p99:.3} ms, p999 {p999:.3} ms; errors {errors}"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Prints `[Ns] <what> <count> (<rate>/s) errors <n>` to stderr every second.
+fn progress(stats: Arc<Stats>, what: &'static str) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut last = 0;
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let count = stats.count.load(Ordering::Relaxed);
+            let errors = stats.errors.load(Ordering::Relaxed);
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(
+                err,
+                "[{:>3}s] {what} {count} ({}/s) errors {errors}",
+                started.elapsed().as_secs(),
+                count - last
+            );
+            last = count;
+        }
+    })
+}
+
+async fn produce(
+    common: &Common,
+    producers: usize,
+    size: usize,
+    stats: Arc<Stats>,
+) -> anyhow::Result<()> {
+    let producer = Producer::builder("benchmark_producer")
+        .client_config(ClientConfig::new(&common.namesrv))
+        .start()
+        .await?;
+    let body = bytes::Bytes::from(vec![b'x'; size]);
+    let deadline = Instant::now() + Duration::from_secs(common.duration);
+    let mut tasks = Vec::new();
+    for _ in 0..producers.max(1) {
+        let producer = producer.clone();
+        let stats = stats.clone();
+        let topic = common.topic.clone();
+        let body = body.clone();
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let started = Instant::now();
+                match producer.send(Message::new(&topic, body.clone())).await {
+                    Ok(_) => stats.record(size, started.elapsed()),
+                    Err(_) => {
+                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await?;
+    }
+    stats.stopped.store(true, Ordering::Release);
+    producer.shutdown().await;
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// `from_born_after`: count only messages born after the consumers started (e2e) when 1.
+async fn start_consumers(
+    common: &Common,
+    group: &str,
+    count: usize,
+    from_born_after: u8,
+    stats: Arc<Stats>,
+) -> anyhow::Result<Vec<PushConsumer>> {
+    let started_ms = now_ms();
+    let mut consumers = Vec::new();
+    for _ in 0..count.max(1) {
+        let stats = stats.clone();
+        let consumer = PushConsumer::builder(group)
+            .client_config(ClientConfig::new(&common.namesrv))
+            .subscribe(&common.topic, "*")
+            .consume_from_where(ConsumeFromWhere::ConsumeFromLastOffset)
+            .consume_batch_max_size(32)
+            .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+                let stats = stats.clone();
+                async move {
+                    let now = now_ms();
+                    for message in &messages {
+                        if from_born_after == 1 && message.born_timestamp < started_ms {
+                            continue;
+                        }
+                        let latency =
+                            Duration::from_millis((now - message.born_timestamp).max(0) as u64);
+                        stats.record(message.body.len(), latency);
+                    }
+                    ConsumeStatus::Success
+                }
+            }))
+            .await?;
+        consumers.push(consumer);
+    }
+    Ok(consumers)
+}
