@@ -3,9 +3,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -264,10 +266,18 @@ async fn run(
         };
         let channel = channel.clone();
         let handler = handler.clone();
-        tokio::spawn(async move {
+        let mut request = Box::pin(async move {
             serve_request(channel, handler, command).await;
             drop(permit);
         });
+        // Most requests (a send under async flush, an offset commit) complete without waiting:
+        // serve those right here, sparing a task spawn and a cross-thread wake-up per request.
+        // Anything that has to wait (a held pull, a sync flush) continues as its own task,
+        // which polls it again with a real waker.
+        let mut probe = Context::from_waker(Waker::noop());
+        if request.as_mut().poll(&mut probe).is_pending() {
+            tokio::spawn(request);
+        }
     }
 
     // Let in-flight requests finish so their responses (and oneway effects) are not lost.

@@ -8,6 +8,9 @@ mod serve;
 
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A RocketMQ-compatible message broker, name server and tools.
 #[derive(Debug, Parser)]
 #[command(name = "tidemark", version, about, long_about = None)]
