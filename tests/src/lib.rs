@@ -38,11 +38,31 @@ pub struct DevServer {
     log_path: PathBuf,
 }
 
-/// The server binary: `TIDEMARK_TEST_SERVER`, else the workspace's `target/debug/tidemark`.
+/// The server binary: `TIDEMARK_TEST_SERVER`, else the workspace's `target/debug/tidemark`,
+/// brought up to date once per test process (`cargo test` builds libraries and test targets
+/// but not another package's binary).
 pub fn server_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("TIDEMARK_TEST_SERVER") {
         return PathBuf::from(bin);
     }
+    tidemark_binary()
+}
+
+/// The workspace's `target/debug/tidemark`, rebuilt if stale (once per test process).
+pub fn tidemark_binary() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "tidemark"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status();
+        if !matches!(status, Ok(status) if status.success()) {
+            eprintln!(
+                "warning: `cargo build -p tidemark` failed ({status:?}); using what is there"
+            );
+        }
+    });
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)

@@ -220,6 +220,30 @@ impl CommitLog {
             .map_err(|error| StoreError::io("write", &segment.path, error))
     }
 
+    /// Writes bytes copied from a master's log at `offset` (the end of this log, or anywhere
+    /// when this log is empty), creating segments as the bytes cross their boundaries, and
+    /// publishes them. Callers hold the store's append lock.
+    pub fn write_replicated(&self, offset: u64, bytes: &[u8]) -> Result<u64> {
+        let mut position = offset;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let segment = match self.segment_for(position) {
+                Some(segment) => segment,
+                None => self.create_segment(position - position % self.segment_bytes)?,
+            };
+            let room = (segment.base + self.segment_bytes - position) as usize;
+            let (chunk, tail) = rest.split_at(room.min(rest.len()));
+            segment
+                .file
+                .write_at(position - segment.base, chunk)
+                .map_err(|error| StoreError::io("write", &segment.path, error))?;
+            position += chunk.len() as u64;
+            rest = tail;
+        }
+        self.written.fetch_max(position, Ordering::AcqRel);
+        Ok(position)
+    }
+
     /// Makes bytes below `end` visible to readers.
     pub fn publish(&self, end: u64) {
         debug_assert!(

@@ -34,6 +34,9 @@ pub enum StoreError {
     SyncFailed { reason: String },
     #[error("the store is shut down")]
     Closed,
+    /// Replicated bytes do not continue the log (a slave must report its end and resume there).
+    #[error("replicated data starts at {got}, but the commit log ends at {expected}")]
+    ReplicationGap { expected: u64, got: u64 },
     #[error("invalid configuration: {0}")]
     Config(String),
 }

@@ -11,13 +11,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use tidemark_protocol::message::{
-    find_property, property, tags_code, RecordRef, RecordVersion, PHYSICAL_OFFSET_POSITION,
-    QUEUE_OFFSET_POSITION,
+    find_property, property, tags_code, DecodeOptions, MessageRecord, RecordRef, RecordVersion,
+    BLANK_MAGIC_CODE, PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION,
 };
 use tracing::{error, warn};
 
 use crate::checkpoint::{Checkpoint, CheckpointFile, DurableOffsets};
-use crate::commit_log::CommitLog;
+use crate::commit_log::{CommitLog, END_OF_SEGMENT_MIN_BYTES};
 use crate::config::{FlushPolicy, StoreConfig};
 use crate::consume_queue::{ConsumeQueue, QueueEntry};
 use crate::error::{Result, StoreError};
@@ -97,6 +97,8 @@ type Clock = dyn Fn() -> i64 + Send + Sync;
 
 struct AppendState {
     last_store_timestamp: i64,
+    /// Replication (slave): records below this commit-log offset are in the consume queues.
+    replica_dispatched: u64,
 }
 
 #[derive(Default)]
@@ -231,6 +233,7 @@ impl MessageStore {
             queues: RwLock::new(queues),
             append: Mutex::new(AppendState {
                 last_store_timestamp: 0,
+                replica_dispatched: 0,
             }),
             sync_state: Mutex::new(SyncState::default()),
             sync_waiters: Mutex::new(Vec::new()),
@@ -245,6 +248,12 @@ impl MessageStore {
         };
         let report = inner.recover(mode, &checkpoint)?;
         recovery::log_report(&report);
+        // Recovery dispatched every complete record.
+        inner
+            .append
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replica_dispatched = inner.commit_log.written();
         let inner = Arc::new(inner);
         let mut threads = Vec::new();
         let spawn = |name: &str, body: fn(&Inner)| {
@@ -627,6 +636,50 @@ impl MessageStore {
         Ok(None)
     }
 
+    /// Replication, master side: up to `max_bytes` of the commit log from `from`, never across
+    /// a segment end (a slave writes them at the same offsets). `None` when nothing is new;
+    /// an error when `from` is no longer retained.
+    pub fn replication_chunk(&self, from: u64, max_bytes: usize) -> Result<Option<Bytes>> {
+        let log = &self.inner.commit_log;
+        let end = log.written();
+        if from >= end {
+            return Ok(None);
+        }
+        let segment_end = from - from % log.segment_bytes() + log.segment_bytes();
+        let length = (end.min(segment_end) - from).min(max_bytes as u64) as usize;
+        log.read(from, length)?
+            .map(Some)
+            .ok_or_else(|| StoreError::ReplicationGap {
+                expected: log.min_offset(),
+                got: from,
+            })
+    }
+
+    /// Replication, slave side: appends bytes copied from the master's commit log at `offset`
+    /// — the end of this log, or anywhere when this log is empty — and puts every record they
+    /// complete into its consume queue, exactly as the master did. Returns the new end.
+    pub fn append_replicated(&self, offset: u64, bytes: &[u8]) -> Result<u64> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+        let end = inner.commit_log.written();
+        let empty = inner.commit_log.segments().is_empty();
+        if offset != end && !empty {
+            return Err(StoreError::ReplicationGap {
+                expected: end,
+                got: offset,
+            });
+        }
+        if empty {
+            state.replica_dispatched = offset;
+        }
+        let new_end = inner.commit_log.write_replicated(offset, bytes)?;
+        inner.dispatch_replicated(&mut state)?;
+        Ok(new_end)
+    }
+
     /// Commit-log positions: (min, end of written data, durable end).
     pub fn commit_log_positions(&self) -> (u64, u64, u64) {
         let log = &self.inner.commit_log;
@@ -757,6 +810,68 @@ impl Inner {
             .values()
             .flat_map(|queues| queues.values().cloned())
             .collect()
+    }
+
+    /// Indexes the replicated records that are complete: from the dispatch cursor to the last
+    /// whole record below the log's end. Blank records end their segment.
+    fn dispatch_replicated(&self, state: &mut AppendState) -> Result<()> {
+        let log = &self.commit_log;
+        let end = log.written();
+        let segment_bytes = log.segment_bytes();
+        let mut position = state.replica_dispatched;
+        while position < end {
+            let left_in_segment = segment_bytes - position % segment_bytes;
+            if left_in_segment < END_OF_SEGMENT_MIN_BYTES {
+                position += left_in_segment;
+                continue;
+            }
+            let Some(head) = log.read(position, 8)? else {
+                break;
+            };
+            let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+            let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+            if magic == BLANK_MAGIC_CODE {
+                position += left_in_segment;
+                continue;
+            }
+            if size < 8 || size as u64 > left_in_segment {
+                return Err(StoreError::Unrecoverable {
+                    reason: format!("replicated record at {position} has size {size}"),
+                });
+            }
+            let Some(bytes) = log.read(position, size as usize)? else {
+                break;
+            };
+            let (record, _) = MessageRecord::decode(&bytes, 0, DecodeOptions::default())?;
+            if record.physical_offset != position as i64 {
+                return Err(StoreError::Unrecoverable {
+                    reason: format!(
+                        "replicated record at {position} names offset {}",
+                        record.physical_offset
+                    ),
+                });
+            }
+            let queue = self.queue(&record.topic, record.queue_id)?;
+            queue.put(
+                record.queue_offset,
+                QueueEntry {
+                    commit_log_offset: position as i64,
+                    size,
+                    tags_code: queue_tags_code(
+                        &self.config,
+                        &record.topic,
+                        record.queue_id,
+                        record.tags(),
+                        record.store_timestamp,
+                    ),
+                },
+            )?;
+            queue.publish(record.queue_offset + 1);
+            state.last_store_timestamp = state.last_store_timestamp.max(record.store_timestamp);
+            position += size as u64;
+        }
+        state.replica_dispatched = position;
+        Ok(())
     }
 
     fn queue(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {

@@ -1,0 +1,223 @@
+//! Commit-log replication between two stores, as a master and a slave broker drive it: chunks
+//! of at most 32 KiB that never cross a segment end, applied in order on the slave, which
+//! indexes its consume queues from the records it receives.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{message, small_config, ticking_clock};
+use proptest::prelude::*;
+use tidemark_store::io::Storage;
+use tidemark_store::sim::SimStorage;
+use tidemark_store::{FlushPolicy, MessageStore, StoreError};
+
+const CHUNK_MAX: usize = 32 * 1024;
+
+fn open(storage: &SimStorage, root: &str) -> MessageStore {
+    MessageStore::open_with(
+        small_config(root, FlushPolicy::Async { interval_ms: 50 }),
+        Arc::new(storage.clone()) as Arc<dyn Storage>,
+        ticking_clock(1_700_000_000_000),
+    )
+    .expect("open")
+    .0
+}
+
+/// Copies everything new from `master` to `slave` in chunks no longer than `chunk`.
+fn replicate(master: &MessageStore, slave: &MessageStore, chunk: usize) -> u64 {
+    let mut position = slave.commit_log_positions().1;
+    while let Some(bytes) = master
+        .replication_chunk(position, chunk)
+        .expect("master read")
+    {
+        assert!(bytes.len() <= chunk);
+        position = slave
+            .append_replicated(position, &bytes)
+            .expect("slave append");
+    }
+    position
+}
+
+fn assert_same(master: &MessageStore, slave: &MessageStore) {
+    let (master_min, master_end, _) = master.commit_log_positions();
+    let (_, slave_end, _) = slave.commit_log_positions();
+    assert_eq!(slave_end, master_end, "commit-log ends");
+    // Byte for byte, segment by segment.
+    let mut position = master_min;
+    while let Some(bytes) = master.replication_chunk(position, CHUNK_MAX).expect("read") {
+        let copy = slave
+            .replication_chunk(position, bytes.len())
+            .expect("read")
+            .expect("slave has the bytes");
+        assert_eq!(copy, bytes, "commit log differs at {position}");
+        position += bytes.len() as u64;
+    }
+    let mut queues = master.queues();
+    queues.sort();
+    let mut slave_queues = slave.queues();
+    slave_queues.sort();
+    assert_eq!(slave_queues, queues, "the same consume queues");
+    for (topic, queue_id) in queues {
+        let max = master.max_offset(&topic, queue_id);
+        assert_eq!(
+            slave.max_offset(&topic, queue_id),
+            max,
+            "{topic}/{queue_id} max offset"
+        );
+        let on_master = master
+            .get(&topic, queue_id, 0, max as usize, usize::MAX, |_| true)
+            .expect("get");
+        let on_slave = slave
+            .get(&topic, queue_id, 0, max as usize, usize::MAX, |_| true)
+            .expect("get");
+        assert_eq!(
+            on_slave.messages, on_master.messages,
+            "{topic}/{queue_id} messages"
+        );
+    }
+}
+
+fn fill(master: &MessageStore, count: usize, seed: u64) {
+    for i in 0..count {
+        let size = 50 + ((seed as usize).wrapping_mul(31).wrapping_add(i * 97)) % 700;
+        let topic = if i % 3 == 0 { "TopicA" } else { "TopicB" };
+        master
+            .put(&message(
+                topic,
+                (i % 4) as i32,
+                vec![i as u8; size],
+                Some("t"),
+            ))
+            .expect("put");
+    }
+}
+
+#[test]
+fn a_slave_copy_is_byte_identical_and_indexed_like_the_master() {
+    let storage = SimStorage::new();
+    let master = open(&storage, "/master");
+    let slave = open(&storage, "/slave");
+    fill(&master, 60, 1);
+    replicate(&master, &slave, 1000);
+    fill(&master, 40, 2);
+    replicate(&master, &slave, CHUNK_MAX);
+    assert!(
+        master.commit_log_positions().1 > 4 * 4096,
+        "several segments were rolled"
+    );
+    assert_same(&master, &slave);
+}
+
+#[test]
+fn a_gap_is_refused_and_the_slave_resumes_from_its_end() {
+    let storage = SimStorage::new();
+    let master = open(&storage, "/master");
+    let slave = open(&storage, "/slave");
+    fill(&master, 10, 3);
+    let first = master
+        .replication_chunk(0, 300)
+        .expect("read")
+        .expect("bytes");
+    slave.append_replicated(0, &first).expect("first chunk");
+    let later = master
+        .replication_chunk(600, 100)
+        .expect("read")
+        .expect("bytes");
+    match slave.append_replicated(600, &later) {
+        Err(StoreError::ReplicationGap { expected, got }) => {
+            assert_eq!((expected, got), (300, 600))
+        }
+        other => panic!("expected a gap error, got {other:?}"),
+    }
+    replicate(&master, &slave, 77);
+    assert_same(&master, &slave);
+}
+
+#[test]
+fn a_slave_restarted_mid_record_recovers_and_continues() {
+    let storage = SimStorage::new();
+    let master = open(&storage, "/master");
+    fill(&master, 30, 4);
+    {
+        let slave = open(&storage, "/slave");
+        // Stop half way through some record, then drop without shutdown (a crash).
+        let chunk = master
+            .replication_chunk(0, 1500)
+            .expect("read")
+            .expect("bytes");
+        slave.append_replicated(0, &chunk).expect("append");
+    }
+    let slave = open(&storage, "/slave");
+    let resumed_at = slave.commit_log_positions().1;
+    assert!(resumed_at <= 1500, "recovery keeps whole records only");
+    replicate(&master, &slave, 999);
+    assert_same(&master, &slave);
+    slave.shutdown().expect("shutdown");
+    let slave = open(&storage, "/slave");
+    assert_same(&master, &slave);
+}
+
+#[test]
+fn an_empty_slave_accepts_a_master_starting_mid_log() {
+    let storage = SimStorage::new();
+    let master = open(&storage, "/master");
+    fill(&master, 80, 5);
+    let (_, end, _) = master.commit_log_positions();
+    // Java masters start an empty slave at their last segment.
+    let start = end - end % 4096;
+    let slave = open(&storage, "/slave");
+    let mut position = start;
+    while let Some(bytes) = master.replication_chunk(position, 512).expect("read") {
+        position = slave.append_replicated(position, &bytes).expect("append");
+    }
+    assert_eq!(slave.commit_log_positions().1, end);
+    // Queues with records in the copied segment are indexed from there on, like the master's.
+    let queues = slave.queues();
+    assert!(!queues.is_empty());
+    for (topic, queue_id) in queues {
+        let max = master.max_offset(&topic, queue_id);
+        assert_eq!(
+            slave.max_offset(&topic, queue_id),
+            max,
+            "{topic}/{queue_id}"
+        );
+        let on_slave = slave
+            .get(&topic, queue_id, 0, max as usize, usize::MAX, |_| true)
+            .expect("get");
+        assert!(
+            !on_slave.messages.is_empty(),
+            "{topic}/{queue_id} has messages on the slave"
+        );
+        for record in &on_slave.messages {
+            let queue_offset = common::decode(record).queue_offset;
+            let on_master = master
+                .get(&topic, queue_id, queue_offset, 1, usize::MAX, |_| true)
+                .expect("get");
+            assert_eq!(
+                on_master.messages.first(),
+                Some(record),
+                "{topic}/{queue_id} at {queue_offset}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn any_chunking_gives_the_same_copy(sizes in proptest::collection::vec(1usize..5000, 1..40), count in 1usize..80) {
+        let storage = SimStorage::new();
+        let master = open(&storage, "/master");
+        let slave = open(&storage, "/slave");
+        fill(&master, count, count as u64);
+        let mut position = 0;
+        let mut turn = 0;
+        while let Some(bytes) = master.replication_chunk(position, sizes[turn % sizes.len()]).expect("read") {
+            position = slave.append_replicated(position, &bytes).expect("append");
+            turn += 1;
+        }
+        assert_same(&master, &slave);
+    }
+}
