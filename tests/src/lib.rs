@@ -4,7 +4,8 @@
 //! `compat/java/scripts/apache-dev`, Apache RocketMQ's own name server and broker).
 //!
 //! [`DevServer`] starts the server on free loopback ports in a temporary data directory, waits
-//! for its ready line, and stops it (and deletes the directory) when dropped.
+//! for its ready line, and stops it (and deletes the directory) when dropped. [`BrokerSet`]
+//! starts a name server and a master with its slaves as separate `tidemark` processes.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -24,19 +25,6 @@ const TAIL_LINES: usize = 60;
 /// Short delay levels for retry tests: level n is n seconds.
 pub const SHORT_DELAY_LEVELS: &str =
     "1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s 17s 18s";
-
-/// A name server + broker in a child process.
-#[derive(Debug)]
-pub struct DevServer {
-    bin: PathBuf,
-    extra_args: Vec<String>,
-    data_dir: tempfile::TempDir,
-    namesrv_port: u16,
-    broker_port: u16,
-    child: Option<Child>,
-    tail: Arc<Mutex<VecDeque<String>>>,
-    log_path: PathBuf,
-}
 
 /// The server binary: `TIDEMARK_TEST_SERVER`, else the workspace's `target/debug/tidemark`,
 /// brought up to date once per test process (`cargo test` builds libraries and test targets
@@ -85,60 +73,54 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
-impl DevServer {
-    /// Starts a server; `extra_args` are appended to the `dev` command line.
-    pub fn start(name: &str, extra_args: &[&str]) -> DevServer {
-        let bin = server_binary();
+/// A server in a child process: started with its command line, ready once it prints its ready
+/// line, stopped (SIGTERM) when dropped. Output goes to a log file; its tail is kept for
+/// failure messages.
+#[derive(Debug)]
+pub struct ServerProcess {
+    bin: PathBuf,
+    args: Vec<String>,
+    ready_line: String,
+    child: Option<Child>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    log_path: PathBuf,
+}
+
+fn log_dir() -> PathBuf {
+    let logs = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|root| root.join("target").join("tidemark-test-logs"))
+        .unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&logs).expect("create the log directory");
+    logs
+}
+
+impl ServerProcess {
+    /// Starts `bin args…` and waits until it prints `ready_line`.
+    pub fn start(name: &str, bin: PathBuf, args: Vec<String>, ready_line: &str) -> ServerProcess {
         assert!(
             bin.exists(),
             "server binary {} not found; build it with `cargo build -p tidemark` or set TIDEMARK_TEST_SERVER",
             bin.display()
         );
-        let logs = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .map(|root| root.join("target").join("tidemark-test-logs"))
-            .unwrap_or_else(std::env::temp_dir);
-        std::fs::create_dir_all(&logs).expect("create the log directory");
-        let mut server = DevServer {
+        let mut server = ServerProcess {
             bin,
-            extra_args: extra_args.iter().map(|arg| (*arg).to_owned()).collect(),
-            data_dir: tempfile::Builder::new()
-                .prefix("tidemark-test-")
-                .tempdir()
-                .expect("create a data directory"),
-            namesrv_port: free_port(),
-            broker_port: free_port(),
+            args,
+            ready_line: ready_line.to_owned(),
             child: None,
             tail: Arc::new(Mutex::new(VecDeque::new())),
-            log_path: logs.join(format!("{name}-{}.log", std::process::id())),
+            log_path: log_dir().join(format!("{name}-{}.log", std::process::id())),
         };
         server.launch();
         server
     }
 
-    pub fn namesrv_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.namesrv_port)
-    }
-
-    pub fn broker_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.broker_port)
-    }
-
     fn launch(&mut self) {
-        let mut command = Command::new(&self.bin);
-        command
-            .arg("dev")
-            .arg("--data-dir")
-            .arg(self.data_dir.path())
-            .arg("--namesrv-port")
-            .arg(self.namesrv_port.to_string())
-            .arg("--broker-port")
-            .arg(self.broker_port.to_string())
-            .args(&self.extra_args)
+        let mut child = Command::new(&self.bin)
+            .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start {}: {error}", self.bin.display()));
         let log = Arc::new(Mutex::new(
@@ -148,6 +130,9 @@ impl DevServer {
                 .open(&self.log_path)
                 .expect("open the server log"),
         ));
+        if let Ok(mut file) = log.lock() {
+            let _ = writeln!(file, "==== {} {}", self.bin.display(), self.args.join(" "));
+        }
         let (ready_tx, ready_rx) = mpsc::channel();
         if let Some(stdout) = child.stdout.take() {
             self.drain(stdout, log.clone(), Some(ready_tx));
@@ -185,13 +170,14 @@ impl DevServer {
         ready: Option<mpsc::Sender<()>>,
     ) {
         let tail = self.tail.clone();
+        let ready_line = self.ready_line.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
                 if let Ok(mut file) = log.lock() {
                     let _ = writeln!(file, "{line}");
                 }
                 if let Some(ready) = &ready {
-                    if line.contains(READY_LINE) {
+                    if line.contains(&ready_line) {
                         let _ = ready.send(());
                     }
                 }
@@ -219,28 +205,31 @@ impl DevServer {
         )
     }
 
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Sends a signal by name (`STOP`, `CONT`, …) to the running process.
+    pub fn signal(&self, name: &str) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .arg(format!("-{name}"))
+                .arg(child.id().to_string())
+                .status();
+        }
+    }
+
     /// Graceful stop (SIGTERM), waiting for the process to exit.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status();
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if !terminate(&mut child) {
+            panic!(
+                "server did not stop within {STOP_TIMEOUT:?} of SIGTERM\n{}",
+                self.tail_text()
+            );
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!(
-            "server did not stop within {STOP_TIMEOUT:?} of SIGTERM\n{}",
-            self.tail_text()
-        );
     }
 
     /// SIGKILL: nothing gets a chance to persist.
@@ -251,30 +240,203 @@ impl DevServer {
         }
     }
 
-    /// Starts again on the same ports and data directory.
+    /// Starts again with the same command line.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "stop() or kill() before restart()");
         self.launch();
     }
 }
 
-impl Drop for DevServer {
+/// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; whether it stopped in time.
+fn terminate(child: &mut Child) -> bool {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
+impl Drop for ServerProcess {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(child.id().to_string())
-                .status();
-            let deadline = Instant::now() + STOP_TIMEOUT;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            terminate(&mut child);
         }
+    }
+}
+
+/// `tidemark dev` (or its stand-in) on free loopback ports in a temporary data directory.
+#[derive(Debug)]
+pub struct DevServer {
+    process: ServerProcess,
+    namesrv_port: u16,
+    broker_port: u16,
+    _data_dir: tempfile::TempDir,
+}
+
+impl DevServer {
+    /// Starts a server; `extra_args` are appended to the `dev` command line.
+    pub fn start(name: &str, extra_args: &[&str]) -> DevServer {
+        let data_dir = tempfile::Builder::new()
+            .prefix("tidemark-test-")
+            .tempdir()
+            .expect("create a data directory");
+        let namesrv_port = free_port();
+        let broker_port = free_port();
+        let mut args = vec![
+            "dev".to_owned(),
+            "--data-dir".to_owned(),
+            data_dir.path().display().to_string(),
+            "--namesrv-port".to_owned(),
+            namesrv_port.to_string(),
+            "--broker-port".to_owned(),
+            broker_port.to_string(),
+        ];
+        args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
+        DevServer {
+            process: ServerProcess::start(name, server_binary(), args, READY_LINE),
+            namesrv_port,
+            broker_port,
+            _data_dir: data_dir,
+        }
+    }
+
+    pub fn namesrv_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.namesrv_port)
+    }
+
+    pub fn broker_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.broker_port)
+    }
+
+    pub fn tail_text(&self) -> String {
+        self.process.tail_text()
+    }
+
+    pub fn stop(&mut self) {
+        self.process.stop();
+    }
+
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    pub fn restart(&mut self) {
+        self.process.restart();
+    }
+}
+
+/// A broker port whose VIP (`port - 2`) and HA (`port + 1`) neighbours are free too.
+pub fn free_broker_port() -> u16 {
+    for _ in 0..200 {
+        let port = free_port();
+        if port < 1030 || port == u16::MAX {
+            continue;
+        }
+        let neighbours_free = [port - 2, port + 1]
+            .iter()
+            .all(|neighbour| TcpListener::bind(("127.0.0.1", *neighbour)).is_ok());
+        if neighbours_free {
+            return port;
+        }
+    }
+    panic!("no free broker port with free neighbours");
+}
+
+/// A name server and the brokers of one broker name (a master and its slaves), each a
+/// `tidemark namesrv` / `tidemark broker -c FILE` process.
+#[derive(Debug)]
+pub struct BrokerSet {
+    pub namesrv: ServerProcess,
+    namesrv_port: u16,
+    /// Index 0 is the master; 1.. are slaves.
+    pub brokers: Vec<ServerProcess>,
+    broker_ports: Vec<u16>,
+    _dir: tempfile::TempDir,
+}
+
+impl BrokerSet {
+    /// `roles[0]` is the master's role (`ASYNC_MASTER` / `SYNC_MASTER`), the rest `SLAVE`.
+    /// `extra` is appended to every broker's TOML.
+    pub fn start(name: &str, roles: &[&str], extra: &str) -> BrokerSet {
+        let dir = tempfile::Builder::new()
+            .prefix("tidemark-ms-")
+            .tempdir()
+            .expect("create a data directory");
+        let bin = tidemark_binary();
+        let namesrv_port = free_port();
+        let namesrv = ServerProcess::start(
+            &format!("{name}-namesrv"),
+            bin.clone(),
+            vec![
+                "namesrv".into(),
+                "--listen".into(),
+                format!("127.0.0.1:{namesrv_port}"),
+            ],
+            "tidemark namesrv ready",
+        );
+        let mut brokers = Vec::new();
+        let mut broker_ports = Vec::new();
+        for (id, role) in roles.iter().enumerate() {
+            let port = free_broker_port();
+            let root = dir.path().join(format!("broker-{id}"));
+            let config = dir.path().join(format!("broker-{id}.toml"));
+            std::fs::write(
+                &config,
+                format!(
+                    "broker_name = \"broker-ms\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
+                     broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\n\
+                     namesrv_addr = \"127.0.0.1:{namesrv_port}\"\nstore_path_root_dir = \"{}\"\n\
+                     register_name_server_period = 10000\n{extra}\n",
+                    root.display()
+                ),
+            )
+            .expect("write broker config");
+            brokers.push(ServerProcess::start(
+                &format!("{name}-broker{id}"),
+                bin.clone(),
+                vec!["broker".into(), "-c".into(), config.display().to_string()],
+                "tidemark broker ready",
+            ));
+            broker_ports.push(port);
+        }
+        BrokerSet {
+            namesrv,
+            namesrv_port,
+            brokers,
+            broker_ports,
+            _dir: dir,
+        }
+    }
+
+    pub fn namesrv_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.namesrv_port)
+    }
+
+    pub fn broker_addr(&self, index: usize) -> String {
+        format!("127.0.0.1:{}", self.broker_ports[index])
+    }
+
+    /// The store root (with its `config/` files) of broker `index`.
+    pub fn store_root(&self, index: usize) -> PathBuf {
+        self._dir.path().join(format!("broker-{index}"))
+    }
+
+    /// The tails of every process's log.
+    pub fn tails(&self) -> String {
+        std::iter::once(&self.namesrv)
+            .chain(&self.brokers)
+            .map(ServerProcess::tail_text)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 

@@ -112,6 +112,35 @@ pub struct BrokerConfig {
     /// replaced by empty tables). Off: such a broker refuses to start.
     #[serde(alias = "ignoreCorruptConfig")]
     pub ignore_corrupt_config: bool,
+    /// Slave: the master's HA address (`host:port`); when unset it is learned from the name
+    /// server at registration. The HA port itself is always `listen_port + 1`, as in RocketMQ.
+    #[serde(alias = "haMasterAddress")]
+    pub ha_master_address: Option<String>,
+    /// Slave: report period, and master: heartbeat period of the HA stream.
+    #[serde(alias = "haSendHeartbeatInterval")]
+    pub ha_send_heartbeat_interval: u64,
+    /// An HA connection silent this long is closed.
+    #[serde(alias = "haHousekeepingInterval")]
+    pub ha_housekeeping_interval: u64,
+    /// Bytes per HA transfer frame at most.
+    #[serde(alias = "haTransferBatchSize")]
+    pub ha_transfer_batch_size: usize,
+    /// SYNC_MASTER: a slave further behind than this counts as not available.
+    #[serde(alias = "haSlaveFallbehindMax")]
+    pub ha_slave_fallbehind_max: u64,
+    /// SYNC_MASTER: how long a send waits for the slave (ms) before FLUSH_SLAVE_TIMEOUT.
+    #[serde(alias = "slaveTimeout")]
+    pub slave_timeout: u64,
+    /// Whether consumers may be steered to a slave when they read cold data.
+    #[serde(alias = "slaveReadEnable")]
+    pub slave_read_enable: bool,
+    /// Percent of RAM: a pull reading further behind the log's end than this is "cold".
+    #[serde(alias = "accessMessageInMemoryMaxRatio")]
+    pub access_message_in_memory_max_ratio: u64,
+    /// Slave: how often topics, offsets, delay offsets and groups are fetched from the master
+    /// (RocketMQ 4.9: every 10 s).
+    #[serde(alias = "slaveSyncIntervalMs")]
+    pub slave_sync_interval_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -148,6 +177,15 @@ impl Default for BrokerConfig {
                 .into(),
             flush_delay_offset_interval: 10_000,
             ignore_corrupt_config: false,
+            ha_master_address: None,
+            ha_send_heartbeat_interval: 5_000,
+            ha_housekeeping_interval: 20_000,
+            ha_transfer_batch_size: 32 * 1024,
+            ha_slave_fallbehind_max: 256 * 1024 * 1024,
+            slave_timeout: 3_000,
+            slave_read_enable: false,
+            access_message_in_memory_max_ratio: 40,
+            slave_sync_interval_ms: 10_000,
         }
     }
 }
@@ -184,6 +222,24 @@ impl BrokerConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        match self.broker_role {
+            BrokerRole::Slave if self.broker_id <= 0 => {
+                return Err(ConfigError::Invalid(
+                    "a SLAVE needs a broker_id of 1 or more".into(),
+                ))
+            }
+            BrokerRole::AsyncMaster | BrokerRole::SyncMaster if self.broker_id != 0 => {
+                return Err(ConfigError::Invalid(
+                    "a master's broker_id is 0 (slaves use 1 and up)".into(),
+                ))
+            }
+            _ => {}
+        }
+        if self.listen_port == u16::MAX {
+            return Err(ConfigError::Invalid(
+                "listen_port must leave room for the HA port (listen_port + 1)".into(),
+            ));
+        }
         if self.listen_port < 3 {
             return Err(ConfigError::Invalid(
                 "listen_port must leave room for the VIP port (listen_port - 2)".into(),
@@ -216,6 +272,15 @@ impl BrokerConfig {
             .ok_or_else(|| {
                 ConfigError::Invalid(format!("delete_when {:?} is not an hour", self.delete_when))
             })
+    }
+
+    pub fn is_slave(&self) -> bool {
+        self.broker_role == BrokerRole::Slave
+    }
+
+    /// The HA port: always `listen_port + 1`, as RocketMQ forces it.
+    pub fn ha_port(&self) -> u16 {
+        self.listen_port.saturating_add(1)
     }
 
     /// The delay of each level in milliseconds (index 0 = level 1).

@@ -7,6 +7,7 @@
 
 pub mod clients;
 pub mod config;
+pub mod ha;
 mod long_poll;
 pub mod metadata;
 pub mod offsets;
@@ -14,6 +15,7 @@ pub mod persist;
 mod processor;
 mod registration;
 pub mod schedule;
+mod slave_sync;
 mod state;
 pub mod stats;
 
@@ -78,6 +80,19 @@ impl Broker {
         vip_listener: TcpListener,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), BrokerError> {
+        self.serve_with_ha(listener, vip_listener, None, shutdown)
+            .await
+    }
+
+    /// [`Broker::serve`], plus the HA port a master's slaves connect to (`listen_port + 1`).
+    /// A slave follows its master and synchronises its metadata whatever `ha_listener` is.
+    pub async fn serve_with_ha(
+        self,
+        listener: TcpListener,
+        vip_listener: TcpListener,
+        ha_listener: Option<TcpListener>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), BrokerError> {
         let state = self.state;
         let handler = Arc::new(BrokerHandler::new(state.clone()));
         let (stop, stopping) = watch::channel(false);
@@ -102,14 +117,42 @@ impl Broker {
         ));
         let persistence = tokio::spawn(persist_loop(state.clone(), wait_stop(stopping.clone())));
         let expiry = tokio::spawn(expiry_loop(state.clone(), wait_stop(stopping.clone())));
-        let schedule = tokio::spawn(schedule::run(state.clone(), wait_stop(stopping.clone())));
+        let mut replication = Vec::new();
+        let schedule = if state.config.is_slave() {
+            // A slave copies the master's log; delivering delayed messages is the master's job.
+            replication.push(tokio::spawn(ha::run_slave(
+                state.clone(),
+                wait_stop(stopping.clone()),
+            )));
+            replication.push(tokio::spawn(slave_sync::run(
+                state.clone(),
+                wait_stop(stopping.clone()),
+            )));
+            None
+        } else {
+            if let Some(ha_listener) = ha_listener {
+                replication.push(tokio::spawn(ha::serve_master(
+                    state.clone(),
+                    ha_listener,
+                    wait_stop(stopping.clone()),
+                )));
+            }
+            Some(tokio::spawn(schedule::run(
+                state.clone(),
+                wait_stop(stopping.clone()),
+            )))
+        };
 
         shutdown.await;
         info!("broker shutting down");
         // Held pulls answer now instead of holding the drain up.
         state.held_pulls.notify_all();
         let _ = stop.send(true);
-        for task in [main, vip, persistence, expiry, schedule] {
+        for task in [main, vip, persistence, expiry]
+            .into_iter()
+            .chain(schedule)
+            .chain(replication)
+        {
             let _ = task.await;
         }
         let _ = registration.await;

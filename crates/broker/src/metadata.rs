@@ -180,7 +180,8 @@ impl TopicTable {
         }
     }
 
-    /// Loads persisted topics over the built-in ones.
+    /// Takes topics over the current ones and adopts their data version: the persisted file at
+    /// start, and on a slave its master's table (Java's `putAll`).
     pub fn merge_persisted(&mut self, wrapper: TopicConfigSerializeWrapper) {
         self.topics.extend(wrapper.topic_config_table);
         self.data_version = wrapper.data_version;

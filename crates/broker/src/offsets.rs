@@ -20,6 +20,12 @@
 //!   it. Clients carry no epoch on the wire; the reset offset itself serves as one.
 //! - [`drop_group`](ConsumerOffsetTable::drop_group) / [`drop_topic`](ConsumerOffsetTable::drop_topic):
 //!   forget everything of a deleted group or topic.
+//! - Every reset also raises the queue's *reset epoch* (persisted, and sent to slaves with the
+//!   offsets). [`merge_from_master`](ConsumerOffsetTable::merge_from_master) is how a slave
+//!   takes the master's offsets — where RocketMQ replaces the slave's values, so commits made on
+//!   the slave while the master was away are lost — : per queue, a newer epoch wins outright
+//!   (an operator reset, even backwards), the same epoch keeps the larger offset, and an older
+//!   epoch (a master that lost a reset) keeps the slave's value.
 
 use std::collections::BTreeMap;
 
@@ -61,6 +67,18 @@ pub struct ConsumerOffsetTable {
     /// Queues reset and not yet confirmed, by (topic, group, queue id). Not persisted: after a
     /// restart clients re-read the stored (reset) offset anyway.
     fences: BTreeMap<(String, String, i32), Fence>,
+    /// Epoch of each queue's last reset (absent: never reset, epoch 0).
+    epochs: BTreeMap<(String, String), GroupOffsets>,
+}
+
+/// A slave's offset that is ahead of its master's under the same reset epoch: the master should
+/// learn it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AheadOfMaster {
+    pub topic: String,
+    pub group: String,
+    pub queue_id: i32,
+    pub offset: i64,
 }
 
 impl ConsumerOffsetTable {
@@ -147,6 +165,14 @@ impl ConsumerOffsetTable {
     /// client confirms it.
     pub fn reset(&mut self, topic: &str, group: &str, queue_id: i32, offset: i64, now_ms: i64) {
         let offset = offset.max(0);
+        let epochs = self
+            .epochs
+            .entry((topic.to_owned(), group.to_owned()))
+            .or_default();
+        let epoch = epochs
+            .get(&queue_id)
+            .map_or(now_ms, |previous| now_ms.max(previous + 1));
+        epochs.insert(queue_id, epoch);
         self.entries
             .entry((topic.to_owned(), group.to_owned()))
             .or_default()
@@ -165,6 +191,66 @@ impl ConsumerOffsetTable {
             .get(&(topic.to_owned(), group.to_owned()))?
             .get(&queue_id)
             .copied()
+    }
+
+    /// The epoch of the queue's last reset (0: never reset).
+    pub fn reset_epoch(&self, topic: &str, group: &str, queue_id: i32) -> i64 {
+        self.epochs
+            .get(&(topic.to_owned(), group.to_owned()))
+            .and_then(|queues| queues.get(&queue_id))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A slave takes its master's offsets (see the module rules) and reports the queues where
+    /// it is ahead under the same epoch. Entries only the slave has are kept.
+    pub fn merge_from_master(&mut self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
+        for (key, queues) in &master.entries {
+            for (&queue_id, &theirs) in queues {
+                let their_epoch = master.reset_epoch(&key.0, &key.1, queue_id);
+                let our_epoch = self.reset_epoch(&key.0, &key.1, queue_id);
+                let ours = self
+                    .entries
+                    .get(key)
+                    .and_then(|queues| queues.get(&queue_id))
+                    .copied();
+                let merged = match ours {
+                    None => Some(theirs),
+                    Some(_) if their_epoch > our_epoch => Some(theirs),
+                    Some(ours) if their_epoch == our_epoch => Some(ours.max(theirs)),
+                    Some(_) => None,
+                };
+                if let Some(value) = merged {
+                    self.entries
+                        .entry(key.clone())
+                        .or_default()
+                        .insert(queue_id, value);
+                    if their_epoch > our_epoch {
+                        self.epochs
+                            .entry(key.clone())
+                            .or_default()
+                            .insert(queue_id, their_epoch);
+                    }
+                }
+            }
+        }
+        let mut ahead = Vec::new();
+        for (key, queues) in &self.entries {
+            for (&queue_id, &ours) in queues {
+                let theirs = master.query(&key.0, &key.1, queue_id);
+                let same_epoch = master.reset_epoch(&key.0, &key.1, queue_id)
+                    == self.reset_epoch(&key.0, &key.1, queue_id);
+                if same_epoch && theirs.is_none_or(|theirs| ours > theirs) {
+                    ahead.push(AheadOfMaster {
+                        topic: key.0.clone(),
+                        group: key.1.clone(),
+                        queue_id,
+                        offset: ours,
+                    });
+                }
+            }
+        }
+        ahead
     }
 
     /// All queues of a (topic, group).
@@ -195,6 +281,7 @@ impl ConsumerOffsetTable {
         let before = self.entries.len();
         self.entries.retain(|(_, name), _| name != group);
         self.fences.retain(|(_, name, _), _| name != group);
+        self.epochs.retain(|(_, name), _| name != group);
         before - self.entries.len()
     }
 
@@ -203,6 +290,7 @@ impl ConsumerOffsetTable {
         let before = self.entries.len();
         self.entries.retain(|(name, _), _| name != topic);
         self.fences.retain(|(name, _, _), _| name != topic);
+        self.epochs.retain(|(name, _), _| name != topic);
         before - self.entries.len()
     }
 
@@ -215,6 +303,12 @@ impl ConsumerOffsetTable {
                 .iter()
                 .map(|((topic, group), queues)| (topic_at_group(topic, group), queues.clone()))
                 .collect(),
+            reset_epoch_table: (!self.epochs.is_empty()).then(|| {
+                self.epochs
+                    .iter()
+                    .map(|((topic, group), queues)| (topic_at_group(topic, group), queues.clone()))
+                    .collect()
+            }),
         }
     }
 
@@ -230,6 +324,13 @@ impl ConsumerOffsetTable {
                         .insert((topic.to_owned(), group.to_owned()), queues.clone());
                 }
                 None => warn!(%key, "consumer offset key is not topic@group; skipped"),
+            }
+        }
+        for (key, queues) in wrapper.reset_epoch_table.iter().flatten() {
+            if let Some((topic, group)) = split_topic_at_group(key) {
+                table
+                    .epochs
+                    .insert((topic.to_owned(), group.to_owned()), queues.clone());
             }
         }
         table
@@ -307,6 +408,78 @@ mod tests {
         assert_eq!(
             table.commit("T", "g", 0, 7, 100, 10_000 + RESET_FENCE_MS),
             CommitOutcome::Advanced { previous: 5 }
+        );
+    }
+
+    #[test]
+    fn a_slave_merge_keeps_newer_progress_and_obeys_resets() {
+        let mut master = ConsumerOffsetTable::new();
+        master.commit("T", "g", 0, 10, 100, 0);
+        master.commit("T", "g", 1, 30, 100, 0);
+        let mut slave = ConsumerOffsetTable::new();
+        slave.merge_from_master(&master);
+        // While the master was away, consumers committed to the slave.
+        slave.commit("T", "g", 0, 25, 100, 0);
+        slave.commit("T", "g", 2, 5, 100, 0);
+        // The master came back with its older values (and learned one queue from a client).
+        master.commit("T", "g", 1, 35, 100, 0);
+        let ahead = slave.merge_from_master(&master);
+        assert_eq!(
+            slave.query("T", "g", 0),
+            Some(25),
+            "never overwritten by an older value"
+        );
+        assert_eq!(
+            slave.query("T", "g", 1),
+            Some(35),
+            "newer master values are taken"
+        );
+        assert_eq!(slave.query("T", "g", 2), Some(5), "slave-only entries stay");
+        let pushed: Vec<_> = ahead.iter().map(|a| (a.queue_id, a.offset)).collect();
+        assert_eq!(
+            pushed,
+            vec![(0, 25), (2, 5)],
+            "the master is told what it is behind on"
+        );
+
+        // An operator reset on the master moves the slave back, once.
+        master.reset("T", "g", 0, 3, 1_000);
+        let ahead = slave.merge_from_master(&master);
+        assert_eq!(slave.query("T", "g", 0), Some(3));
+        assert!(
+            ahead.iter().all(|a| a.queue_id != 0),
+            "a reset queue is not pushed back"
+        );
+        assert_eq!(
+            slave.reset_epoch("T", "g", 0),
+            master.reset_epoch("T", "g", 0)
+        );
+        // Progress after the reset merges by the larger value again.
+        slave.commit("T", "g", 0, 4, 100, 2_000);
+        slave.merge_from_master(&master);
+        assert_eq!(slave.query("T", "g", 0), Some(4));
+
+        // A master that lost its reset (older epoch) does not undo the slave's.
+        let mut forgetful = ConsumerOffsetTable::new();
+        forgetful.commit("T", "g", 0, 60, 100, 0);
+        slave.merge_from_master(&forgetful);
+        assert_eq!(slave.query("T", "g", 0), Some(4));
+    }
+
+    #[test]
+    fn reset_epochs_survive_the_wrapper_and_increase() {
+        let mut table = ConsumerOffsetTable::new();
+        table.reset("T", "g", 0, 1, 500);
+        table.reset("T", "g", 0, 1, 400);
+        assert_eq!(
+            table.reset_epoch("T", "g", 0),
+            501,
+            "epochs never go backwards"
+        );
+        let wrapper = table.to_wrapper();
+        assert_eq!(
+            ConsumerOffsetTable::from_wrapper(&wrapper).reset_epoch("T", "g", 0),
+            501
         );
     }
 

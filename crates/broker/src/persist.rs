@@ -51,6 +51,12 @@ pub fn backup_path(path: &Path) -> PathBuf {
 
 /// Replaces `path` with `contents` crash-safely, keeping the previous version as `.bak`.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), PersistError> {
+    // Writers of one file share its temp name; serialise them (slave sync, the persistence
+    // timer and request handlers can all persist metadata at once).
+    static WRITERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = WRITERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let io_error = |op, path: &Path| {
         let path = path.to_path_buf();
         move |source| PersistError::Io { op, path, source }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_protocol::body::RegisterBrokerBody;
-use tidemark_protocol::headers::{RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
+use tidemark_protocol::headers::{
+    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
+};
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{ClientConfig, RemotingClient};
@@ -26,11 +28,7 @@ fn register_request(state: &BrokerState) -> RemotingCommand {
         broker_name: state.config.broker_name.clone(),
         broker_addr: state.config.broker_addr(),
         cluster_name: state.config.broker_cluster_name.clone(),
-        ha_server_addr: format!(
-            "{}:{}",
-            state.config.broker_ip1,
-            state.config.listen_port + 1
-        ),
+        ha_server_addr: format!("{}:{}", state.config.broker_ip1, state.config.ha_port()),
         broker_id: state.config.broker_id,
         compressed: false,
         body_crc32: (crc32fast_hash(&body) & 0x7FFF_FFFF) as i32,
@@ -52,13 +50,43 @@ async fn register_all(state: &BrokerState, client: &RemotingClient) {
             .await
         {
             Ok(response) if response.response_code() == ResponseCode::Success => {
-                debug!(namesrv = %addr, "registered")
+                debug!(namesrv = %addr, "registered");
+                state
+                    .registered
+                    .store(true, std::sync::atomic::Ordering::Release);
+                if state.config.is_slave() {
+                    learn_master(state, &response);
+                }
             }
             Ok(response) => {
                 warn!(namesrv = %addr, code = %response.response_code(), remark = ?response.remark, "registration refused")
             }
             Err(failure) => warn!(namesrv = %addr, %failure, "registration failed; will retry"),
         }
+    }
+}
+
+/// A slave learns its master's addresses from the registration answer (both empty while the
+/// master is not registered: slave sync pauses, replication keeps trying the last address).
+fn learn_master(state: &BrokerState, response: &RemotingCommand) {
+    let Ok(header) = response.decode_header::<RegisterBrokerResponseHeader>() else {
+        return;
+    };
+    let master = header.master_addr.filter(|addr| !addr.is_empty());
+    let ha = header.ha_server_addr.filter(|addr| !addr.is_empty());
+    let mut known = state
+        .master_addr
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if *known != master {
+        info!(master = ?master, "master address from the name server");
+        *known = master;
+    }
+    if let Some(ha) = ha {
+        *state
+            .learned_ha_master_addr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ha);
     }
 }
 
@@ -71,14 +99,23 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             .register_name_server_period
             .clamp(10_000, 60_000),
     );
-    let mut ticker = tokio::time::interval(period);
+    // A slave without a live master asks again soon: its master's return must not wait a
+    // whole registration period before slave synchronisation resumes.
+    const MASTERLESS_PERIOD: Duration = Duration::from_secs(2);
+    let mut next = tokio::time::Instant::now();
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            _ = ticker.tick() => {}
+            _ = tokio::time::sleep_until(next) => {}
             _ = state.topics_changed.notified() => {}
         }
         register_all(&state, &client).await;
+        let wait = if state.config.is_slave() && state.master_addr().is_none() {
+            MASTERLESS_PERIOD.min(period)
+        } else {
+            period
+        };
+        next = tokio::time::Instant::now() + wait;
     }
     for addr in state.config.name_servers() {
         let header = UnregisterBrokerRequestHeader {

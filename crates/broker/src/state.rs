@@ -74,6 +74,14 @@ pub struct BrokerState {
     pub messages_got_total: AtomicU64,
     /// Put and get rates for runtime info, sampled every second.
     pub throughput: Mutex<crate::stats::Throughput>,
+    /// Master: replication progress of the slaves.
+    pub ha: crate::ha::HaState,
+    /// Slave: the master's broker address, learned at registration (slave sync talks to it).
+    pub master_addr: Mutex<Option<String>>,
+    /// Slave: the master's HA address learned at registration (unless configured).
+    pub learned_ha_master_addr: Mutex<Option<String>>,
+    /// Set once a name server accepted this broker's registration.
+    pub registered: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -159,7 +167,25 @@ impl BrokerState {
             messages_put_total: AtomicU64::new(0),
             messages_got_total: AtomicU64::new(0),
             throughput: Mutex::new(crate::stats::Throughput::default()),
+            ha: crate::ha::HaState::default(),
+            master_addr: Mutex::new(None),
+            learned_ha_master_addr: Mutex::new(None),
+            registered: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Slave: where to follow the master's log (configured, else learned at registration).
+    pub fn ha_master_addr(&self) -> Option<String> {
+        self.config
+            .ha_master_address
+            .clone()
+            .filter(|addr| !addr.is_empty())
+            .or_else(|| lock(&self.learned_ha_master_addr).clone())
+    }
+
+    /// Slave: the master's broker address, if known.
+    pub fn master_addr(&self) -> Option<String> {
+        lock(&self.master_addr).clone()
     }
 
     pub fn topics(&self) -> MutexGuard<'_, TopicTable> {

@@ -15,7 +15,7 @@ use tidemark_protocol::{RemotingCommand, RequestCode};
 use tidemark_remoting::{ClientConfig, RemotingClient};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::info;
+use tracing::{info, warn};
 
 #[derive(Debug, Args)]
 pub struct DevArgs {
@@ -93,7 +93,13 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("cannot listen on {addr} ({what})"))
 }
 
-async fn serve_broker(config: BrokerConfig, stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+/// `with_ha`: a standalone broker (`tidemark broker`) serves the HA port and announces itself;
+/// `tidemark dev` has no slaves and announces itself once both servers are up.
+async fn serve_broker(
+    config: BrokerConfig,
+    stop: watch::Receiver<bool>,
+    with_ha: bool,
+) -> anyhow::Result<()> {
     let ip: IpAddr = config
         .listen_ip
         .parse()
@@ -104,15 +110,46 @@ async fn serve_broker(config: BrokerConfig, stop: watch::Receiver<bool>) -> anyh
         "broker VIP channel",
     )
     .await?;
+    // Masters serve their slaves on listen_port + 1 (RocketMQ's HA port).
+    let ha = if with_ha && !config.is_slave() {
+        Some(bind(SocketAddr::new(ip, config.ha_port()), "broker HA port").await?)
+    } else {
+        None
+    };
+    let ready = format!(
+        "tidemark broker ready name={} id={} role={:?} listen={}:{}",
+        config.broker_name,
+        config.broker_id,
+        config.broker_role,
+        config.broker_ip1,
+        config.listen_port
+    );
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .context("broker start-up task")??;
+    let state = broker.state().clone();
     let mut stop = stop;
-    broker
-        .serve(main, vip, async move {
-            let _ = stop.wait_for(|stopped| *stopped).await;
-        })
-        .await?;
+    let serving = tokio::spawn(broker.serve_with_ha(main, vip, ha, async move {
+        let _ = stop.wait_for(|stopped| *stopped).await;
+    }));
+    if with_ha {
+        // Ready means clients can find it: a name server has its registration (bounded wait;
+        // without any name server the broker still serves, and says so).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !state.registered.load(std::sync::atomic::Ordering::Acquire)
+            && tokio::time::Instant::now() < deadline
+            && !serving.is_finished()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if !state.registered.load(std::sync::atomic::Ordering::Acquire) {
+            warn!(
+                "no name server accepted the registration yet; clients will not find this broker"
+            );
+        }
+        announce(&ready);
+    }
+    serving.await.context("broker task")??;
     Ok(())
 }
 
@@ -186,7 +223,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             },
         ))
     };
-    let broker = tokio::spawn(serve_broker(config, stopping));
+    let broker = tokio::spawn(serve_broker(config, stopping, false));
     tokio::select! {
         registered = wait_until_registered(&namesrv_addr, &broker_name) => registered?,
         failed = broker_failure(&broker) => return failed,
@@ -235,7 +272,7 @@ pub async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.validate()?;
     info!(?config, "effective configuration");
     let (stop, stopping) = watch::channel(false);
-    let broker = tokio::spawn(serve_broker(config, stopping));
+    let broker = tokio::spawn(serve_broker(config, stopping, true));
     tokio::select! {
         _ = shutdown_signal() => {}
         failed = broker_failure(&broker) => return failed,

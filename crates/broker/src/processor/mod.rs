@@ -42,6 +42,15 @@ pub(crate) fn error(code: ResponseCode, remark: impl Into<String>) -> RemotingCo
 /// NO_PERMISSION when the broker's permission forbids writes (an operator wiped it), as Java
 /// words it.
 pub(crate) fn refuse_writes_if_read_only(state: &BrokerState) -> Option<RemotingCommand> {
+    if state.config.is_slave() {
+        // RocketMQ's answer when a message is put to a slave.
+        return Some(error(
+            ResponseCode::ServiceNotAvailable,
+            "service not available now. It may be caused by one of the following reasons: \
+             the broker's disk is full, messages are put to the slave, message store has been \
+             shut down, etc.",
+        ));
+    }
     (!tidemark_protocol::body::perm::is_writeable(state.config.broker_permission)).then(|| {
         error(
             ResponseCode::NoPermission,

@@ -7,7 +7,7 @@ use tidemark_protocol::body::{perm, MessageModel};
 use tidemark_protocol::headers::{
     pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader,
 };
-use tidemark_protocol::message::SubscriptionExpression;
+use tidemark_protocol::message::{SubscriptionExpression, PHYSICAL_OFFSET_POSITION};
 use tidemark_protocol::{RemotingCommand, ResponseCode};
 use tidemark_store::{GetResult, GetStatus};
 
@@ -204,7 +204,14 @@ fn process(state: &BrokerState, header: &PullMessageRequestHeader, allow_suspend
         }
     }
 
-    let (code, next_begin_offset) = response_code(&result, header.queue_offset);
+    let (mut code, mut next_begin_offset) = response_code(&result, header.queue_offset);
+    if state.config.is_slave() && code == ResponseCode::PullOffsetMoved {
+        // A slave may simply be behind its master: never correct a consumer's offset from
+        // here (RocketMQ's offsetCheckInSlave=false). Wait for the copy to catch up instead.
+        code = ResponseCode::PullNotFound;
+        next_begin_offset = header.queue_offset;
+    }
+    let suggest_which_broker_id = suggest_broker(state, &group, &result);
     let suspend = header.sys_flag & pull_sys_flag::SUSPEND != 0;
     if code == ResponseCode::PullNotFound && allow_suspend && suspend {
         return Outcome::Hold;
@@ -219,7 +226,7 @@ fn process(state: &BrokerState, header: &PullMessageRequestHeader, allow_suspend
     );
     let mut response = RemotingCommand::response(code, status_name(result.status).to_owned())
         .with_header(&PullMessageResponseHeader {
-            suggest_which_broker_id: 0,
+            suggest_which_broker_id,
             next_begin_offset,
             min_offset: result.min_offset,
             max_offset: result.max_offset,
@@ -230,6 +237,55 @@ fn process(state: &BrokerState, header: &PullMessageRequestHeader, allow_suspend
         });
     response.body = body.freeze();
     Outcome::Respond(response)
+}
+
+/// Which broker the consumer should pull from next (RocketMQ 4.9): the master, unless
+/// `slave_read_enable` is on and this read reached further back than the share of RAM the page
+/// cache is trusted to hold (`access_message_in_memory_max_ratio`) — then the group's
+/// `whichBrokerWhenConsumeSlowly`; a slave with reads enabled keeps consumers on the group's
+/// `brokerId`.
+fn suggest_broker(
+    state: &BrokerState,
+    group: &tidemark_protocol::body::SubscriptionGroupConfig,
+    result: &GetResult,
+) -> i64 {
+    if !state.config.slave_read_enable {
+        return tidemark_protocol::body::MASTER_ID;
+    }
+    let log_end = state.store.commit_log_positions().1;
+    let read_at = result
+        .messages
+        .last()
+        .and_then(|record| record.get(PHYSICAL_OFFSET_POSITION..PHYSICAL_OFFSET_POSITION + 8))
+        .and_then(|bytes| bytes.try_into().ok())
+        .map(i64::from_be_bytes)
+        .unwrap_or(log_end as i64);
+    let behind = log_end.saturating_sub(read_at.max(0) as u64);
+    let cold =
+        behind > total_memory_bytes() / 100 * state.config.access_message_in_memory_max_ratio;
+    if cold {
+        group.which_broker_when_consume_slowly
+    } else if state.config.is_slave() {
+        group.broker_id
+    } else {
+        tidemark_protocol::body::MASTER_ID
+    }
+}
+
+/// Physical memory (`MemTotal`), read once; 8 GiB when it cannot be read.
+fn total_memory_bytes() -> u64 {
+    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find(|line| line.starts_with("MemTotal:"))
+                    .and_then(|line| line.split_whitespace().nth(1))
+                    .and_then(|kib| kib.parse::<u64>().ok())
+            })
+            .map_or(8 << 30, |kib| kib * 1024)
+    })
 }
 
 /// The pull table of the protocol notes (§3.3): store status → response code, next offset.

@@ -12,6 +12,8 @@ use tidemark_remoting::Channel;
 use tidemark_store::{Appended, NewMessage, StoreError};
 
 use super::{bad_header, error};
+use crate::config::BrokerRole;
+use crate::ha::ReplicaWait;
 use crate::metadata::{
     is_system_topic_for_send, is_valid_topic_name, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX,
 };
@@ -192,6 +194,10 @@ pub(super) async fn send(
     let stored_in = messages
         .first()
         .map(|message| (message.topic.clone(), message.queue_id));
+    // WAIT=false: the producer does not want to wait for durability (nor for the slave).
+    let wait_store_ok = messages.iter().all(|message| {
+        Properties::parse(&message.properties).get(property::WAIT_STORE_MSG_OK) != Some("false")
+    });
     let appended = match put(state, messages).await {
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),
@@ -206,7 +212,30 @@ pub(super) async fn send(
         .iter()
         .map(|one| encode_offset_msg_id(store_host, one.commit_log_offset as i64))
         .collect();
-    RemotingCommand::response(ResponseCode::Success, None).with_header(&SendMessageResponseHeader {
+    let mut code = ResponseCode::Success;
+    if state.config.broker_role == BrokerRole::SyncMaster && wait_store_ok {
+        // The message is stored either way; the code tells the producer it is not yet on a slave.
+        let end = appended
+            .iter()
+            .map(|one| one.commit_log_offset + u64::from(one.size))
+            .max()
+            .unwrap_or(0);
+        let waited = state
+            .ha
+            .wait_replicated(
+                end,
+                state.store.commit_log_positions().1,
+                state.config.ha_slave_fallbehind_max,
+                std::time::Duration::from_millis(state.config.slave_timeout),
+            )
+            .await;
+        code = match waited {
+            ReplicaWait::Replicated => ResponseCode::Success,
+            ReplicaWait::SlaveNotAvailable => ResponseCode::SlaveNotAvailable,
+            ReplicaWait::Timeout => ResponseCode::FlushSlaveTimeout,
+        };
+    }
+    RemotingCommand::response(code, None).with_header(&SendMessageResponseHeader {
         msg_id: message_ids.join(","),
         queue_id,
         queue_offset: first.queue_offset,
@@ -261,5 +290,6 @@ pub(super) async fn put(
     state
         .messages_put_total
         .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+    state.ha.notify_new_data();
     Ok(appended)
 }

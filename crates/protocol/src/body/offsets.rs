@@ -17,6 +17,9 @@ json_object! {
         /// 5.x.
         "dataVersion" => data_version: Option<DataVersion>,
         "offsetTable" => offset_table: BTreeMap<String, BTreeMap<i32, i64>>,
+        /// Tidemark only (Java ignores it): per `topic@group` and queue, the epoch of the last
+        /// operator reset, so a slave can tell a reset from a stale copy.
+        "resetEpochTable" => reset_epoch_table: Option<BTreeMap<String, BTreeMap<i32, i64>>>,
     }
 }
 

@@ -1,0 +1,337 @@
+//! Commit-log replication between a master and its slaves on the HA port (`listen_port + 1`),
+//! in RocketMQ's wire format (Java `HAService`/`HAConnection`), so a Java slave can follow a
+//! Tidemark master and a Tidemark slave a Java master:
+//!
+//! - the slave connects and reports its commit-log end: 8 bytes, a big-endian i64 — at once,
+//!   after every applied frame, and every `ha_send_heartbeat_interval`;
+//! - the master streams from the first reported offset: a 12-byte header (physical offset i64,
+//!   body size i32) and up to `ha_transfer_batch_size` bytes of raw commit log, never across a
+//!   segment end; with nothing to send it sends an empty frame every heartbeat interval;
+//! - either side closes a connection that stayed silent for `ha_housekeeping_interval`.
+//!
+//! A Java master starts an empty slave (one reporting 0) at its last segment; Tidemark's master
+//! sends its whole retained log, so a new slave holds every message. The slave's store indexes
+//! what it receives ([`MessageStore::append_replicated`](tidemark_store::MessageStore)).
+//!
+//! [`HaState`] is what SYNC_MASTER sends wait on: the highest offset any slave confirmed.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+use tracing::{debug, info, warn};
+
+use crate::state::BrokerState;
+
+const HEADER_BYTES: usize = 12;
+/// The largest frame body a slave accepts (Java slaves buffer 4 MiB).
+const FRAME_BODY_MAX: usize = 4 * 1024 * 1024;
+/// Pause before a slave reconnects.
+const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+
+/// Replication progress as a master sees it.
+#[derive(Debug, Default)]
+pub struct HaState {
+    /// The highest commit-log offset any slave has confirmed (Java `push2SlaveMaxOffset`;
+    /// never lowered, not even when the slave goes away).
+    acked: AtomicU64,
+    /// Live slave connections.
+    connections: AtomicUsize,
+    /// Woken when `acked` moves.
+    acked_changed: Notify,
+    /// Woken when the log grows (a put), so transfers need not poll.
+    new_data: Notify,
+}
+
+/// How a SYNC_MASTER send's wait for the slave ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaWait {
+    Replicated,
+    /// No slave connected, or the slave is too far behind to wait for.
+    SlaveNotAvailable,
+    /// The slave did not confirm within `slave_timeout`.
+    Timeout,
+}
+
+impl HaState {
+    pub fn acked(&self) -> u64 {
+        self.acked.load(Ordering::Acquire)
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Acquire)
+    }
+
+    /// Called after every put: transfers have something new to send.
+    pub fn notify_new_data(&self) {
+        self.new_data.notify_waiters();
+    }
+
+    fn confirm(&self, offset: u64) {
+        if self.acked.fetch_max(offset, Ordering::AcqRel) < offset {
+            self.acked_changed.notify_waiters();
+        }
+    }
+
+    /// Waits until a slave has everything below `end`.
+    pub async fn wait_replicated(
+        &self,
+        end: u64,
+        log_end: u64,
+        fallbehind_max: u64,
+        timeout: Duration,
+    ) -> ReplicaWait {
+        if self.connections() == 0 || log_end.saturating_sub(self.acked()) >= fallbehind_max {
+            return ReplicaWait::SlaveNotAvailable;
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let changed = self.acked_changed.notified();
+            if self.acked() >= end {
+                return ReplicaWait::Replicated;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return if self.acked() >= end {
+                    ReplicaWait::Replicated
+                } else {
+                    ReplicaWait::Timeout
+                };
+            }
+        }
+    }
+}
+
+fn transfer_header(offset: u64, size: usize) -> [u8; HEADER_BYTES] {
+    let mut header = [0u8; HEADER_BYTES];
+    header[..8].copy_from_slice(&(offset as i64).to_be_bytes());
+    header[8..].copy_from_slice(&(size as i32).to_be_bytes());
+    header
+}
+
+// --- master -------------------------------------------------------------------------------
+
+/// Accepts slaves on the HA port until `stop`.
+pub async fn serve_master(
+    state: Arc<BrokerState>,
+    listener: TcpListener,
+    stop: impl Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                info!(%peer, "slave connected to the HA port");
+                let state = state.clone();
+                tokio::spawn(async move {
+                    state.ha.connections.fetch_add(1, Ordering::AcqRel);
+                    if let Err(error) = serve_slave(&state, stream).await {
+                        debug!(%peer, %error, "HA connection ended");
+                    }
+                    state.ha.connections.fetch_sub(1, Ordering::AcqRel);
+                    info!(%peer, "slave disconnected from the HA port");
+                });
+            }
+            Err(error) => {
+                warn!(%error, "HA accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn serve_slave(state: &Arc<BrokerState>, stream: TcpStream) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let (mut reader, mut writer) = stream.into_split();
+    let housekeeping = Duration::from_millis(state.config.ha_housekeeping_interval);
+    let heartbeat = Duration::from_millis(state.config.ha_send_heartbeat_interval);
+    let (reported_tx, mut reported) = watch::channel::<Option<u64>>(None);
+
+    let reading = {
+        let state = state.clone();
+        async move {
+            let mut buffer = BytesMut::with_capacity(1024);
+            loop {
+                let read = tokio::time::timeout(housekeeping, reader.read_buf(&mut buffer)).await;
+                match read {
+                    Err(_) => return Err(std::io::Error::other("slave silent too long")),
+                    Ok(Ok(0)) => return Ok(()),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(error)) => return Err(error),
+                }
+                // Reports are 8 bytes each; only the newest complete one matters.
+                let whole = buffer.len() - buffer.len() % 8;
+                if whole == 0 {
+                    continue;
+                }
+                let offset =
+                    i64::from_be_bytes(buffer[whole - 8..whole].try_into().unwrap_or([0; 8]));
+                buffer.advance(whole);
+                let offset = u64::try_from(offset).unwrap_or(0);
+                let log_end = state.store.commit_log_positions().1;
+                if offset > log_end {
+                    return Err(std::io::Error::other(format!(
+                        "slave reports {offset}, beyond this log's end {log_end}"
+                    )));
+                }
+                state.ha.confirm(offset);
+                let _ = reported_tx.send(Some(offset));
+            }
+        }
+    };
+
+    let writing = async {
+        let first = loop {
+            if let Some(offset) = *reported.borrow_and_update() {
+                break offset;
+            }
+            if reported.changed().await.is_err() {
+                return Ok(());
+            }
+        };
+        let (min, _, _) = state.store.commit_log_positions();
+        let mut next = first.max(min);
+        let mut last_write = tokio::time::Instant::now();
+        let batch = state.config.ha_transfer_batch_size.max(1);
+        loop {
+            let new_data = state.ha.new_data.notified();
+            let chunk = state
+                .store
+                .replication_chunk(next, batch)
+                .map_err(std::io::Error::other)?;
+            match chunk {
+                Some(bytes) => {
+                    let mut frame = Vec::with_capacity(HEADER_BYTES + bytes.len());
+                    frame.extend_from_slice(&transfer_header(next, bytes.len()));
+                    frame.extend_from_slice(&bytes);
+                    writer.write_all(&frame).await?;
+                    next += bytes.len() as u64;
+                    last_write = tokio::time::Instant::now();
+                }
+                None => {
+                    if last_write.elapsed() >= heartbeat {
+                        writer.write_all(&transfer_header(next, 0)).await?;
+                        last_write = tokio::time::Instant::now();
+                    }
+                    // Puts wake us; the timeout covers wake-ups lost between check and wait.
+                    let _ = tokio::time::timeout(Duration::from_millis(100), new_data).await;
+                }
+            }
+        }
+    };
+
+    tokio::select! {
+        read = reading => read,
+        written = writing => written,
+    }
+}
+
+// --- slave --------------------------------------------------------------------------------
+
+/// Follows the master's log until `stop`: connects to the master's HA address (configured, or
+/// learned at registration), reports, applies frames, reconnects after any error.
+pub async fn run_slave(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        let master = state.ha_master_addr();
+        let session = async {
+            match master {
+                Some(addr) => {
+                    if let Err(error) = follow(&state, &addr).await {
+                        debug!(%addr, %error, "HA session with the master ended");
+                    }
+                }
+                None => debug!("no master HA address yet"),
+            }
+            tokio::time::sleep(RECONNECT_DELAY).await;
+        };
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = session => {}
+        }
+    }
+}
+
+async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
+    let stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr))
+        .await
+        .map_err(|_| std::io::Error::other("connect timed out"))??;
+    stream.set_nodelay(true)?;
+    info!(%addr, "following the master's commit log");
+    let (mut reader, mut writer) = stream.into_split();
+    let heartbeat = Duration::from_millis(state.config.ha_send_heartbeat_interval);
+    let housekeeping = Duration::from_millis(state.config.ha_housekeeping_interval);
+    let mut reported = state.store.commit_log_positions().1;
+    writer.write_all(&(reported as i64).to_be_bytes()).await?;
+    let mut last_report = tokio::time::Instant::now();
+    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let wait = heartbeat.saturating_sub(last_report.elapsed());
+        tokio::select! {
+            read = tokio::time::timeout(housekeeping, reader.read_buf(&mut buffer)) => {
+                match read {
+                    Err(_) => return Err(std::io::Error::other("master silent too long")),
+                    Ok(Ok(0)) => return Err(std::io::Error::other("master closed the connection")),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(error)) => return Err(error),
+                }
+                apply_frames(state, &mut buffer)?;
+            }
+            _ = tokio::time::sleep(wait) => {}
+        }
+        let end = state.store.commit_log_positions().1;
+        if end > reported || last_report.elapsed() >= heartbeat {
+            writer.write_all(&(end as i64).to_be_bytes()).await?;
+            reported = end;
+            last_report = tokio::time::Instant::now();
+        }
+    }
+}
+
+/// Applies every complete frame in `buffer`.
+fn apply_frames(state: &BrokerState, buffer: &mut BytesMut) -> std::io::Result<()> {
+    loop {
+        if buffer.len() < HEADER_BYTES {
+            return Ok(());
+        }
+        let offset = i64::from_be_bytes(buffer[..8].try_into().unwrap_or([0; 8]));
+        let size = i32::from_be_bytes(buffer[8..12].try_into().unwrap_or([0; 4]));
+        let (Ok(offset), Ok(size)) = (u64::try_from(offset), usize::try_from(size)) else {
+            return Err(std::io::Error::other(
+                "negative offset or size in an HA frame",
+            ));
+        };
+        if size > FRAME_BODY_MAX {
+            return Err(std::io::Error::other(format!("HA frame of {size} bytes")));
+        }
+        let end = state.store.commit_log_positions().1;
+        // An empty store takes the master's position, whatever it is (Java does too).
+        if end != 0 && offset != end {
+            return Err(std::io::Error::other(format!(
+                "the master sends offset {offset}, this log ends at {end}"
+            )));
+        }
+        if buffer.len() < HEADER_BYTES + size {
+            buffer.reserve(HEADER_BYTES + size - buffer.len());
+            return Ok(());
+        }
+        buffer.advance(HEADER_BYTES);
+        let body = buffer.split_to(size);
+        if !body.is_empty() {
+            state
+                .store
+                .append_replicated(offset, &body)
+                .map_err(std::io::Error::other)?;
+            // A slave serves pulls: wake the ones held for new messages.
+            state.held_pulls.notify_all();
+        }
+    }
+}

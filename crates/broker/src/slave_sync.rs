@@ -1,0 +1,180 @@
+//! A slave's copy of its master's metadata (Java `SlaveSynchronize`): every
+//! `slave_sync_interval_ms` (first run after 3 s) it fetches, with the requests RocketMQ uses,
+//! the topic config, consumer offsets, delay offsets and subscription groups, and persists them.
+//!
+//! Where Tidemark differs — consumer progress: RocketMQ replaces the slave's offsets with the
+//! master's, so commits consumers made on the slave while the master was away are lost when
+//! it returns (apache/rocketmq#1094, #1440). Here the slave merges
+//! ([`ConsumerOffsetTable::merge_from_master`](crate::offsets::ConsumerOffsetTable)): a newer
+//! reset epoch wins, otherwise the larger offset. Offsets the slave holds ahead of the master
+//! are then sent to the master as ordinary UPDATE_CONSUMER_OFFSET requests, which the master's
+//! forward-only table accepts — so the master learns them even when no consumer is running.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_protocol::body::{
+    ConsumerOffsetWrapper, DelayOffsetWrapper, SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+};
+use tidemark_protocol::headers::UpdateConsumerOffsetRequestHeader;
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{ClientConfig, RemotingClient};
+use tracing::{debug, info, warn};
+
+use crate::metadata::SubscriptionGroupTable;
+use crate::offsets::ConsumerOffsetTable;
+use crate::state::BrokerState;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+const FIRST_RUN_AFTER: Duration = Duration::from_secs(3);
+
+pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let period = Duration::from_millis(state.config.slave_sync_interval_ms.max(100));
+    let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        next = tokio::time::Instant::now() + period;
+        match state.master_addr() {
+            Some(master) if master != state.config.broker_addr() => {
+                sync_all(&state, &client, &master).await
+            }
+            _ => debug!("no master registered; slave sync waits"),
+        }
+    }
+    client.shutdown();
+}
+
+/// What one step's request got.
+enum Fetched {
+    Body(bytes::Bytes),
+    /// The master answered with an error (for offsets: it has none yet).
+    Refused,
+    /// No answer at all.
+    Unreachable,
+}
+
+async fn fetch(client: &RemotingClient, master: &str, code: RequestCode) -> Fetched {
+    match client
+        .invoke(master, RemotingCommand::request(code), CALL_TIMEOUT)
+        .await
+    {
+        Ok(response) if response.response_code() == ResponseCode::Success => {
+            Fetched::Body(response.body)
+        }
+        Ok(response) => {
+            debug!(%master, ?code, answer = ?response.response_code(), remark = ?response.remark, "slave sync step refused");
+            Fetched::Refused
+        }
+        Err(error) => {
+            debug!(%master, ?code, %error, "slave sync step failed");
+            Fetched::Unreachable
+        }
+    }
+}
+
+/// One round; each step stands alone (a failed one does not stop the others).
+pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, master: &str) {
+    if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllTopicConfig).await {
+        match TopicConfigSerializeWrapper::from_json_bytes(&body) {
+            Ok(wrapper) => sync_topics(state, wrapper),
+            Err(error) => warn!(%error, "master's topic config unreadable"),
+        }
+    }
+    // The master answers SYSTEM_ERROR while it has no offsets at all: nothing to merge then,
+    // but the slave may still hold progress the master should learn.
+    let master_offsets = match fetch(client, master, RequestCode::GetAllConsumerOffset).await {
+        Fetched::Body(body) => match ConsumerOffsetWrapper::from_json_bytes(&body) {
+            Ok(wrapper) => Some(ConsumerOffsetTable::from_wrapper(&wrapper)),
+            Err(error) => {
+                warn!(%error, "master's consumer offsets unreadable");
+                None
+            }
+        },
+        Fetched::Refused => Some(ConsumerOffsetTable::default()),
+        Fetched::Unreachable => None,
+    };
+    let ahead = match master_offsets {
+        Some(master_offsets) => {
+            let ahead = state.offsets().merge_from_master(&master_offsets);
+            state.mark_offsets_changed();
+            ahead
+        }
+        None => Vec::new(),
+    };
+    for entry in &ahead {
+        let header = UpdateConsumerOffsetRequestHeader {
+            consumer_group: entry.group.clone(),
+            topic: entry.topic.clone(),
+            queue_id: entry.queue_id,
+            commit_offset: entry.offset,
+            broker_name: Some(state.config.broker_name.clone()),
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header);
+        if let Err(error) = client.invoke_oneway(master, request).await {
+            debug!(%master, %error, "could not tell the master a newer offset");
+            break;
+        }
+    }
+    if !ahead.is_empty() {
+        info!(
+            entries = ahead.len(),
+            "told the master offsets it was behind on"
+        );
+    }
+
+    if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllDelayOffset).await {
+        match DelayOffsetWrapper::from_json_bytes(&body) {
+            Ok(wrapper) => {
+                state.delay_offsets().table = wrapper.offset_table;
+                if let Err(error) = state.persist_delay_offsets() {
+                    warn!(%error, "delay offsets from the master not persisted");
+                }
+            }
+            Err(error) => warn!(%error, "master's delay offsets unreadable"),
+        }
+    }
+    if let Fetched::Body(body) =
+        fetch(client, master, RequestCode::GetAllSubscriptionGroupConfig).await
+    {
+        match SubscriptionGroupWrapper::from_json_bytes(&body) {
+            Ok(wrapper) => {
+                let changed = state.groups().to_wrapper().data_version != wrapper.data_version;
+                if changed {
+                    *state.groups() = SubscriptionGroupTable::from_wrapper(wrapper);
+                    if let Err(error) = state.persist_metadata() {
+                        warn!(%error, "subscription groups from the master not persisted");
+                    }
+                }
+            }
+            Err(error) => warn!(%error, "master's subscription groups unreadable"),
+        }
+    }
+}
+
+/// Topics are the master's: taken whole when its data version moved (as Java does).
+fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
+    let changed = {
+        let mut topics = state.topics();
+        if topics.data_version() == &wrapper.data_version {
+            false
+        } else {
+            topics.merge_persisted(wrapper);
+            true
+        }
+    };
+    if changed {
+        state.topics_changed.notify_one();
+        if let Err(error) = state.persist_metadata() {
+            warn!(%error, "topics from the master not persisted");
+        }
+    }
+}
