@@ -356,3 +356,39 @@ async fn scenario09_consume_stats_match_what_was_sent_and_consumed() {
     admin.shutdown().await;
     producer.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario08c_lite_pull_auto_commit_reaches_the_broker() {
+    init_logging();
+    let server = DevServer::start("client-s08c", &[]);
+    let topic = unique("S08c");
+    let group = unique("G08c");
+    let producer = producer(&server).await;
+    let expected = send(&producer, &topic, "a", 30).await;
+    let consumer = LitePullConsumer::builder(&group)
+        .namesrv_addr(server.namesrv_addr())
+        .subscribe(&topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(1))
+        .auto_commit_interval(Duration::from_secs(1))
+        .start()
+        .await
+        .expect("lite consumer");
+    let mut polled = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while polled < 30 && Instant::now() < deadline {
+        polled += consumer.poll_for(Duration::from_secs(2)).await.len();
+    }
+    assert_eq!(polled, 30);
+    // The next poll after the interval commits; the periodic persist takes it to the broker.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    consumer.poll_for(Duration::from_millis(100)).await;
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    let reached = wait_for_commits(&admin, &group, &topic, &expected).await;
+    assert_eq!(reached, expected, "auto-committed offsets at the broker");
+    consumer.shutdown().await;
+    admin.shutdown().await;
+    producer.shutdown().await;
+}

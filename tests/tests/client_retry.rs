@@ -486,3 +486,45 @@ async fn scenario15_retry_depth_is_visible_in_consume_stats() {
     consumer.shutdown().await;
     producer.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_past_the_consume_timeout_counts_as_reconsume_later() {
+    init_logging();
+    let server = start_server("client-timeout");
+    let topic = unique("STO");
+    let group = unique("GTO");
+    let producer = producer(&server).await;
+    producer
+        .send(Message::new(&topic, "slow-0"))
+        .await
+        .expect("send");
+    let deliveries = Deliveries::default();
+    let sink = deliveries.clone();
+    let consumer = PushConsumer::builder(&group)
+        .namesrv_addr(server.namesrv_addr())
+        .subscribe(&topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(1))
+        .consume_timeout(Duration::from_secs(1))
+        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+            let sink = sink.clone();
+            async move {
+                sink.record(&messages);
+                if messages.iter().any(|message| message.reconsume_times == 0) {
+                    // Hangs past the consume timeout: the message must come back anyway.
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                ConsumeStatus::Success
+            }
+        }))
+        .await
+        .expect("consumer");
+    assert!(
+        wait_until(Duration::from_secs(40), || deliveries.count("slow-0") >= 2).await,
+        "a timed-out message was not retried\n{}",
+        server.tail_text()
+    );
+    assert_eq!(deliveries.of("slow-0")[1].reconsume_times, 1);
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

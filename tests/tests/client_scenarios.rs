@@ -448,3 +448,56 @@ async fn scenario07_orderly_consumer_sees_each_key_in_send_order() {
     consumer.shutdown().await;
     producer.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario07b_orderly_suspend_redelivers_in_place_without_breaking_order() {
+    init_logging();
+    let server = DevServer::start("client-s07b", &[]);
+    let topic = unique("S07b");
+    let producer = producer(&server).await;
+    let first = producer
+        .send(Message::new(&topic, "o-0"))
+        .await
+        .expect("send");
+    for i in 1..6 {
+        producer
+            .send_to_queue(Message::new(&topic, format!("o-{i}")), first.queue.clone())
+            .await
+            .expect("send");
+    }
+    let seen: Arc<Mutex<Vec<(String, i32)>>> = Arc::default();
+    let sink = seen.clone();
+    let consumer = consumer(&server, &unique("G07b"), &topic, "*")
+        .suspend_current_queue_time(Duration::from_millis(200))
+        .start_orderly(tidemark_client::orderly_fn(
+            move |batch: Vec<MessageExt>| {
+                let sink = sink.clone();
+                async move {
+                    let mut sink = sink.lock().expect("lock");
+                    let mut status = OrderlyStatus::Success;
+                    for message in batch {
+                        let body = String::from_utf8_lossy(&message.body).into_owned();
+                        if body == "o-2" && message.reconsume_times == 0 {
+                            status = OrderlyStatus::SuspendCurrentQueueAMoment;
+                        }
+                        sink.push((body, message.reconsume_times));
+                    }
+                    status
+                }
+            },
+        ))
+        .await
+        .expect("orderly consumer");
+    assert!(wait_until(DELIVERY_TIMEOUT, || seen.lock().expect("lock").len() >= 7).await);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = seen.lock().expect("lock").clone();
+    let order: Vec<&str> = seen.iter().map(|(body, _)| body.as_str()).collect();
+    assert_eq!(
+        order,
+        ["o-0", "o-1", "o-2", "o-2", "o-3", "o-4", "o-5"],
+        "{seen:?}"
+    );
+    assert_eq!(seen[3].1, 1, "the retried message counts its reconsume");
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

@@ -132,6 +132,11 @@ async fn pull_all(
             "pull {topic}/{queue_id}@{offset} from {addr}"
         );
         let header: PullMessageResponseHeader = response.decode_header().expect("pull header");
+        // Without slave reads enabled, consumers are always sent back to the master.
+        assert_eq!(
+            header.suggest_which_broker_id, 0,
+            "suggested broker for {addr}"
+        );
         out.extend_from_slice(&response.body);
         offset = header.next_begin_offset;
     }
@@ -637,4 +642,140 @@ async fn failover_keeps_progress_through_a_short_master_outage() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_keeps_progress_when_the_master_is_away_longer_than_slave_sync() {
     failover("ms-failover-long", Duration::from_secs(8), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reset_reaches_the_slave_and_no_stale_copy_undoes_it() {
+    init_logging();
+    let set = BrokerSet::start(
+        "ms-reset",
+        &["ASYNC_MASTER", "SLAVE"],
+        "slave_sync_interval_ms = 1000\nflush_consumer_offset_interval = 1000",
+    );
+    let topic = unique("MSR");
+    let group = unique("GMSR");
+    let producer = producer(&set).await;
+    for i in 0..40 {
+        producer
+            .send(Message::new(&topic, format!("r{i}")))
+            .await
+            .expect("send");
+    }
+    let tally = Tally::default();
+    let first = consumer(&set, &group, &topic)
+        .start_concurrently(tally.listener(Duration::from_millis(0)))
+        .await
+        .expect("consumer");
+    assert!(wait_until(Duration::from_secs(60), || tally.distinct() == 40).await);
+    first.shutdown().await;
+    let client = raw();
+    let consumed = wait_until_async(Duration::from_secs(20), || async {
+        let on_slave = offsets_on(&client, &set.broker_addr(1), &group, &topic).await;
+        on_slave.values().sum::<i64>() == 40
+    })
+    .await;
+    assert!(
+        consumed,
+        "the slave never saw the group's progress\n{}",
+        set.tails()
+    );
+
+    let admin = tidemark_client::Admin::connect(ClientConfig::new(set.namesrv_addr()))
+        .await
+        .expect("admin");
+    let reset = admin
+        .reset_offset_by_timestamp(&topic, &group, 0, true)
+        .await
+        .expect("reset");
+    assert!(reset.values().all(|offset| *offset == 0), "{reset:?}");
+    // The slave takes the lower, reset offsets (a newer epoch) ...
+    let adopted = wait_until_async(Duration::from_secs(15), || async {
+        let on_slave = offsets_on(&client, &set.broker_addr(1), &group, &topic).await;
+        !on_slave.is_empty() && on_slave.values().all(|offset| *offset == 0)
+    })
+    .await;
+    assert!(
+        adopted,
+        "the slave kept its pre-reset offsets\n{}",
+        set.tails()
+    );
+    // ... and never pushes its old ones back to the master.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let on_master = offsets_on(&client, &set.broker_addr(0), &group, &topic).await;
+    assert!(
+        on_master.values().all(|offset| *offset == 0),
+        "the reset was undone: {on_master:?}"
+    );
+    // A consumer of the group now reads everything again.
+    let again = Tally::default();
+    let second = consumer(&set, &group, &topic)
+        .start_concurrently(again.listener(Duration::from_millis(0)))
+        .await
+        .expect("consumer");
+    assert!(wait_until(Duration::from_secs(60), || again.distinct() == 40).await);
+    second.shutdown().await;
+    admin.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_reads_are_steered_to_the_slave_when_slave_reads_are_enabled() {
+    init_logging();
+    // Every read counts as cold at a 0 % in-memory ratio.
+    let set = BrokerSet::start(
+        "ms-steer",
+        &["ASYNC_MASTER", "SLAVE"],
+        "slave_read_enable = true\naccess_message_in_memory_max_ratio = 0",
+    );
+    let topic = unique("MSS");
+    let producer = producer(&set).await;
+    for i in 0..8 {
+        producer
+            .send(Message::new(&topic, format!("c{i}")))
+            .await
+            .expect("send");
+    }
+    let client = raw();
+    let mut suggested = Vec::new();
+    for queue_id in 0..QUEUES {
+        if max_offset(&client, &set.broker_addr(0), &topic, queue_id)
+            .await
+            .unwrap_or(0)
+            == 0
+        {
+            continue;
+        }
+        let header = PullMessageRequestHeader {
+            consumer_group: "ms_steer".into(),
+            topic: topic.clone(),
+            queue_id,
+            queue_offset: 0,
+            max_msg_nums: 1,
+            sys_flag: pull_sys_flag::SUBSCRIPTION,
+            commit_offset: 0,
+            suspend_timeout_millis: 0,
+            subscription: Some("*".into()),
+            sub_version: 0,
+            expression_type: Some("TAG".into()),
+            max_msg_bytes: None,
+            broker_name: None,
+        };
+        let response = client
+            .invoke(
+                &set.broker_addr(0),
+                RemotingCommand::request_with_header(RequestCode::PullMessage, &header),
+                CALL,
+            )
+            .await
+            .expect("pull");
+        assert_eq!(response.response_code(), ResponseCode::Success);
+        let header: PullMessageResponseHeader = response.decode_header().expect("header");
+        suggested.push(header.suggest_which_broker_id);
+    }
+    assert!(!suggested.is_empty());
+    assert!(
+        suggested.iter().all(|id| *id == 1),
+        "the group's whichBrokerWhenConsumeSlowly (1) is suggested for cold reads: {suggested:?}"
+    );
+    producer.shutdown().await;
 }

@@ -99,6 +99,51 @@ impl Admin {
         Ok(merged)
     }
 
+    /// Moves a group's progress in `topic` to the first message stored at or after
+    /// `timestamp_ms` (−1: the end of each queue) on every master of the topic
+    /// (INVOKE_BROKER_TO_RESET_OFFSET; Java `resetOffsetByTimestamp`). Without `force` a queue
+    /// only moves backwards. The brokers tell the group's online consumers. Returns the new
+    /// offsets.
+    pub async fn reset_offset_by_timestamp(
+        &self,
+        topic: &str,
+        group: &str,
+        timestamp_ms: i64,
+        force: bool,
+    ) -> Result<std::collections::BTreeMap<tidemark_protocol::body::MessageQueue, i64>> {
+        let mut offsets = std::collections::BTreeMap::new();
+        let masters = self.masters_of(topic).await?;
+        if masters.is_empty() {
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+                reason: "no master serves it".into(),
+            });
+        }
+        for addr in masters {
+            let header = tidemark_protocol::headers::ResetOffsetRequestHeader {
+                topic: topic.to_owned(),
+                group: group.to_owned(),
+                timestamp: timestamp_ms,
+                is_force: force,
+                queue_id: None,
+                offset: None,
+            };
+            let request = RemotingCommand::request_with_header(
+                RequestCode::InvokeBrokerToResetOffset,
+                &header,
+            );
+            let response = self.instance.call(&addr, request).await?;
+            if response.response_code() != ResponseCode::Success {
+                return Err(broker_error(&addr, response.response_code(), &response));
+            }
+            let body =
+                tidemark_protocol::body::MessageQueueOffsets::from_json_bytes(&response.body)
+                    .map_err(|error| bad_response(&addr, error))?;
+            offsets.extend(body.offset_table);
+        }
+        Ok(offsets)
+    }
+
     pub async fn shutdown(&self) {
         self.instance.shutdown(None, None).await;
     }
