@@ -200,32 +200,18 @@ impl ClientInstance {
             None => self.local_ip().await?,
         };
         let _ = self.client_id.set(format!("{ip}@{}", self.instance_name));
-        let me = Arc::downgrade(self);
-        let token = self.shutdown.clone();
-        let period = self.config.poll_name_server_interval;
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = token.cancelled() => break,
-                    _ = tokio::time::sleep(period) => {}
-                }
-                let Some(instance) = me.upgrade() else { break };
-                instance.refresh_all_routes().await;
-            }
-        });
-        let me = Arc::downgrade(self);
-        let token = self.shutdown.clone();
-        let period = self.config.heartbeat_interval;
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = token.cancelled() => break,
-                    _ = tokio::time::sleep(period) => {}
-                }
-                let Some(instance) = me.upgrade() else { break };
-                instance.send_heartbeats().await;
-            }
-        });
+        crate::every(
+            self,
+            self.shutdown.clone(),
+            self.config.poll_name_server_interval,
+            |instance| async move { instance.refresh_all_routes().await },
+        );
+        crate::every(
+            self,
+            self.shutdown.clone(),
+            self.config.heartbeat_interval,
+            |instance| async move { instance.send_heartbeats().await },
+        );
         Ok(())
     }
 

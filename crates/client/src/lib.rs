@@ -48,3 +48,28 @@ pub use tidemark_protocol::body::{
 
 /// A boxed, sendable future (listeners and the offset broker are trait objects).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Runs `tick` every `period` (the first time after one period) for as long as `owner` is alive
+/// and `stop` is not cancelled. The task holds `owner` only while a tick runs.
+pub(crate) fn every<T, F, Fut>(
+    owner: &std::sync::Arc<T>,
+    stop: tokio_util::sync::CancellationToken,
+    period: std::time::Duration,
+    tick: F,
+) where
+    T: Send + Sync + 'static,
+    F: Fn(std::sync::Arc<T>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let owner = std::sync::Arc::downgrade(owner);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(period) => {}
+            }
+            let Some(owner) = owner.upgrade() else { break };
+            tick(owner).await;
+        }
+    });
+}

@@ -400,14 +400,9 @@ impl SendCore {
         lock(&self.ids).next_id(now_ms())
     }
 
-    /// Sends one message; `queue` pins the queue (no retry elsewhere).
-    async fn send(
-        &self,
-        mut message: Message,
-        queue: Option<MessageQueue>,
-        mode: Mode,
-    ) -> Result<Option<SendResult>> {
-        self.validate(&message)?;
+    /// What every sent message carries, as Java's client adds it: a unique id (`UNIQ_KEY`)
+    /// unless the caller set one, and `WAIT=true` unless the caller chose otherwise.
+    fn stamp(&self, message: &mut Message) {
         if message
             .property(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             .is_none()
@@ -422,6 +417,17 @@ impl SendCore {
                 .properties_mut()
                 .insert(property::WAIT_STORE_MSG_OK, "true");
         }
+    }
+
+    /// Sends one message; `queue` pins the queue (no retry elsewhere).
+    async fn send(
+        &self,
+        mut message: Message,
+        queue: Option<MessageQueue>,
+        mode: Mode,
+    ) -> Result<Option<SendResult>> {
+        self.validate(&message)?;
+        self.stamp(&mut message);
         let mut sys_flag = 0;
         let body = if message.body().len() >= self.settings.compress_over {
             sys_flag |= sys_flag::COMPRESSED | sys_flag::COMPRESSION_ZLIB;
@@ -469,20 +475,7 @@ impl SendCore {
                     "a batch cannot go to a retry topic".into(),
                 ));
             }
-            if message
-                .property(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                .is_none()
-            {
-                let id = self.next_unique_id();
-                message
-                    .properties_mut()
-                    .insert(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, id);
-            }
-            if message.property(property::WAIT_STORE_MSG_OK).is_none() {
-                message
-                    .properties_mut()
-                    .insert(property::WAIT_STORE_MSG_OK, "true");
-            }
+            self.stamp(&mut message);
             ids.push(
                 message
                     .property(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)

@@ -279,33 +279,19 @@ impl ConsumerCore {
             }
         });
 
-        let core = Arc::downgrade(self);
-        let token = self.token.clone();
-        let interval = self.settings.client.persist_offset_interval;
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = token.cancelled() => break,
-                    _ = tokio::time::sleep(interval) => {}
-                }
-                let Some(core) = core.upgrade() else { break };
-                core.persist_all().await;
-            }
-        });
-
+        crate::every(
+            self,
+            self.token.clone(),
+            self.settings.client.persist_offset_interval,
+            |core| async move { core.persist_all().await },
+        );
         if self.listener.is_orderly() && self.is_clustering() {
-            let core = Arc::downgrade(self);
-            let token = self.token.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = token.cancelled() => break,
-                        _ = tokio::time::sleep(LOCK_RENEW_INTERVAL) => {}
-                    }
-                    let Some(core) = core.upgrade() else { break };
-                    core.lock_all().await;
-                }
-            });
+            crate::every(
+                self,
+                self.token.clone(),
+                LOCK_RENEW_INTERVAL,
+                |core| async move { core.lock_all().await },
+            );
         }
     }
 
