@@ -273,6 +273,14 @@ impl Parser<'_> {
         self.position += 1; // opening quote
         let mut bytes = Vec::new();
         loop {
+            // Copy the run up to the next quote or escape at once (headers are mostly runs).
+            let rest = self.text.get(self.position..).unwrap_or_default();
+            let run = rest
+                .iter()
+                .position(|&byte| byte == quote || byte == b'\\')
+                .unwrap_or(rest.len());
+            bytes.extend_from_slice(&rest[..run]);
+            self.position += run;
             let Some(byte) = self.peek() else {
                 return Err(self.error("unterminated string"));
             };
