@@ -272,12 +272,17 @@ fn json_int(object: &json::Object, field: &'static str) -> Result<Option<i32>, P
 }
 
 fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
-    let value = json::parse(header)?;
-    let object = value.as_object().ok_or(ProtocolError::JsonHeaderField {
-        field: "<header>",
-        expected: "an object",
-    })?;
-    let code = json_int(object, "code")?.ok_or(ProtocolError::JsonHeaderField {
+    // The tree is consumed: its strings move into the command instead of being copied.
+    let mut object = match json::parse(header)? {
+        Value::Object(object) => object,
+        _ => {
+            return Err(ProtocolError::JsonHeaderField {
+                field: "<header>",
+                expected: "an object",
+            })
+        }
+    };
+    let code = json_int(&object, "code")?.ok_or(ProtocolError::JsonHeaderField {
         field: "code",
         expected: "an integer",
     })?;
@@ -295,9 +300,9 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
             })
         }
     };
-    let remark = match object.get("remark") {
+    let remark = match object.take("remark") {
         None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(text.clone()),
+        Some(Value::String(text)) => Some(text),
         Some(_) => {
             return Err(ProtocolError::JsonHeaderField {
                 field: "remark",
@@ -306,12 +311,12 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
         }
     };
     let mut ext_fields = ExtFields::new();
-    match object.get("extFields") {
+    match object.take("extFields") {
         None | Some(Value::Null) => {}
         Some(Value::Object(fields)) => {
-            for (key, value) in fields.entries() {
+            for (key, value) in fields.into_entries() {
                 let key = match key {
-                    Value::String(text) => text.clone(),
+                    Value::String(text) => text,
                     Value::Int(number) => number.to_string(),
                     _ => {
                         return Err(ProtocolError::JsonHeaderField {
@@ -323,7 +328,7 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
                 // Writers must send strings, but C++ clients send numbers and booleans.
                 let value = match value {
                     Value::Null => continue,
-                    Value::String(text) => text.clone(),
+                    Value::String(text) => text,
                     Value::Int(number) => number.to_string(),
                     Value::Bool(flag) => flag.to_string(),
                     Value::Float(number) => number.to_string(),
@@ -347,9 +352,9 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
     Ok(RemotingCommand {
         code,
         language,
-        version: json_int(object, "version")?.unwrap_or(0),
-        opaque: json_int(object, "opaque")?.unwrap_or(0),
-        flag: json_int(object, "flag")?.unwrap_or(0),
+        version: json_int(&object, "version")?.unwrap_or(0),
+        opaque: json_int(&object, "opaque")?.unwrap_or(0),
+        flag: json_int(&object, "flag")?.unwrap_or(0),
         remark,
         ext_fields,
         body: Bytes::new(),

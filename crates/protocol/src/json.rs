@@ -55,6 +55,20 @@ impl Object {
         &self.entries
     }
 
+    /// The entries, by value (no copies when the tree is consumed).
+    pub fn into_entries(self) -> Vec<(Value, Value)> {
+        self.entries
+    }
+
+    /// Removes and returns the value of the first entry keyed `key`.
+    pub fn take(&mut self, key: &str) -> Option<Value> {
+        let index = self
+            .entries
+            .iter()
+            .position(|(name, _)| matches!(name, Value::String(text) if text == key))?;
+        Some(self.entries.swap_remove(index).1)
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
