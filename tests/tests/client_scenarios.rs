@@ -501,3 +501,52 @@ async fn scenario07b_orderly_suspend_redelivers_in_place_without_breaking_order(
     consumer.shutdown().await;
     producer.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario03b_a_joining_member_triggers_a_rebalance_through_the_broker_notice() {
+    init_logging();
+    let server = DevServer::start("client-s03b", &[]);
+    let topic = unique("S03b");
+    let group = unique("G03b");
+    let producer = producer(&server).await;
+    send_numbered(&producer, &topic, "n", 4).await;
+    // A rebalance period far beyond the test: only NOTIFY_CONSUMER_IDS_CHANGED can move queues.
+    let slow = |server: &DevServer| {
+        PushConsumer::builder(&group)
+            .namesrv_addr(server.namesrv_addr())
+            .subscribe(&topic, "*")
+            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+            .rebalance_interval(Duration::from_secs(600))
+    };
+    let first = Received::default();
+    let a = slow(&server)
+        .start_concurrently(first.listener())
+        .await
+        .expect("consumer a");
+    let owned = |consumer: &PushConsumer| -> usize {
+        consumer
+            .assigned_queues()
+            .iter()
+            .filter(|queue| queue.topic == topic)
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || owned(&a) == 4).await,
+        "a owns every queue first"
+    );
+    let second = Received::default();
+    let b = slow(&server)
+        .start_concurrently(second.listener())
+        .await
+        .expect("consumer b");
+    let split = wait_until(Duration::from_secs(20), || owned(&a) == 2 && owned(&b) == 2).await;
+    assert!(
+        split,
+        "a: {:?}, b: {:?}",
+        a.assigned_queues(),
+        b.assigned_queues()
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+    producer.shutdown().await;
+}
