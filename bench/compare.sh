@@ -6,6 +6,7 @@
 #
 #   bench/compare.sh                 # 20 s per run, 8 concurrent senders
 #   DURATION=5 PRODUCERS=4 bench/compare.sh
+#   SERIALIZE=rocketmq bench/compare.sh   # binary request headers instead of JSON
 #
 # Prints a Markdown table: msgs/s, p99 latency, idle RSS for each server, and the ratios.
 set -euo pipefail
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 duration="${DURATION:-20}"
 producers="${PRODUCERS:-8}"
+serialize="${SERIALIZE:-json}"
 sizes=(128 1024)
 
 cargo build --release --locked -p tidemark
@@ -50,8 +52,8 @@ run() {
   for size in "${sizes[@]}"; do
     local topic="Bench_${name}_${size}"
     # A short warm-up creates the topic and fills connection pools.
-    "$tidemark" bench produce -n "127.0.0.1:$namesrv_port" -t "$topic" --duration 5 --producers "$producers" --size "$size" --json >/dev/null 2>&1
-    "$tidemark" bench produce -n "127.0.0.1:$namesrv_port" -t "$topic" --duration "$duration" --producers "$producers" --size "$size" --json 2>/dev/null \
+    "$tidemark" bench produce -n "127.0.0.1:$namesrv_port" -t "$topic" --duration 5 --producers "$producers" --size "$size" --serialize "$serialize" --json >/dev/null 2>&1
+    "$tidemark" bench produce -n "127.0.0.1:$namesrv_port" -t "$topic" --duration "$duration" --producers "$producers" --size "$size" --serialize "$serialize" --json 2>/dev/null \
       | python3 -c 'import json,sys; r=json.load(sys.stdin); print(sys.argv[1], sys.argv[2], r["msgsPerSec"], r["p99Ms"], r["errors"])' "$name" "$size" >>"$work/results"
     echo "$name $size peak_rss_kib $(rss_kib "$server_pid")" >>"$work/results"
   done
@@ -62,13 +64,13 @@ run() {
 run tidemark "$tidemark"
 run apache "$apache"
 
-python3 - "$work/results" "$duration" "$producers" <<'PY'
+python3 - "$work/results" "$duration" "$producers" "$serialize" <<'PY'
 import sys
 rows = [line.split() for line in open(sys.argv[1])]
 idle = {r[0]: int(r[2]) for r in rows if r[1] == "idle_rss_kib"}
 peak = {(r[0], r[1]): int(r[3]) for r in rows if len(r) == 4 and r[2] == "peak_rss_kib"}
 perf = {(r[0], r[1]): (float(r[2]), float(r[3]), int(r[4])) for r in rows if len(r) == 5}
-print(f"Same client (tidemark bench produce, {sys.argv[3]} sync senders), {sys.argv[2]} s per run, async flush.\n")
+print(f"Same client (tidemark bench produce, {sys.argv[3]} sync senders, {sys.argv[4]} headers), {sys.argv[2]} s per run, async flush.\n")
 print("| size | Tidemark msgs/s | Apache msgs/s | ratio | Tidemark p99 ms | Apache p99 ms | Tidemark RSS MiB | Apache RSS MiB | errors T/A |")
 print("|---|---|---|---|---|---|---|---|---|")
 for size in ("128", "1024"):

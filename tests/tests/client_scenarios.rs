@@ -550,3 +550,43 @@ async fn scenario03b_a_joining_member_triggers_a_rebalance_through_the_broker_no
     b.shutdown().await;
     producer.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario01b_binary_request_headers_work_end_to_end() {
+    init_logging();
+    let server = DevServer::start("client-s01b", &[]);
+    let topic = unique("S01b");
+    let mut config = tidemark_client::ClientConfig::new(server.namesrv_addr());
+    config.serialize_type = tidemark_protocol::SerializeType::RocketMq;
+    let producer = Producer::builder(unique("producer"))
+        .client_config(config.clone())
+        .start()
+        .await
+        .expect("producer");
+    let mut expected = BTreeSet::new();
+    for i in 0..10 {
+        let body = format!("binary-{i}");
+        producer
+            .send(
+                Message::new(&topic, body.clone())
+                    .with_tags("B")
+                    .with_keys([format!("k{i}")]),
+            )
+            .await
+            .expect("send with ROCKETMQ headers");
+        expected.insert(body);
+    }
+    let received = Received::default();
+    let consumer = consumer(&server, &unique("G01b"), &topic, "B")
+        .client_config(config)
+        .start_concurrently(received.listener())
+        .await
+        .expect("consumer");
+    assert!(
+        wait_until(DELIVERY_TIMEOUT, || received.distinct_bodies() == expected).await,
+        "got {:?}",
+        received.distinct_bodies()
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

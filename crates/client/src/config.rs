@@ -20,6 +20,10 @@ pub struct ClientConfig {
     pub heartbeat_interval: Duration,
     /// Consumer offset persist period (Java `persistConsumerOffsetInterval`).
     pub persist_offset_interval: Duration,
+    /// How request headers are serialised: JSON (the Java client's default) or RocketMQ's
+    /// binary form (Java's `rocketmq.serialize.type=ROCKETMQ`), cheaper for both ends. Brokers
+    /// answer in the form they were asked in.
+    pub serialize_type: tidemark_protocol::SerializeType,
 }
 
 impl ClientConfig {
@@ -47,6 +51,7 @@ impl Default for ClientConfig {
             poll_name_server_interval: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(30),
             persist_offset_interval: Duration::from_secs(5),
+            serialize_type: tidemark_protocol::SerializeType::Json,
         }
     }
 }

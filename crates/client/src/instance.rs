@@ -413,13 +413,15 @@ impl ClientInstance {
     pub async fn call_with_timeout(
         &self,
         addr: &str,
-        request: RemotingCommand,
+        mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand> {
+        request.serialize_type = self.config.serialize_type;
         Ok(self.remoting.invoke(addr, request, timeout).await?)
     }
 
-    pub async fn oneway(&self, addr: &str, request: RemotingCommand) -> Result<()> {
+    pub async fn oneway(&self, addr: &str, mut request: RemotingCommand) -> Result<()> {
+        request.serialize_type = self.config.serialize_type;
         Ok(self.remoting.invoke_oneway(addr, request).await?)
     }
 

@@ -37,6 +37,21 @@ pub struct Common {
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Request header form: `json` (Java's default) or `rocketmq` (binary).
+    #[arg(long, default_value = "json")]
+    pub serialize: String,
+}
+
+impl Common {
+    fn client_config(&self) -> anyhow::Result<ClientConfig> {
+        let mut config = ClientConfig::new(&self.namesrv);
+        config.serialize_type = match self.serialize.as_str() {
+            "json" => tidemark_protocol::SerializeType::Json,
+            "rocketmq" => tidemark_protocol::SerializeType::RocketMq,
+            other => anyhow::bail!("--serialize must be json or rocketmq, not {other:?}"),
+        };
+        Ok(config)
+    }
 }
 
 #[derive(Debug, Args, Clone)]
@@ -253,7 +268,7 @@ async fn produce(
     stats: Arc<Stats>,
 ) -> anyhow::Result<()> {
     let producer = Producer::builder("benchmark_producer")
-        .client_config(ClientConfig::new(&common.namesrv))
+        .client_config(common.client_config()?)
         .start()
         .await?;
     let body = bytes::Bytes::from(vec![b'x'; size]);
@@ -304,7 +319,7 @@ async fn start_consumers(
     for _ in 0..count.max(1) {
         let stats = stats.clone();
         let consumer = PushConsumer::builder(group)
-            .client_config(ClientConfig::new(&common.namesrv))
+            .client_config(common.client_config()?)
             .subscribe(&common.topic, "*")
             .consume_from_where(ConsumeFromWhere::ConsumeFromLastOffset)
             .consume_batch_max_size(32)
