@@ -182,6 +182,22 @@ class Scenario18HaInteropTest {
             }
             master.stop();
             ns.stop();
+            deleteTree(dir);
+        }
+    }
+
+    private static void deleteTree(Path dir) {
+        if (Boolean.getBoolean("tidemark.keepData")) {
+            return;
+        }
+        try (var walk = Files.walk(dir)) {
+            List<Path> paths = new java.util.ArrayList<>(walk.toList());
+            java.util.Collections.reverse(paths);
+            for (Path path : paths) {
+                Files.deleteIfExists(path);
+            }
+        } catch (IOException ignored) {
+            // best effort: target/ is scratch space
         }
     }
 
@@ -236,6 +252,7 @@ class Scenario18HaInteropTest {
             slave.stop();
             master.shutdown();
             ns.shutdown();
+            deleteTree(dir);
         }
     }
 }
