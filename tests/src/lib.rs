@@ -454,6 +454,24 @@ pub async fn wait_until<F: FnMut() -> bool>(timeout: Duration, mut condition: F)
     }
 }
 
+/// Like [`wait_until`], for a condition that has to ask a server (polled every 250 ms).
+pub async fn wait_until_async<F, Fut>(timeout: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// A unique name for a topic or group of one test.
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};

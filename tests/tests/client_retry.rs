@@ -62,6 +62,19 @@ fn start_server(name: &str) -> DevServer {
     DevServer::start(name, &["--message-delay-level", SHORT_DELAY_LEVELS])
 }
 
+/// A consumer of `topic` from its first message, rebalancing every second.
+fn subscriber(
+    server: &DevServer,
+    group: &str,
+    topic: &str,
+) -> tidemark_client::PushConsumerBuilder {
+    PushConsumer::builder(group)
+        .namesrv_addr(server.namesrv_addr())
+        .subscribe(topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(1))
+}
+
 async fn producer(server: &DevServer) -> Producer {
     Producer::builder(unique("producer"))
         .namesrv_addr(server.namesrv_addr())
@@ -94,11 +107,7 @@ async fn scenario11_reconsume_later_comes_back_once_after_its_delay() {
 
     let deliveries = Deliveries::default();
     let sink = deliveries.clone();
-    let consumer = PushConsumer::builder(&group)
-        .namesrv_addr(server.namesrv_addr())
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .rebalance_interval(Duration::from_secs(1))
+    let consumer = subscriber(&server, &group, &topic)
         .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
             let sink = sink.clone();
             async move {
@@ -146,11 +155,7 @@ async fn scenario12_third_failure_lands_in_the_dead_letter_queue() {
 
     let deliveries = Deliveries::default();
     let sink = deliveries.clone();
-    let consumer = PushConsumer::builder(&group)
-        .namesrv_addr(server.namesrv_addr())
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .rebalance_interval(Duration::from_secs(1))
+    let consumer = subscriber(&server, &group, &topic)
         .max_reconsume_times(2)
         .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
             let sink = sink.clone();
@@ -257,11 +262,7 @@ async fn scenario13_only_messages_after_the_ack_index_come_back() {
     let sink = deliveries.clone();
     let batches: Arc<Mutex<Vec<usize>>> = Arc::default();
     let batch_sizes = batches.clone();
-    let consumer = PushConsumer::builder(&group)
-        .namesrv_addr(server.namesrv_addr())
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .rebalance_interval(Duration::from_secs(1))
+    let consumer = subscriber(&server, &group, &topic)
         .consume_batch_max_size(4)
         .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
             let sink = sink.clone();
@@ -323,18 +324,15 @@ async fn scenario14_delayed_messages_arrive_no_earlier_than_their_level() {
     let deliveries = Deliveries::default();
     let sink = deliveries.clone();
     let start_consumer = |server: &DevServer, deliveries: Deliveries| {
-        PushConsumer::builder(&group)
-            .namesrv_addr(server.namesrv_addr())
-            .subscribe(&topic, "*")
-            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-            .rebalance_interval(Duration::from_secs(1))
-            .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+        subscriber(server, &group, &topic).start_concurrently(concurrent_fn(
+            move |messages: Vec<MessageExt>| {
                 let sink = deliveries.clone();
                 async move {
                     sink.record(&messages);
                     ConsumeStatus::Success
                 }
-            }))
+            },
+        ))
     };
     // The topic must exist before the consumer looks for it.
     producer
@@ -421,11 +419,7 @@ async fn scenario15_retry_depth_is_visible_in_consume_stats() {
     }
     let deliveries = Deliveries::default();
     let sink = deliveries.clone();
-    let consumer = PushConsumer::builder(&group)
-        .namesrv_addr(server.namesrv_addr())
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .rebalance_interval(Duration::from_secs(1))
+    let consumer = subscriber(&server, &group, &topic)
         .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
             let sink = sink.clone();
             async move {
@@ -500,11 +494,7 @@ async fn a_listener_past_the_consume_timeout_counts_as_reconsume_later() {
         .expect("send");
     let deliveries = Deliveries::default();
     let sink = deliveries.clone();
-    let consumer = PushConsumer::builder(&group)
-        .namesrv_addr(server.namesrv_addr())
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .rebalance_interval(Duration::from_secs(1))
+    let consumer = subscriber(&server, &group, &topic)
         .consume_timeout(Duration::from_secs(1))
         .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
             let sink = sink.clone();

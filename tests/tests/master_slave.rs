@@ -21,7 +21,7 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::RemotingClient;
-use tidemark_tests::{init_logging, unique, wait_until, BrokerSet};
+use tidemark_tests::{init_logging, unique, wait_until, wait_until_async, BrokerSet};
 
 const CALL: Duration = Duration::from_secs(3);
 const QUEUES: i32 = 4;
@@ -42,22 +42,24 @@ async fn max_offset(
         committed: None,
         broker_name: None,
     };
-    let response = client
-        .invoke(
-            addr,
-            RemotingCommand::request_with_header(RequestCode::GetMaxOffset, &header),
-            CALL,
-        )
-        .await
-        .ok()?;
-    (response.response_code() == ResponseCode::Success)
-        .then(|| {
-            response
-                .decode_header::<OffsetResponseHeader>()
-                .ok()
-                .map(|h| h.offset)
-        })
-        .flatten()
+    offset_call(
+        client,
+        addr,
+        RemotingCommand::request_with_header(RequestCode::GetMaxOffset, &header),
+    )
+    .await
+}
+
+/// A request answered with an `offset` header: `None` on any failure or refusal.
+async fn offset_call(client: &RemotingClient, addr: &str, request: RemotingCommand) -> Option<i64> {
+    let response = client.invoke(addr, request, CALL).await.ok()?;
+    if response.response_code() != ResponseCode::Success {
+        return None;
+    }
+    response
+        .decode_header::<OffsetResponseHeader>()
+        .ok()
+        .map(|header| header.offset)
 }
 
 async fn committed(
@@ -74,22 +76,12 @@ async fn committed(
         set_zero_if_not_found: Some(false),
         broker_name: None,
     };
-    let response = client
-        .invoke(
-            addr,
-            RemotingCommand::request_with_header(RequestCode::QueryConsumerOffset, &header),
-            CALL,
-        )
-        .await
-        .ok()?;
-    (response.response_code() == ResponseCode::Success)
-        .then(|| {
-            response
-                .decode_header::<OffsetResponseHeader>()
-                .ok()
-                .map(|h| h.offset)
-        })
-        .flatten()
+    offset_call(
+        client,
+        addr,
+        RemotingCommand::request_with_header(RequestCode::QueryConsumerOffset, &header),
+    )
+    .await
 }
 
 /// Every stored record of a queue, concatenated, as the broker serves them to pulls.
@@ -404,23 +396,6 @@ async fn slave_synchronisation_copies_topics_groups_and_offsets_within_an_interv
         .unwrap_or_default()
         .contains(&topic));
     producer.shutdown().await;
-}
-
-async fn wait_until_async<F, Fut>(timeout: Duration, mut condition: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if condition().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// Deliveries per message id.

@@ -6,7 +6,9 @@ use tidemark_protocol::code::version;
 use tidemark_protocol::headers::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
-use tidemark_protocol::message::{decode_batch, encode_offset_msg_id, property, Properties};
+use tidemark_protocol::message::{
+    decode_batch, encode_offset_msg_id, find_property, property, Properties,
+};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
 use tidemark_store::{Appended, NewMessage, StoreError};
@@ -194,10 +196,11 @@ pub(super) async fn send(
     let stored_in = messages
         .first()
         .map(|message| (message.topic.clone(), message.queue_id));
-    // WAIT=false: the producer does not want to wait for durability (nor for the slave).
-    let wait_store_ok = messages.iter().all(|message| {
-        Properties::parse(&message.properties).get(property::WAIT_STORE_MSG_OK) != Some("false")
-    });
+    // WAIT=false: the producer does not want to wait for the slave. Only a SYNC_MASTER asks.
+    let wait_for_slave = state.config.broker_role == BrokerRole::SyncMaster
+        && messages.iter().all(|message| {
+            find_property(&message.properties, property::WAIT_STORE_MSG_OK) != Some("false")
+        });
     let appended = match put(state, messages).await {
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),
@@ -213,7 +216,7 @@ pub(super) async fn send(
         .map(|one| encode_offset_msg_id(store_host, one.commit_log_offset as i64))
         .collect();
     let mut code = ResponseCode::Success;
-    if state.config.broker_role == BrokerRole::SyncMaster && wait_store_ok {
+    if wait_for_slave {
         // The message is stored either way; the code tells the producer it is not yet on a slave.
         let end = appended
             .iter()

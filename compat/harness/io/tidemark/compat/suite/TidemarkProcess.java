@@ -327,7 +327,7 @@ public final class TidemarkProcess implements AutoCloseable {
         throw new IllegalStateException("could not find free ports p1, p2-2, p2, p2+1 on 127.0.0.1");
     }
 
-    private static int freePort() {
+    static int freePort() {
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
         } catch (IOException e) {
@@ -335,7 +335,7 @@ public final class TidemarkProcess implements AutoCloseable {
         }
     }
 
-    private static boolean canBind(int port) {
+    static boolean canBind(int port) {
         try (ServerSocket s = new ServerSocket()) {
             s.setReuseAddress(false);
             s.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 1);
@@ -345,7 +345,7 @@ public final class TidemarkProcess implements AutoCloseable {
         }
     }
 
-    private static void deleteTree(Path dir) {
+    static void deleteTree(Path dir) {
         if (!Files.exists(dir)) {
             return;
         }

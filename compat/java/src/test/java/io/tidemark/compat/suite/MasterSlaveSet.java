@@ -5,14 +5,11 @@ import static org.junit.jupiter.api.Assertions.fail;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -123,7 +120,7 @@ final class MasterSlaveSet implements AutoCloseable {
         Path logs = target.resolve("tidemark-suite-logs");
         Files.createDirectories(logs);
         dir = Files.createTempDirectory(target, "ms-" + name + "-");
-        namesrvPort = freePort();
+        namesrvPort = TidemarkProcess.freePort();
         namesrv = new Proc(List.of(bin, "namesrv", "--listen", "127.0.0.1:" + namesrvPort),
             "tidemark namesrv ready", logs.resolve(name + "-namesrv.log"));
         masterPort = freeBrokerPort();
@@ -158,25 +155,11 @@ final class MasterSlaveSet implements AutoCloseable {
         return "127.0.0.1:" + namesrvPort;
     }
 
-    private static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
-        }
-    }
-
-    private static boolean free(int port) {
-        try (ServerSocket s = new ServerSocket(port, 1, InetAddress.getLoopbackAddress())) {
-            return true;
-        } catch (IOException e) {
-            return false;
-        }
-    }
-
     /** A port whose VIP (port - 2) and HA (port + 1) neighbours are free too. */
-    private static int freeBrokerPort() throws IOException {
+    static int freeBrokerPort() throws IOException {
         for (int i = 0; i < 200; i++) {
-            int port = freePort();
-            if (port > 1030 && port < 65535 && free(port - 2) && free(port + 1)) {
+            int port = TidemarkProcess.freePort();
+            if (port > 1030 && port < 65535 && TidemarkProcess.canBind(port - 2) && TidemarkProcess.canBind(port + 1)) {
                 return port;
             }
         }
@@ -189,15 +172,7 @@ final class MasterSlaveSet implements AutoCloseable {
         master.stop();
         namesrv.stop();
         if (!Boolean.getBoolean("tidemark.keepData")) {
-            try (var walk = Files.walk(dir)) {
-                List<Path> paths = new ArrayList<>(walk.toList());
-                java.util.Collections.reverse(paths);
-                for (Path p : paths) {
-                    Files.deleteIfExists(p);
-                }
-            } catch (IOException ignored) {
-                // best effort
-            }
+            TidemarkProcess.deleteTree(dir);
         }
     }
 

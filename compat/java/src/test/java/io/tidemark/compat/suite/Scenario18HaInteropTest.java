@@ -6,8 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.File;
 import java.io.IOException;
 import java.io.RandomAccessFile;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -57,30 +55,6 @@ class Scenario18HaInteropTest {
             .resolve("tidemark-suite-logs");
         Files.createDirectories(logs);
         return logs;
-    }
-
-    private static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
-        }
-    }
-
-    private static int freeBrokerPort() throws IOException {
-        for (int i = 0; i < 200; i++) {
-            int port = freePort();
-            if (port > 1030 && port < 65535 && isFree(port - 2) && isFree(port + 1)) {
-                return port;
-            }
-        }
-        throw new IOException("no free broker port");
-    }
-
-    private static boolean isFree(int port) {
-        try (ServerSocket s = new ServerSocket(port, 1, InetAddress.getLoopbackAddress())) {
-            return true;
-        } catch (IOException e) {
-            return false;
-        }
     }
 
     private static Path tomlBroker(Path dir, String role, int id, int port, String namesrv) throws IOException {
@@ -151,11 +125,11 @@ class Scenario18HaInteropTest {
     @Test
     void apacheSlaveFollowsTidemarkMaster() throws Exception {
         Path dir = Files.createTempDirectory(logs().getParent(), "ha-a-");
-        int namesrvPort = freePort();
+        int namesrvPort = TidemarkProcess.freePort();
         String namesrv = "127.0.0.1:" + namesrvPort;
         MasterSlaveSet.Proc ns = new MasterSlaveSet.Proc(List.of(bin(), "namesrv", "--listen", namesrv),
             "tidemark namesrv ready", logs().resolve("s18a-namesrv.log"));
-        int masterPort = freeBrokerPort();
+        int masterPort = MasterSlaveSet.freeBrokerPort();
         MasterSlaveSet.Proc master = new MasterSlaveSet.Proc(
             List.of(bin(), "broker", "-c", tomlBroker(dir, "ASYNC_MASTER", 0, masterPort, namesrv).toString()),
             "tidemark broker ready", logs().resolve("s18a-master.log"));
@@ -163,7 +137,7 @@ class Scenario18HaInteropTest {
         try {
             ns.start();
             master.start();
-            slave = apacheBroker(dir, namesrv, freeBrokerPort(), BrokerRole.SLAVE, 1);
+            slave = apacheBroker(dir, namesrv, MasterSlaveSet.freeBrokerPort(), BrokerRole.SLAVE, 1);
             slave.start();
             sendSome(namesrv, Names.topic("s18a"));
             Path masterSegment = dir.resolve("tidemark-store").resolve("commitlog").resolve(FIRST_SEGMENT);
@@ -182,22 +156,9 @@ class Scenario18HaInteropTest {
             }
             master.stop();
             ns.stop();
-            deleteTree(dir);
-        }
-    }
-
-    private static void deleteTree(Path dir) {
-        if (Boolean.getBoolean("tidemark.keepData")) {
-            return;
-        }
-        try (var walk = Files.walk(dir)) {
-            List<Path> paths = new java.util.ArrayList<>(walk.toList());
-            java.util.Collections.reverse(paths);
-            for (Path path : paths) {
-                Files.deleteIfExists(path);
+            if (!Boolean.getBoolean("tidemark.keepData")) {
+                TidemarkProcess.deleteTree(dir);
             }
-        } catch (IOException ignored) {
-            // best effort: target/ is scratch space
         }
     }
 
@@ -222,7 +183,7 @@ class Scenario18HaInteropTest {
     @Test
     void tidemarkSlaveFollowsApacheMaster() throws Exception {
         Path dir = Files.createTempDirectory(logs().getParent(), "ha-b-");
-        int namesrvPort = freePort();
+        int namesrvPort = TidemarkProcess.freePort();
         String namesrv = "127.0.0.1:" + namesrvPort;
         NamesrvConfig nsConfig = new NamesrvConfig();
         nsConfig.setRocketmqHome(dir.toString());
@@ -233,9 +194,9 @@ class Scenario18HaInteropTest {
         NamesrvController ns = new NamesrvController(nsConfig, nsNetty);
         assertTrue(ns.initialize(), "Apache name server initialises");
         ns.start();
-        BrokerController master = apacheBroker(dir, namesrv, freeBrokerPort(), BrokerRole.ASYNC_MASTER, 0);
+        BrokerController master = apacheBroker(dir, namesrv, MasterSlaveSet.freeBrokerPort(), BrokerRole.ASYNC_MASTER, 0);
         MasterSlaveSet.Proc slave = new MasterSlaveSet.Proc(
-            List.of(bin(), "broker", "-c", tomlBroker(dir, "SLAVE", 1, freeBrokerPort(), namesrv).toString()),
+            List.of(bin(), "broker", "-c", tomlBroker(dir, "SLAVE", 1, MasterSlaveSet.freeBrokerPort(), namesrv).toString()),
             "tidemark broker ready", logs().resolve("s18b-slave.log"));
         try {
             master.start();
@@ -252,7 +213,9 @@ class Scenario18HaInteropTest {
             slave.stop();
             master.shutdown();
             ns.shutdown();
-            deleteTree(dir);
+            if (!Boolean.getBoolean("tidemark.keepData")) {
+                TidemarkProcess.deleteTree(dir);
+            }
         }
     }
 }
