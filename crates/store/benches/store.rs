@@ -3,7 +3,9 @@
 //! `cargo bench -p tidemark-store --bench store` prints, for 128 B and 1 KiB bodies:
 //! - the baseline: the same record bytes written with one `write` per message, and one
 //!   `write` + `fdatasync` per message;
-//! - `Async` and `Sync` appends with 1, 8 and 64 writer threads, and the ratios to the baseline;
+//! - `Async` and `Sync` appends with 1, 8 and 64 writer threads, and with 64 tokio tasks that
+//!   await durability instead of blocking a thread (as the broker does), and the ratios to the
+//!   baseline;
 //! - a sequential read of everything appended;
 //! - recovery time of a 1 GiB commit log after a crash, with and without the checkpoint.
 //!
@@ -173,6 +175,54 @@ fn appends(
     (rate, Arc::into_inner(store).expect("writers are done"))
 }
 
+/// `writers` tokio tasks on a runtime with a worker per core, each appending and awaiting
+/// durability ([`Durable`](tidemark_store::Durable)) in a loop: how the broker appends.
+fn appends_awaited(
+    dir: &Path,
+    flush: FlushPolicy,
+    writers: usize,
+    body: usize,
+    run: Duration,
+) -> (Rate, MessageStore) {
+    let (store, _) = MessageStore::open(store_config(dir, flush)).expect("open store");
+    let store = Arc::new(store);
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .build()
+        .expect("runtime");
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..writers)
+        .map(|writer| {
+            let (store, stop, count) = (store.clone(), stop.clone(), count.clone());
+            runtime.spawn(async move {
+                let message = message(body, writer as u64);
+                while !stop.load(Ordering::Relaxed) {
+                    let (_, durable) = store
+                        .append_batch(std::slice::from_ref(&message))
+                        .expect("append");
+                    durable.await.expect("durable");
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(run);
+    stop.store(true, Ordering::Relaxed);
+    runtime.block_on(async {
+        for task in tasks {
+            task.await.expect("writer task");
+        }
+    });
+    let rate = Rate::new(
+        count.load(Ordering::Relaxed),
+        record_bytes(body),
+        started.elapsed(),
+    );
+    drop(runtime);
+    (rate, Arc::into_inner(store).expect("writers are done"))
+}
+
 fn sequential_read(store: &MessageStore, body: usize) -> Rate {
     let started = Instant::now();
     let mut messages = 0u64;
@@ -257,15 +307,24 @@ fn main() {
             ("Async", FlushPolicy::Async { interval_ms: 500 }),
             ("Sync", FlushPolicy::Sync),
         ] {
-            for writers in [1usize, 8, 64] {
-                let case = format!("{name}-{writers}-{body}");
+            let cases = [(1usize, false), (8, false), (64, false), (64, true)];
+            for (writers, awaited) in cases {
+                let case = format!(
+                    "{name}-{writers}-{body}{}",
+                    if awaited { "-tasks" } else { "" }
+                );
                 if std::env::var("TIDEMARK_BENCH_FILTER")
                     .is_ok_and(|filter| !case.contains(&filter))
                 {
                     continue;
                 }
                 let dir = root.join(&case);
-                let (rate, store) = appends(&dir, flush, writers, body, settings.run);
+                let (rate, store) = if awaited {
+                    appends_awaited(&dir, flush, writers, body, settings.run)
+                } else {
+                    appends(&dir, flush, writers, body, settings.run)
+                };
+                let kind = if awaited { "tasks  " } else { "writers" };
                 let ratio = match flush {
                     FlushPolicy::Async { .. } => format!(
                         "{:.2}x baseline write bandwidth",
@@ -276,7 +335,7 @@ fn main() {
                         rate.messages_per_second / fsync.messages_per_second
                     ),
                 };
-                println!("{name:<5} append, {writers:>2} writers      {:>10.0} msg/s {:>8.1} MB/s   {ratio}", rate.messages_per_second, rate.megabytes_per_second);
+                println!("{name:<5} append, {writers:>2} {kind}      {:>10.0} msg/s {:>8.1} MB/s   {ratio}", rate.messages_per_second, rate.megabytes_per_second);
                 if writers == 1 && matches!(flush, FlushPolicy::Async { .. }) {
                     let read = sequential_read(&store, body);
                     println!(

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use tidemark_protocol::message::BLANK_MAGIC_CODE;
@@ -47,7 +47,23 @@ pub struct CommitLog {
     written: AtomicU64,
     /// Bytes below this are durable.
     flushed: AtomicU64,
+    /// The write window's end as last set by [`prefault`](Self::prefault); 0 before the first.
+    prefaulted_to: AtomicU64,
+    /// The segment the write window was last set in, to close its window when writes move on.
+    prefault_segment: Mutex<Option<Arc<Segment>>>,
 }
+
+/// How far past the write position [`CommitLog::prefault`] gets pages ready. Faulting a page
+/// in costs about as much as writing it (the kernel zeroes it), so the prefault thread needs a
+/// head start of some milliseconds of writing to stay ahead of a writer at full speed.
+pub const PREFAULT_AHEAD_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The prefault thread is woken each time the writer has used up this much of the window.
+const PREFAULT_STEP_BYTES: u64 = 1024 * 1024;
+
+/// Pages further behind the write position than this are let go of (unmapped; the page cache
+/// keeps them), so the broker's resident set does not grow with the segment.
+pub const RELEASE_BEHIND_BYTES: u64 = 4 * 1024 * 1024;
 
 impl CommitLog {
     /// Opens the segments in `dir`. An existing store's segment size wins over `segment_bytes`
@@ -105,6 +121,8 @@ impl CommitLog {
             segments: RwLock::new(segments),
             written: AtomicU64::new(start),
             flushed: AtomicU64::new(start),
+            prefaulted_to: AtomicU64::new(0),
+            prefault_segment: Mutex::new(None),
         })
     }
 
@@ -242,6 +260,58 @@ impl CommitLog {
         }
         self.written.fetch_max(position, Ordering::AcqRel);
         Ok(position)
+    }
+
+    /// Whether the write window should move on: appends ending at `end` are within half a
+    /// window of its end.
+    pub fn wants_prefault(&self, end: u64) -> bool {
+        end.saturating_add(PREFAULT_AHEAD_BYTES - PREFAULT_STEP_BYTES)
+            > self.prefaulted_to.load(Ordering::Acquire)
+    }
+
+    /// Moves the write window of the segment being written to `[written − RELEASE_BEHIND,
+    /// written + PREFAULT_AHEAD)` (see [`StorageFile::write_window`]), and closes the previous
+    /// segment's window when writes have moved to a new one. Run by the store's prefault
+    /// thread, off the append path.
+    ///
+    /// The window never starts above the published write position, and appends only write at
+    /// or above it, so no append writes where the window is being let go of.
+    pub fn prefault(&self) -> Result<()> {
+        let written = self.written();
+        let Some(segment) = self.segment_for(written) else {
+            return Ok(());
+        };
+        {
+            let mut previous = self
+                .prefault_segment
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if previous
+                .as_ref()
+                .is_some_and(|previous| previous.base != segment.base)
+            {
+                if let Some(previous) = previous.take() {
+                    // All of the old segment is behind the writer now.
+                    let end = self.segment_bytes;
+                    previous
+                        .file
+                        .write_window(end, end)
+                        .map_err(|error| StoreError::io("unmap", &previous.path, error))?;
+                }
+            }
+            *previous = Some(segment.clone());
+        }
+        let position = written - segment.base;
+        let to = position
+            .saturating_add(PREFAULT_AHEAD_BYTES)
+            .min(self.segment_bytes);
+        segment
+            .file
+            .write_window(position.saturating_sub(RELEASE_BEHIND_BYTES), to)
+            .map_err(|error| StoreError::io("prefault", &segment.path, error))?;
+        self.prefaulted_to
+            .fetch_max(segment.base + to, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Makes bytes below `end` visible to readers.

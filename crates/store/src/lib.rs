@@ -15,6 +15,7 @@ pub mod recovery;
 pub mod retention;
 pub mod sim;
 mod store;
+mod write_map;
 
 pub use config::{FlushPolicy, StoreConfig};
 pub use consume_queue::QueueEntry;
@@ -22,5 +23,6 @@ pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use retention::{disk_usage_ratio, RetentionReport};
 pub use store::{
-    store_timestamp_of, Appended, GetResult, GetStatus, MessageStore, NewMessage, SCHEDULE_TOPIC,
+    store_timestamp_of, Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage,
+    SCHEDULE_TOPIC,
 };

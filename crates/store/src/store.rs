@@ -2,10 +2,13 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -51,6 +54,55 @@ pub struct Appended {
     pub size: u32,
 }
 
+/// Durability of an append: under `Sync` flush, done when the fsync covering the appended
+/// bytes is; under `Async`, at once. [`wait`](Self::wait) blocks the thread; awaiting it (it is
+/// a future) lets an async caller hold thousands of appends in flight on a few threads, which
+/// is what makes group commit cheap.
+#[must_use = "an append is not durable until its Durable resolves"]
+pub struct Durable {
+    /// `None` when nothing needs waiting for.
+    inner: Option<Arc<Inner>>,
+    end: u64,
+}
+
+impl Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable")
+            .field("end", &self.end)
+            .field("waits", &self.inner.is_some())
+            .finish()
+    }
+}
+
+impl Durable {
+    /// Blocks until the appended bytes are durable (or the sync failed).
+    pub fn wait(self) -> Result<()> {
+        match &self.inner {
+            Some(inner) => inner.wait_durable(self.end),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Future for Durable {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let Some(inner) = &self.inner else {
+            return Poll::Ready(Ok(()));
+        };
+        if let Some(outcome) = inner.durable_outcome(self.end) {
+            return Poll::Ready(outcome);
+        }
+        inner.register_sync_waiter(self.end, SyncWaiter::Task(cx.waker().clone()));
+        // The sync may have finished between the check and registering.
+        match inner.durable_outcome(self.end) {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
+        }
+    }
+}
+
 /// The outcome of a read by queue offset (RocketMQ's `GetMessageStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GetStatus {
@@ -85,6 +137,8 @@ pub struct GetResult {
 }
 
 /// How long the idle group-commit thread sleeps between checks (appenders wake it at once).
+/// How many more durable appenders each woken appender wakes (see `Inner::synced_unwoken`).
+const WAKE_FAN_OUT: usize = 2;
 const GROUP_COMMIT_IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Consume-queue entries scanned per read at most when filtering (Java: 16000 bytes of units).
@@ -108,6 +162,14 @@ struct SyncState {
     stopping: bool,
 }
 
+/// Who waits for the commit log to be durable up to an offset.
+enum SyncWaiter {
+    /// A thread blocked in [`Durable::wait`].
+    Thread(std::thread::Thread),
+    /// A task awaiting [`Durable`].
+    Task(Waker),
+}
+
 struct Inner {
     config: StoreConfig,
     storage: Arc<dyn Storage>,
@@ -118,9 +180,16 @@ struct Inner {
     /// Appenders parked until the commit log is durable up to their end offset. Parking (not a
     /// condition variable) lets the group-commit thread wake exactly the satisfied appenders
     /// without them queueing on a mutex on the way out.
-    sync_waiters: Mutex<Vec<(u64, std::thread::Thread)>>,
+    sync_waiters: Mutex<Vec<(u64, SyncWaiter)>>,
+    /// Appenders whose bytes are durable but who have not been woken yet. Waking a thread costs
+    /// a system call and an inter-processor interrupt; the group-commit thread wakes one and
+    /// goes back to syncing, and every woken appender wakes [`WAKE_FAN_OUT`] more on its way
+    /// out, so the wake-ups of a large group run in parallel with the next sync.
+    synced_unwoken: Mutex<Vec<std::thread::Thread>>,
     /// The group-commit thread, unparked by appenders with bytes to sync.
     group_commit_thread: std::sync::OnceLock<std::thread::Thread>,
+    /// The prefault thread, unparked by appenders nearing the end of the write window.
+    prefault_thread: std::sync::OnceLock<std::thread::Thread>,
     checkpoint: CheckpointFile,
     last_checkpoint: Mutex<Checkpoint>,
     stopping: Mutex<bool>,
@@ -237,7 +306,9 @@ impl MessageStore {
             }),
             sync_state: Mutex::new(SyncState::default()),
             sync_waiters: Mutex::new(Vec::new()),
+            synced_unwoken: Mutex::new(Vec::new()),
             group_commit_thread: std::sync::OnceLock::new(),
+            prefault_thread: std::sync::OnceLock::new(),
             checkpoint: checkpoint_file,
             last_checkpoint: Mutex::new(checkpoint),
             stopping: Mutex::new(false),
@@ -264,6 +335,13 @@ impl MessageStore {
                 .map_err(|error| StoreError::io("spawn thread", PathBuf::new(), error))
         };
         threads.push(spawn("tidemark-store-flush", Inner::flush_loop)?);
+        if let FlushPolicy::Async { .. } = inner.config.flush {
+            // Not under Sync: every page faulted in ahead is a dirty page of zeros that the
+            // next group commit has to write too, which costs more than the faults it saves.
+            let thread = spawn("tidemark-store-prefault", Inner::prefault_loop)?;
+            let _ = inner.prefault_thread.set(thread.thread().clone());
+            threads.push(thread);
+        }
         if inner.config.flush == FlushPolicy::Sync {
             let thread = spawn("tidemark-store-group-commit", Inner::group_commit_loop)?;
             let _ = inner.group_commit_thread.set(thread.thread().clone());
@@ -287,7 +365,13 @@ impl MessageStore {
             .unwrap_or_else(PoisonError::into_inner) = true;
         self.inner.stop_signal.notify_all();
         self.inner.sync_state().stopping = true;
-        if let Some(thread) = self.inner.group_commit_thread.get() {
+        for thread in [
+            self.inner.group_commit_thread.get(),
+            self.inner.prefault_thread.get(),
+        ]
+        .into_iter()
+        .flatten()
+        {
             thread.unpark();
         }
         let threads =
@@ -304,8 +388,18 @@ impl MessageStore {
     }
 
     /// Appends messages of one topic and queue contiguously (SEND_BATCH_MESSAGE), with
-    /// consecutive queue offsets; all or nothing.
+    /// consecutive queue offsets; all or nothing. Under `Sync` flush it returns once the fsync
+    /// covering them is done (see [`append_batch`](Self::append_batch) to await that instead).
     pub fn put_batch(&self, messages: &[NewMessage]) -> Result<Vec<Appended>> {
+        let (appended, durable) = self.append_batch(messages)?;
+        durable.wait()?;
+        Ok(appended)
+    }
+
+    /// Appends as [`put_batch`](Self::put_batch) does, but returns before the messages are
+    /// durable, with a [`Durable`] to wait on or await before acknowledging them. Readers see
+    /// the messages at once, as RocketMQ's do.
+    pub fn append_batch(&self, messages: &[NewMessage]) -> Result<(Vec<Appended>, Durable)> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
@@ -314,7 +408,13 @@ impl MessageStore {
             return Err(StoreError::SyncFailed { reason });
         }
         let Some(first) = messages.first() else {
-            return Ok(Vec::new());
+            return Ok((
+                Vec::new(),
+                Durable {
+                    inner: None,
+                    end: 0,
+                },
+            ));
         };
         if messages
             .iter()
@@ -424,10 +524,16 @@ impl MessageStore {
             state.last_store_timestamp = store_timestamp;
             (appended, base + total)
         };
-        if inner.config.flush == FlushPolicy::Sync {
-            inner.wait_durable(end)?;
+        if inner.commit_log.wants_prefault(end) {
+            if let Some(thread) = inner.prefault_thread.get() {
+                thread.unpark();
+            }
         }
-        Ok(appended)
+        let durable = Durable {
+            inner: (inner.config.flush == FlushPolicy::Sync).then(|| inner.clone()),
+            end,
+        };
+        Ok((appended, durable))
     }
 
     /// Reads up to `max_count` messages (and, past the first, at most `max_bytes`) from a
@@ -902,56 +1008,106 @@ impl Inner {
         Ok(queue)
     }
 
-    /// Group commit: the first waiter syncs everything written so far; the others wait for it.
-    /// Waits until the commit log is durable up to `end` (Sync flush). The group-commit thread
-    /// syncs whatever was written while its previous sync ran, so concurrent appends share
-    /// one fsync.
+    /// Whether the commit log is durable up to `end`: `Some` when the wait is over (durable,
+    /// or a failed sync), `None` to keep waiting. At shutdown the group-commit thread may be
+    /// gone, so the caller's bytes are synced here.
+    fn durable_outcome(&self, end: u64) -> Option<Result<()>> {
+        let state = self.sync_state();
+        if let Some(reason) = &state.failed {
+            return Some(Err(StoreError::SyncFailed {
+                reason: reason.clone(),
+            }));
+        }
+        if self.commit_log.flushed() >= end {
+            return Some(Ok(()));
+        }
+        if state.stopping {
+            drop(state);
+            return Some(self.commit_log.sync_to(end));
+        }
+        None
+    }
+
+    /// Registers a waiter for durability up to `end` and makes sure the group-commit thread
+    /// is awake to sync it.
+    fn register_sync_waiter(&self, end: u64, waiter: SyncWaiter) {
+        self.sync_waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((end, waiter));
+        if let Some(thread) = self.group_commit_thread.get() {
+            thread.unpark();
+        }
+    }
+
+    /// Blocks until the commit log is durable up to `end` (Sync flush). The group-commit
+    /// thread syncs whatever was written while its previous sync ran, so concurrent appends
+    /// share one fsync.
     fn wait_durable(&self, end: u64) -> Result<()> {
         loop {
-            {
-                let state = self.sync_state();
-                if let Some(reason) = &state.failed {
-                    return Err(StoreError::SyncFailed {
-                        reason: reason.clone(),
-                    });
-                }
-                if self.commit_log.flushed() >= end {
-                    return Ok(());
-                }
-                if state.stopping {
-                    // Shutting down: the thread may be gone, so sync here.
-                    drop(state);
-                    return self.commit_log.sync_to(end);
-                }
+            if let Some(outcome) = self.durable_outcome(end) {
+                return outcome;
             }
-            self.sync_waiters
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((end, std::thread::current()));
-            if let Some(thread) = self.group_commit_thread.get() {
-                thread.unpark();
-            }
+            self.register_sync_waiter(end, SyncWaiter::Thread(std::thread::current()));
             // Re-checked on wake-up: parking can return early, and the sync may have finished
             // between the check above and registering.
             if self.commit_log.flushed() < end {
                 std::thread::park_timeout(GROUP_COMMIT_IDLE_WAIT);
             }
+            if self.commit_log.flushed() >= end {
+                self.wake_unwoken(WAKE_FAN_OUT);
+            }
         }
     }
 
-    /// Wakes the appenders whose bytes are now durable (all of them after a failure).
-    fn wake_synced(&self, failed: bool) {
+    /// Wakes up to `count` appenders whose bytes are durable.
+    fn wake_unwoken(&self, count: usize) {
+        let threads: Vec<std::thread::Thread> = {
+            let mut unwoken = self
+                .synced_unwoken
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let keep = unwoken.len().saturating_sub(count);
+            unwoken.split_off(keep)
+        };
+        for thread in threads {
+            thread.unpark();
+        }
+    }
+
+    /// Wakes the appenders whose bytes are now durable; all of them after a failure or at
+    /// shutdown (they find out which on waking).
+    fn wake_synced(&self, wake_all: bool) {
         let flushed = self.commit_log.flushed();
+        let mut satisfied = Vec::new();
+        let mut tasks = Vec::new();
         self.sync_waiters
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .retain(|(end, thread)| {
-                let done = failed || *end <= flushed;
+            .retain(|(end, waiter)| {
+                let done = wake_all || *end <= flushed;
                 if done {
-                    thread.unpark();
+                    match waiter {
+                        SyncWaiter::Thread(thread) => satisfied.push(thread.clone()),
+                        SyncWaiter::Task(waker) => tasks.push(waker.clone()),
+                    }
                 }
                 !done
             });
+        // A task wake-up only queues the task on its runtime: cheap enough to do them all.
+        for waker in tasks {
+            waker.wake();
+        }
+        if satisfied.is_empty() {
+            return;
+        }
+        self.synced_unwoken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .append(&mut satisfied);
+        // Each woken appender wakes more (see `synced_unwoken`); after a failure or at
+        // shutdown nobody may be left asleep, so wake them all here.
+        self.wake_unwoken(if wake_all { usize::MAX } else { 1 });
     }
 
     fn group_commit_loop(&self) {
@@ -974,10 +1130,36 @@ impl Inner {
                 continue;
             }
             if stopping {
-                self.wake_synced(failed);
+                // Waiters left are synced by themselves (see `durable_outcome`).
+                self.wake_synced(true);
                 break;
             }
             std::thread::park_timeout(GROUP_COMMIT_IDLE_WAIT);
+        }
+    }
+
+    /// Keeps the commit log's write window ahead of the appenders (see
+    /// [`CommitLog::prefault`]). Idle until the first append asks for it.
+    fn prefault_loop(&self) {
+        let mut failing = false;
+        loop {
+            std::thread::park_timeout(GROUP_COMMIT_IDLE_WAIT);
+            if *self.stopping.lock().unwrap_or_else(PoisonError::into_inner) {
+                break;
+            }
+            if !self.commit_log.wants_prefault(self.commit_log.written()) {
+                continue;
+            }
+            match self.commit_log.prefault() {
+                Ok(()) => failing = false,
+                // Appends go on with pwrite, which reports a full disk to the caller; say it
+                // here once, not on every wake-up.
+                Err(error) if !failing => {
+                    failing = true;
+                    warn!(%error, "cannot get commit-log pages ready ahead of the writer");
+                }
+                Err(_) => {}
+            }
         }
     }
 

@@ -445,3 +445,122 @@ fn schedule_topic_entries_carry_the_due_time() {
         "recovery recomputes the due time"
     );
 }
+
+/// Appends awaited as futures (how the broker appends under `Sync`) resolve only once their
+/// bytes are durable, and many in flight share fsyncs.
+#[test]
+fn awaited_appends_resolve_once_durable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = tidemark_store::StoreConfig {
+        commit_log_segment_bytes: 1024 * 1024,
+        ..small_config(dir.path(), FlushPolicy::Sync)
+    };
+    let (store, _) = MessageStore::open(config.clone()).expect("open");
+    let store = Arc::new(store);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let tasks: Vec<_> = (0..32)
+        .map(|task| {
+            let store = store.clone();
+            runtime.spawn(async move {
+                for index in 0..20u8 {
+                    let (appended, durable) = store
+                        .append_batch(&[message("T", task % 4, vec![index; 64], None)])
+                        .expect("append");
+                    durable.await.expect("durable");
+                    let end = appended[0].commit_log_offset + u64::from(appended[0].size);
+                    let (_, _, flushed) = store.commit_log_positions();
+                    assert!(flushed >= end, "resolved before its fsync");
+                }
+            })
+        })
+        .collect();
+    runtime.block_on(async {
+        for task in tasks {
+            tokio::time::timeout(std::time::Duration::from_secs(30), task)
+                .await
+                .expect("awaited appends finish")
+                .expect("task");
+        }
+    });
+    let store = Arc::into_inner(store).expect("tasks are done");
+    drop(store); // a crash as far as the files go: every awaited append must be there
+    let (store, _) = MessageStore::open(config).expect("recover");
+    let total: usize = (0..4).map(|queue| read_all(&store, "T", queue).len()).sum();
+    assert_eq!(total, 32 * 20);
+}
+
+/// When the fsync fails, every awaiting append gets the error; none is left waiting.
+#[test]
+fn awaited_appends_get_a_failed_sync() {
+    let storage = SimStorage::new();
+    let (store, _) = open_sim(&storage, FlushPolicy::Sync).expect("open");
+    let store = Arc::new(store);
+    storage.crash_after(storage.operations() + 40);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let tasks: Vec<_> = (0..16)
+        .map(|task| {
+            let store = store.clone();
+            runtime.spawn(async move {
+                let mut failed = false;
+                for index in 0..50u8 {
+                    match store.append_batch(&[message("T", task % 2, vec![index; 32], None)]) {
+                        Ok((_, durable)) => {
+                            if durable.await.is_err() {
+                                failed = true;
+                                break;
+                            }
+                        }
+                        Err(_) => {
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let failed = runtime.block_on(async {
+        let mut failed = 0;
+        for task in tasks {
+            let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), task)
+                .await
+                .expect("no append is left waiting")
+                .expect("task");
+            failed += usize::from(outcome);
+        }
+        failed
+    });
+    assert_eq!(failed, 16, "every writer saw the failure");
+}
+
+/// Under `Async` flush there is nothing to wait for.
+#[test]
+fn async_flush_appends_are_acknowledged_at_once() {
+    let storage = SimStorage::new();
+    let (store, _) = open_sim(
+        &storage,
+        FlushPolicy::Async {
+            interval_ms: 60_000,
+        },
+    )
+    .expect("open");
+    let (_, durable) = store
+        .append_batch(&[message("T", 0, b"x".to_vec(), None)])
+        .expect("append");
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let mut durable = std::pin::pin!(durable);
+    assert!(matches!(
+        std::future::Future::poll(durable.as_mut(), &mut context),
+        std::task::Poll::Ready(Ok(()))
+    ));
+}

@@ -1,7 +1,11 @@
-//! Process-level crash test: a child process appends under `Sync` flush and reports every
-//! acknowledged append on stdout; the parent SIGKILLs it at a random moment, reopens the store
-//! (recovery runs in abnormal mode) and checks every acknowledged message. Rounds reuse one
-//! directory, so each recovery also starts from the previous one's repairs.
+//! Process-level crash test: a child process appends and reports every acknowledged append on
+//! stdout; the parent SIGKILLs it at a random moment, reopens the store (recovery runs in
+//! abnormal mode) and checks every acknowledged message. Rounds reuse one directory, so each
+//! recovery also starts from the previous one's repairs.
+//!
+//! Under `Sync` an acknowledged append is on disk; under `Async` it is in the page cache (for
+//! the real file system, written through the memory-mapped write window), which a process
+//! crash does not lose either, so both policies must keep every acknowledged message.
 
 mod common;
 
@@ -15,6 +19,27 @@ use tidemark_store::{FlushPolicy, MessageStore, RecoveryMode};
 
 const CHILD_DIR_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_DIR";
 const CHILD_ROUND_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_ROUND";
+const CHILD_FLUSH_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_FLUSH";
+
+/// The store both sides open: `Sync` on the tests' tiny segments (many segment switches),
+/// `Async` on segments large enough for the write window to fault pages in ahead and let go of
+/// them behind.
+fn config(dir: &Path, flush: FlushPolicy) -> tidemark_store::StoreConfig {
+    match flush {
+        FlushPolicy::Sync => small_config(dir, flush),
+        FlushPolicy::Async { .. } => tidemark_store::StoreConfig {
+            commit_log_segment_bytes: 512 * 1024,
+            ..small_config(dir, flush)
+        },
+    }
+}
+
+fn flush_name(flush: FlushPolicy) -> &'static str {
+    match flush {
+        FlushPolicy::Sync => "sync",
+        FlushPolicy::Async { .. } => "async",
+    }
+}
 
 fn body(round: u32, index: u32) -> Vec<u8> {
     let mut body = format!("round {round} message {index} ").into_bytes();
@@ -32,8 +57,12 @@ fn child_writer() {
         return;
     };
     let round: u32 = round.parse().expect("round number");
-    let (store, _) = MessageStore::open(small_config(Path::new(&dir), FlushPolicy::Sync))
-        .expect("child opens the store");
+    let flush = match std::env::var(CHILD_FLUSH_VARIABLE).as_deref() {
+        Ok("async") => FlushPolicy::Async { interval_ms: 500 },
+        _ => FlushPolicy::Sync,
+    };
+    let (store, _) =
+        MessageStore::open(config(Path::new(&dir), flush)).expect("child opens the store");
     let mut stdout = std::io::stdout().lock();
     for index in 0.. {
         let appended = store
@@ -60,11 +89,17 @@ struct Acknowledged {
     commit_log_offset: u64,
 }
 
-fn run_child(dir: &Path, round: u32, kill_after: Duration) -> Vec<Acknowledged> {
+fn run_child(
+    dir: &Path,
+    flush: FlushPolicy,
+    round: u32,
+    kill_after: Duration,
+) -> Vec<Acknowledged> {
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args(["child_writer", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR_VARIABLE, dir)
         .env(CHILD_ROUND_VARIABLE, round.to_string())
+        .env(CHILD_FLUSH_VARIABLE, flush_name(flush))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -102,7 +137,7 @@ fn run_child(dir: &Path, round: u32, kill_after: Duration) -> Vec<Acknowledged> 
     reader.join().expect("reader thread")
 }
 
-fn kill_rounds(rounds: u32) {
+fn kill_rounds(rounds: u32, flush: FlushPolicy) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut all: Vec<Acknowledged> = Vec::new();
     let mut seed = 0x5EED_u64;
@@ -111,10 +146,10 @@ fn kill_rounds(rounds: u32) {
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
         let kill_after = Duration::from_millis(80 + (seed >> 33) % 250);
-        let acknowledged = run_child(dir.path(), round, kill_after);
+        let acknowledged = run_child(dir.path(), flush, round, kill_after);
         all.extend(acknowledged);
-        let (store, report) = MessageStore::open(small_config(dir.path(), FlushPolicy::Sync))
-            .expect("recovery after SIGKILL");
+        let (store, report) =
+            MessageStore::open(config(dir.path(), flush)).expect("recovery after SIGKILL");
         assert_eq!(
             report.mode,
             RecoveryMode::Abnormal,
@@ -144,18 +179,25 @@ fn kill_rounds(rounds: u32) {
         "children acknowledged appends before being killed"
     );
     println!(
-        "{rounds} SIGKILL rounds, {} acknowledged appends verified",
+        "{rounds} SIGKILL rounds under {}, {} acknowledged appends verified",
+        flush_name(flush),
         all.len()
     );
 }
 
 #[test]
 fn sigkill_loses_nothing_acknowledged() {
-    kill_rounds(20);
+    kill_rounds(20, FlushPolicy::Sync);
+}
+
+#[test]
+fn sigkill_under_async_loses_nothing_acknowledged() {
+    kill_rounds(20, FlushPolicy::Async { interval_ms: 500 });
 }
 
 #[test]
 #[ignore = "soak: cargo test -p tidemark-store --test process_kill -- --ignored"]
 fn sigkill_soak() {
-    kill_rounds(300);
+    kill_rounds(300, FlushPolicy::Sync);
+    kill_rounds(300, FlushPolicy::Async { interval_ms: 500 });
 }
