@@ -276,20 +276,15 @@ fn new_message(
     }
 }
 
-/// Appends; under Sync flush the fsync wait happens off the async workers.
+/// Appends; under Sync flush the reply waits (awaits, holding no thread) for the group commit
+/// that covers the messages.
 pub(super) async fn put(
     state: &BrokerState,
     messages: Vec<NewMessage>,
 ) -> Result<Vec<Appended>, StoreError> {
-    let store = state.store.clone();
     let count = messages.len() as u64;
-    let appended = if state.config.store_config().flush == tidemark_store::FlushPolicy::Sync {
-        tokio::task::spawn_blocking(move || store.put_batch(&messages))
-            .await
-            .map_err(|_| StoreError::Closed)??
-    } else {
-        store.put_batch(&messages)?
-    };
+    let (appended, durable) = state.store.append_batch(&messages)?;
+    durable.await?;
     state
         .messages_put_total
         .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
