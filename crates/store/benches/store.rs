@@ -26,8 +26,30 @@ use tidemark_protocol::message::Properties;
 use tidemark_store::{FlushPolicy, MessageStore, NewMessage, StoreConfig};
 
 struct Settings {
+    /// Each case runs this long before its measured window: the first case after another one
+    /// otherwise pays for the memory the previous one freed (seen here as a 2x swing).
+    warmup: Duration,
     run: Duration,
     recovery_bytes: u64,
+}
+
+/// A measured window over a running count: started after the warm-up.
+struct Window {
+    started: Instant,
+    at_start: u64,
+}
+
+impl Window {
+    fn open(count: u64) -> Window {
+        Window {
+            started: Instant::now(),
+            at_start: count,
+        }
+    }
+
+    fn rate(&self, count: u64, record: usize) -> Rate {
+        Rate::new(count - self.at_start, record, self.started.elapsed())
+    }
 }
 
 fn bench_dir() -> PathBuf {
@@ -83,7 +105,7 @@ impl Rate {
     }
 }
 
-fn baseline_write(dir: &Path, record: usize, run: Duration) -> Rate {
+fn baseline_write(dir: &Path, record: usize, settings: &Settings) -> Rate {
     let path = dir.join("baseline-write");
     let file = OpenOptions::new()
         .create(true)
@@ -94,20 +116,26 @@ fn baseline_write(dir: &Path, record: usize, run: Duration) -> Rate {
     let buffer = vec![b'x'; record];
     let started = Instant::now();
     let mut written = 0u64;
-    while started.elapsed() < run {
+    let mut window: Option<Window> = None;
+    loop {
         for _ in 0..1024 {
             file.write_all_at(&buffer, written * record as u64)
                 .expect("write");
             written += 1;
         }
+        match &window {
+            None if started.elapsed() >= settings.warmup => window = Some(Window::open(written)),
+            Some(open) if open.started.elapsed() >= settings.run => break,
+            _ => {}
+        }
     }
-    let rate = Rate::new(written, record, started.elapsed());
+    let rate = window.expect("measured").rate(written, record);
     drop(file);
     let _ = std::fs::remove_file(path);
     rate
 }
 
-fn baseline_fsync(dir: &Path, record: usize, run: Duration) -> Rate {
+fn baseline_fsync(dir: &Path, record: usize, settings: &Settings) -> Rate {
     let path = dir.join("baseline-fsync");
     let mut file = OpenOptions::new()
         .create(true)
@@ -118,12 +146,18 @@ fn baseline_fsync(dir: &Path, record: usize, run: Duration) -> Rate {
     let buffer = vec![b'x'; record];
     let started = Instant::now();
     let mut written = 0u64;
-    while started.elapsed() < run {
+    let mut window: Option<Window> = None;
+    loop {
         file.write_all(&buffer).expect("write");
         file.sync_data().expect("fdatasync");
         written += 1;
+        match &window {
+            None if started.elapsed() >= settings.warmup => window = Some(Window::open(written)),
+            Some(open) if open.started.elapsed() >= settings.run => break,
+            _ => {}
+        }
     }
-    let rate = Rate::new(written, record, started.elapsed());
+    let rate = window.expect("measured").rate(written, record);
     drop(file);
     let _ = std::fs::remove_file(path);
     rate
@@ -142,13 +176,12 @@ fn appends(
     flush: FlushPolicy,
     writers: usize,
     body: usize,
-    run: Duration,
+    settings: &Settings,
 ) -> (Rate, MessageStore) {
     let (store, _) = MessageStore::open(store_config(dir, flush)).expect("open store");
     let store = Arc::new(store);
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
     let threads: Vec<_> = (0..writers)
         .map(|writer| {
             let (store, stop, count) = (store.clone(), stop.clone(), count.clone());
@@ -162,16 +195,11 @@ fn appends(
             })
         })
         .collect();
-    std::thread::sleep(run);
+    let rate = measure(&count, body, settings);
     stop.store(true, Ordering::Relaxed);
     for thread in threads {
         thread.join().expect("writer");
     }
-    let rate = Rate::new(
-        count.load(Ordering::Relaxed),
-        record_bytes(body),
-        started.elapsed(),
-    );
     (rate, Arc::into_inner(store).expect("writers are done"))
 }
 
@@ -182,7 +210,7 @@ fn appends_awaited(
     flush: FlushPolicy,
     writers: usize,
     body: usize,
-    run: Duration,
+    settings: &Settings,
 ) -> (Rate, MessageStore) {
     let (store, _) = MessageStore::open(store_config(dir, flush)).expect("open store");
     let store = Arc::new(store);
@@ -191,7 +219,6 @@ fn appends_awaited(
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .build()
         .expect("runtime");
-    let started = Instant::now();
     let tasks: Vec<_> = (0..writers)
         .map(|writer| {
             let (store, stop, count) = (store.clone(), stop.clone(), count.clone());
@@ -207,20 +234,23 @@ fn appends_awaited(
             })
         })
         .collect();
-    std::thread::sleep(run);
+    let rate = measure(&count, body, settings);
     stop.store(true, Ordering::Relaxed);
     runtime.block_on(async {
         for task in tasks {
             task.await.expect("writer task");
         }
     });
-    let rate = Rate::new(
-        count.load(Ordering::Relaxed),
-        record_bytes(body),
-        started.elapsed(),
-    );
     drop(runtime);
     (rate, Arc::into_inner(store).expect("writers are done"))
+}
+
+/// Waits out the warm-up, then the rate of `count` over the measured window.
+fn measure(count: &AtomicU64, body: usize, settings: &Settings) -> Rate {
+    std::thread::sleep(settings.warmup);
+    let window = Window::open(count.load(Ordering::Relaxed));
+    std::thread::sleep(settings.run);
+    window.rate(count.load(Ordering::Relaxed), record_bytes(body))
 }
 
 fn sequential_read(store: &MessageStore, body: usize) -> Rate {
@@ -275,25 +305,28 @@ fn main() {
     let benchmarking = std::env::args().any(|argument| argument == "--bench");
     let settings = if benchmarking {
         Settings {
+            warmup: Duration::from_secs(1),
             run: Duration::from_secs(3),
             recovery_bytes: 1 << 30,
         }
     } else {
         Settings {
+            warmup: Duration::from_millis(20),
             run: Duration::from_millis(100),
             recovery_bytes: 8 << 20,
         }
     };
     let root = bench_dir();
     println!(
-        "store benchmark in {} ({} s per case)",
+        "store benchmark in {} ({} s per case after {} s of warm-up)",
         root.display(),
-        settings.run.as_secs_f64()
+        settings.run.as_secs_f64(),
+        settings.warmup.as_secs_f64()
     );
     for body in [128usize, 1024] {
         let record = record_bytes(body);
-        let write = baseline_write(&root, record, settings.run);
-        let fsync = baseline_fsync(&root, record, settings.run);
+        let write = baseline_write(&root, record, &settings);
+        let fsync = baseline_fsync(&root, record, &settings);
         println!("\n== {body} B bodies ({record} B records)");
         println!(
             "baseline write per message      {:>10.0} msg/s {:>8.1} MB/s",
@@ -320,9 +353,9 @@ fn main() {
                 }
                 let dir = root.join(&case);
                 let (rate, store) = if awaited {
-                    appends_awaited(&dir, flush, writers, body, settings.run)
+                    appends_awaited(&dir, flush, writers, body, &settings)
                 } else {
-                    appends(&dir, flush, writers, body, settings.run)
+                    appends(&dir, flush, writers, body, &settings)
                 };
                 let kind = if awaited { "tasks  " } else { "writers" };
                 let ratio = match flush {
@@ -348,7 +381,7 @@ fn main() {
                 let _ = std::fs::remove_dir_all(&dir);
             }
         }
-        let again = baseline_write(&root, record, settings.run);
+        let again = baseline_write(&root, record, &settings);
         println!(
             "baseline write per message again {:>9.0} msg/s {:>8.1} MB/s (drift check)",
             again.messages_per_second, again.megabytes_per_second
