@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::message::MessageExt;
+use crate::offset_store::CommitDelivery;
 use crate::route::BrokerAddressTable;
 use crate::BoxFuture;
 
@@ -488,13 +489,14 @@ impl ClientInstance {
         }
     }
 
-    /// UPDATE_CONSUMER_OFFSET, oneway.
+    /// UPDATE_CONSUMER_OFFSET, oneway or waiting for the broker's reply.
     pub async fn update_consumer_offset(
         &self,
         addr: &str,
         group: &str,
         queue: &MessageQueue,
         offset: i64,
+        delivery: CommitDelivery,
     ) -> Result<()> {
         let header = UpdateConsumerOffsetRequestHeader {
             consumer_group: group.to_owned(),
@@ -505,7 +507,16 @@ impl ClientInstance {
         };
         let request =
             RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header);
-        self.oneway(addr, request).await
+        match delivery {
+            CommitDelivery::Oneway => self.oneway(addr, request).await,
+            CommitDelivery::Acknowledged => {
+                let response = self.call(addr, request).await?;
+                match response.response_code() {
+                    ResponseCode::Success => Ok(()),
+                    code => Err(broker_error(addr, code, &response)),
+                }
+            }
+        }
     }
 
     pub async fn max_offset(&self, addr: &str, queue: &MessageQueue) -> Result<i64> {
@@ -702,6 +713,7 @@ impl crate::offset_store::OffsetBroker for InstanceOffsetBroker {
         group: &'a str,
         queue: &'a MessageQueue,
         offset: i64,
+        delivery: CommitDelivery,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             // The master if known, else any address of the broker name (a slave while the
@@ -711,7 +723,7 @@ impl crate::offset_store::OffsetBroker for InstanceOffsetBroker {
                 .subscribe_addr_refreshing(&queue.topic, &queue.broker_name, 0)
                 .await?;
             self.instance
-                .update_consumer_offset(&addr, group, queue, offset)
+                .update_consumer_offset(&addr, group, queue, offset, delivery)
                 .await
         })
     }

@@ -35,7 +35,7 @@ pub use error::{ClientError, Result};
 pub use message::{
     dlq_topic, retry_topic, Message, MessageExt, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX,
 };
-pub use offset_store::{OffsetBroker, OffsetStore, OffsetTable, ReadOffsetType};
+pub use offset_store::{CommitDelivery, OffsetBroker, OffsetStore, OffsetTable, ReadOffsetType};
 pub use process_queue::{FlowControl, FlowLimits, ProcessQueue};
 pub use producer::{
     select_by_key, Producer, ProducerBuilder, ProducerSettings, SendResult, SendStatus,

@@ -89,13 +89,27 @@ pub trait OffsetBroker: Send + Sync + 'static {
         queue: &'a MessageQueue,
     ) -> BoxFuture<'a, Result<Option<i64>>>;
 
-    /// UPDATE_CONSUMER_OFFSET, oneway.
+    /// UPDATE_CONSUMER_OFFSET, sent as `delivery` says.
     fn commit<'a>(
         &'a self,
         group: &'a str,
         queue: &'a MessageQueue,
         offset: i64,
+        delivery: CommitDelivery,
     ) -> BoxFuture<'a, Result<()>>;
+}
+
+/// How a commit travels to the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitDelivery {
+    /// Oneway, for the periodic persist: one that is lost is sent again a round later.
+    Oneway,
+    /// Waiting for the broker's reply, for the last word on a queue: at shutdown, before a
+    /// queue is given up, after a reset or correction, on an explicit persist. Nothing sends
+    /// those again, and a oneway frame can still be queued in a broker that is stopping (the
+    /// Java client sends them oneway too, and a graceful broker restart right after a
+    /// consumer's shutdown can then redeliver its last messages).
+    Acknowledged,
 }
 
 enum Backend {
@@ -208,7 +222,11 @@ impl OffsetStore {
     /// Persists the offsets of `assigned` queues. Remote: one oneway commit per queue (sent even
     /// when unchanged, so a broker that lost it learns it again), and entries of queues no
     /// longer assigned are dropped. Local: the file is rewritten with these entries.
-    pub async fn persist_all(&self, assigned: &BTreeSet<MessageQueue>) -> Result<()> {
+    pub async fn persist_all(
+        &self,
+        assigned: &BTreeSet<MessageQueue>,
+        delivery: CommitDelivery,
+    ) -> Result<()> {
         let entries: Vec<(MessageQueue, i64)> = {
             let mut table = self.lock();
             if self.is_remote() {
@@ -220,19 +238,23 @@ impl OffsetStore {
                 .map(|(queue, offset)| (queue.clone(), offset))
                 .collect()
         };
-        self.write(&entries).await
+        self.write(&entries, delivery).await
     }
 
-    /// Persists one queue's offset (before the queue is given up in a rebalance).
+    /// Persists one queue's offset (before the queue is given up in a rebalance), waiting for
+    /// the broker to have it.
     pub async fn persist(&self, queue: &MessageQueue) -> Result<()> {
         let entry = self.lock().get(queue);
         match entry {
-            Some(offset) => self.write(&[(queue.clone(), offset)]).await,
+            Some(offset) => {
+                self.write(&[(queue.clone(), offset)], CommitDelivery::Acknowledged)
+                    .await
+            }
             None => Ok(()),
         }
     }
 
-    async fn write(&self, entries: &[(MessageQueue, i64)]) -> Result<()> {
+    async fn write(&self, entries: &[(MessageQueue, i64)], delivery: CommitDelivery) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -240,7 +262,7 @@ impl OffsetStore {
             Backend::Remote(broker) => {
                 let mut first_error = None;
                 for (queue, offset) in entries {
-                    if let Err(error) = broker.commit(&self.group, queue, *offset).await {
+                    if let Err(error) = broker.commit(&self.group, queue, *offset, delivery).await {
                         warn!(group = %self.group, ?queue, offset, %error, "offset commit failed");
                         first_error.get_or_insert(error);
                     } else {
@@ -390,6 +412,7 @@ mod tests {
     struct FakeBroker {
         offsets: Mutex<BTreeMap<MessageQueue, i64>>,
         commits: Mutex<Vec<(MessageQueue, i64)>>,
+        deliveries: Mutex<Vec<CommitDelivery>>,
     }
 
     impl OffsetBroker for FakeBroker {
@@ -406,8 +429,10 @@ mod tests {
             _group: &'a str,
             queue: &'a MessageQueue,
             offset: i64,
+            delivery: CommitDelivery,
         ) -> BoxFuture<'a, Result<()>> {
             Box::pin(async move {
+                self.deliveries.lock().expect("lock").push(delivery);
                 self.offsets
                     .lock()
                     .expect("lock")
@@ -455,7 +480,10 @@ mod tests {
         store.update(&q1, 3, true);
 
         let assigned: BTreeSet<_> = [q0.clone(), q1.clone()].into();
-        store.persist_all(&assigned).await.expect("persist");
+        store
+            .persist_all(&assigned, CommitDelivery::Oneway)
+            .await
+            .expect("persist");
         let again = reopen();
         again.load().expect("load");
         assert_eq!(
@@ -516,7 +544,10 @@ mod tests {
         let store = OffsetStore::remote("G", broker.clone());
         store.update(&mq(0), 5, true);
         store.update(&mq(1), 6, true);
-        store.persist_all(&[mq(0)].into()).await.expect("persist");
+        store
+            .persist_all(&[mq(0)].into(), CommitDelivery::Oneway)
+            .await
+            .expect("persist");
         assert_eq!(*broker.commits.lock().expect("lock"), vec![(mq(0), 5)]);
         assert_eq!(
             store.snapshot().get(&mq(1)),
@@ -524,8 +555,40 @@ mod tests {
             "unassigned entry dropped"
         );
         // Unchanged values are sent again.
-        store.persist_all(&[mq(0)].into()).await.expect("persist");
+        store
+            .persist_all(&[mq(0)].into(), CommitDelivery::Oneway)
+            .await
+            .expect("persist");
         assert_eq!(broker.commits.lock().expect("lock").len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_last_word_on_a_queue_waits_for_the_broker() {
+        let broker = Arc::new(FakeBroker::default());
+        let store = OffsetStore::remote("G", broker.clone());
+        store.update(&mq(0), 5, true);
+        store
+            .persist_all(&[mq(0)].into(), CommitDelivery::Oneway)
+            .await
+            .expect("periodic persist");
+        store.update(&mq(0), 9, true);
+        store.persist(&mq(0)).await.expect("before release");
+        store
+            .persist_all(&[mq(0)].into(), CommitDelivery::Acknowledged)
+            .await
+            .expect("at shutdown");
+        assert_eq!(
+            *broker.deliveries.lock().expect("lock"),
+            vec![
+                CommitDelivery::Oneway,
+                CommitDelivery::Acknowledged,
+                CommitDelivery::Acknowledged
+            ]
+        );
+        assert_eq!(
+            broker.commits.lock().expect("lock").last(),
+            Some(&(mq(0), 9))
+        );
     }
 
     #[tokio::test]
@@ -534,9 +597,15 @@ mod tests {
         let path = dir.path().join("g").join("offsets.json");
         let store = OffsetStore::local_file("G", &path);
         store.update(&mq(0), 1, true);
-        store.persist_all(&[mq(0)].into()).await.expect("persist");
+        store
+            .persist_all(&[mq(0)].into(), CommitDelivery::Oneway)
+            .await
+            .expect("persist");
         store.update(&mq(0), 2, true);
-        store.persist_all(&[mq(0)].into()).await.expect("persist");
+        store
+            .persist_all(&[mq(0)].into(), CommitDelivery::Oneway)
+            .await
+            .expect("persist");
 
         let text = fs::read_to_string(&path).expect("file");
         assert!(text.contains("\"offsetTable\""), "{text}");

@@ -27,7 +27,7 @@ use crate::instance::{
     CLIENT_INNER_PRODUCER_GROUP, PULL_SUSPEND, PULL_TIMEOUT_WHEN_SUSPENDED,
 };
 use crate::message::{retry_topic, Message, MessageExt, RETRY_TOPIC_PREFIX};
-use crate::offset_store::{OffsetStore, OffsetTable, ReadOffsetType};
+use crate::offset_store::{CommitDelivery, OffsetStore, OffsetTable, ReadOffsetType};
 use crate::process_queue::ProcessQueue;
 use crate::producer::{ProducerSettings, SendCore};
 use crate::route::subscribe_queues;
@@ -283,7 +283,7 @@ impl ConsumerCore {
             self,
             self.token.clone(),
             self.settings.client.persist_offset_interval,
-            |core| async move { core.persist_all().await },
+            |core| async move { core.persist_all(CommitDelivery::Oneway).await },
         );
         if self.listener.is_orderly() && self.is_clustering() {
             crate::every(
@@ -319,9 +319,9 @@ impl ConsumerCore {
         lock(&self.queues).keys().cloned().collect()
     }
 
-    async fn persist_all(&self) {
+    async fn persist_all(&self, delivery: CommitDelivery) {
         let assigned = self.assigned_set();
-        if let Err(error) = self.offsets.persist_all(&assigned).await {
+        if let Err(error) = self.offsets.persist_all(&assigned, delivery).await {
             warn!(group = %self.settings.group, %error, "persisting offsets failed");
         }
     }
@@ -1099,7 +1099,7 @@ impl ConsumerCore {
         let all = u32::try_from(self.settings.consume_concurrency).unwrap_or(u32::MAX);
         let _ =
             tokio::time::timeout(self.settings.shutdown_wait, self.permits.acquire_many(all)).await;
-        self.persist_all().await;
+        self.persist_all(CommitDelivery::Acknowledged).await;
         if self.listener.is_orderly() && self.is_clustering() {
             let mut by_broker: BTreeMap<String, Vec<MessageQueue>> = BTreeMap::new();
             for queue in self.assigned_queues() {

@@ -38,7 +38,7 @@ use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::instance::lock;
 use crate::message::MessageExt;
-use crate::offset_store::{OffsetTable, ReadOffsetType};
+use crate::offset_store::{CommitDelivery, OffsetTable, ReadOffsetType};
 use crate::route::subscribe_queues;
 
 /// Pulled batches buffered for `poll` (Java `pullThresholdForAll` counts messages; this counts
@@ -256,7 +256,10 @@ impl LitePullConsumer {
         }
         self.core
             .offsets()
-            .persist_all(&offsets.into_keys().collect::<BTreeSet<_>>())
+            .persist_all(
+                &offsets.into_keys().collect::<BTreeSet<_>>(),
+                CommitDelivery::Acknowledged,
+            )
             .await
     }
 
