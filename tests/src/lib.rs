@@ -98,6 +98,18 @@ fn log_dir() -> PathBuf {
 impl ServerProcess {
     /// Starts `bin args…` and waits until it prints `ready_line`.
     pub fn start(name: &str, bin: PathBuf, args: Vec<String>, ready_line: &str) -> ServerProcess {
+        ServerProcess::try_start(name, bin, args, ready_line)
+            .unwrap_or_else(|failure| panic!("{failure}"))
+    }
+
+    /// As [`start`](Self::start), but a server that exits before it is ready is an `Err` with
+    /// its last lines, for callers that can retry (a port taken between choosing and binding).
+    pub fn try_start(
+        name: &str,
+        bin: PathBuf,
+        args: Vec<String>,
+        ready_line: &str,
+    ) -> Result<ServerProcess, String> {
         assert!(
             bin.exists(),
             "server binary {} not found; build it with `cargo build -p tidemark` or set TIDEMARK_TEST_SERVER",
@@ -111,11 +123,17 @@ impl ServerProcess {
             tail: Arc::new(Mutex::new(VecDeque::new())),
             log_path: log_dir().join(format!("{name}-{}.log", std::process::id())),
         };
-        server.launch();
-        server
+        server.try_launch()?;
+        Ok(server)
     }
 
     fn launch(&mut self) {
+        if let Err(failure) = self.try_launch() {
+            panic!("{failure}");
+        }
+    }
+
+    fn try_launch(&mut self) -> Result<(), String> {
         let mut child = Command::new(&self.bin)
             .args(&self.args)
             .stdin(Stdio::null())
@@ -146,10 +164,12 @@ impl ServerProcess {
                 break;
             }
             if let Ok(Some(status)) = child.try_wait() {
-                panic!(
+                // The output threads may still be copying its last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                return Err(format!(
                     "server exited with {status} before it was ready\n{}",
                     self.tail_text()
-                );
+                ));
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
@@ -161,6 +181,7 @@ impl ServerProcess {
             }
         }
         self.child = Some(child);
+        Ok(())
     }
 
     fn drain(
@@ -289,23 +310,37 @@ impl DevServer {
             .prefix("tidemark-test-")
             .tempdir()
             .expect("create a data directory");
-        let namesrv_port = free_port();
-        let broker_port = free_port();
-        let mut args = vec![
-            "dev".to_owned(),
-            "--data-dir".to_owned(),
-            data_dir.path().display().to_string(),
-            "--namesrv-port".to_owned(),
-            namesrv_port.to_string(),
-            "--broker-port".to_owned(),
-            broker_port.to_string(),
-        ];
-        args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
-        DevServer {
-            process: ServerProcess::start(name, server_binary(), args, READY_LINE),
-            namesrv_port,
-            broker_port,
-            _data_dir: data_dir,
+        // Ports checked free can be taken (by any connection's local end) before the server
+        // binds them: then choose again.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let namesrv_port = free_port();
+            let broker_port = free_broker_port();
+            let mut args = vec![
+                "dev".to_owned(),
+                "--data-dir".to_owned(),
+                data_dir.path().display().to_string(),
+                "--namesrv-port".to_owned(),
+                namesrv_port.to_string(),
+                "--broker-port".to_owned(),
+                broker_port.to_string(),
+            ];
+            args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
+            match ServerProcess::try_start(name, server_binary(), args, READY_LINE) {
+                Ok(process) => {
+                    return DevServer {
+                        process,
+                        namesrv_port,
+                        broker_port,
+                        _data_dir: data_dir,
+                    }
+                }
+                Err(failure) if attempts < 5 && failure.contains("Address already in use") => {
+                    eprintln!("{name}: a port was taken meanwhile; trying others");
+                }
+                Err(failure) => panic!("{failure}"),
+            }
         }
     }
 
@@ -386,26 +421,39 @@ impl BrokerSet {
         let mut brokers = Vec::new();
         let mut broker_ports = Vec::new();
         for (id, role) in roles.iter().enumerate() {
-            let port = free_broker_port();
             let root = dir.path().join(format!("broker-{id}"));
             let config = dir.path().join(format!("broker-{id}.toml"));
-            std::fs::write(
-                &config,
-                format!(
-                    "broker_name = \"broker-ms\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
+            // A port checked free can be taken (by any connection's local end) before the
+            // broker binds it: then choose again.
+            let mut attempts = 0;
+            let (port, broker) = loop {
+                attempts += 1;
+                let port = free_broker_port();
+                std::fs::write(
+                    &config,
+                    format!(
+                        "broker_name = \"broker-ms\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
                      broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\n\
                      namesrv_addr = \"127.0.0.1:{namesrv_port}\"\nstore_path_root_dir = \"{}\"\n\
                      register_name_server_period = 10000\n{extra}\n",
-                    root.display()
-                ),
-            )
-            .expect("write broker config");
-            brokers.push(ServerProcess::start(
-                &format!("{name}-broker{id}"),
-                bin.clone(),
-                vec!["broker".into(), "-c".into(), config.display().to_string()],
-                "tidemark broker ready",
-            ));
+                        root.display()
+                    ),
+                )
+                .expect("write broker config");
+                match ServerProcess::try_start(
+                    &format!("{name}-broker{id}"),
+                    bin.clone(),
+                    vec!["broker".into(), "-c".into(), config.display().to_string()],
+                    "tidemark broker ready",
+                ) {
+                    Ok(broker) => break (port, broker),
+                    Err(failure) if attempts < 5 && failure.contains("Address already in use") => {
+                        eprintln!("broker {id}: port {port} was taken meanwhile; trying another");
+                    }
+                    Err(failure) => panic!("{failure}"),
+                }
+            };
+            brokers.push(broker);
             broker_ports.push(port);
         }
         BrokerSet {

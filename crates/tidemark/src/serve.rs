@@ -223,10 +223,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             },
         ))
     };
-    let broker = tokio::spawn(serve_broker(config, stopping, false));
+    let mut broker = tokio::spawn(serve_broker(config, stopping, false));
     tokio::select! {
         registered = wait_until_registered(&namesrv_addr, &broker_name) => registered?,
-        failed = broker_failure(&broker) => return failed,
+        outcome = &mut broker => return ended_unasked(outcome),
     }
     announce(&format!(
         "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} data={}",
@@ -242,15 +242,15 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     outcome
 }
 
-/// Resolves only if the broker task ends early (it failed to start).
-async fn broker_failure(
-    broker: &tokio::task::JoinHandle<anyhow::Result<()>>,
+/// The outcome of a broker task that ended before it was asked to stop: its own error (a port
+/// in use, an unreadable store…) when it has one.
+fn ended_unasked(
+    outcome: Result<anyhow::Result<()>, tokio::task::JoinError>,
 ) -> anyhow::Result<()> {
-    loop {
-        if broker.is_finished() {
-            bail!("the broker stopped during start-up (see the log above)");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    match outcome {
+        Ok(Err(error)) => Err(error.context("the broker stopped")),
+        Ok(Ok(())) => bail!("the broker stopped unasked (see the log above)"),
+        Err(error) => Err(anyhow::Error::new(error).context("the broker task failed")),
     }
 }
 
@@ -272,10 +272,10 @@ pub async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     config.validate()?;
     info!(?config, "effective configuration");
     let (stop, stopping) = watch::channel(false);
-    let broker = tokio::spawn(serve_broker(config, stopping, true));
+    let mut broker = tokio::spawn(serve_broker(config, stopping, true));
     tokio::select! {
         _ = shutdown_signal() => {}
-        failed = broker_failure(&broker) => return failed,
+        outcome = &mut broker => return ended_unasked(outcome),
     }
     let _ = stop.send(true);
     broker.await.context("broker task")?
