@@ -309,8 +309,14 @@ impl CommitLog {
             .file
             .write_window(position.saturating_sub(RELEASE_BEHIND_BYTES), to)
             .map_err(|error| StoreError::io("prefault", &segment.path, error))?;
-        self.prefaulted_to
-            .fetch_max(segment.base + to, Ordering::AcqRel);
+        // A window that reached the segment's end is as far ahead as it can get: nothing is
+        // wanted until the writer is in the next segment.
+        let reached = if to == self.segment_bytes {
+            segment.base + self.segment_bytes + PREFAULT_AHEAD_BYTES - PREFAULT_STEP_BYTES
+        } else {
+            segment.base + to
+        };
+        self.prefaulted_to.fetch_max(reached, Ordering::AcqRel);
         Ok(())
     }
 

@@ -136,9 +136,10 @@ pub struct GetResult {
     pub messages: Vec<Bytes>,
 }
 
-/// How long the idle group-commit thread sleeps between checks (appenders wake it at once).
 /// How many more durable appenders each woken appender wakes (see `Inner::synced_unwoken`).
 const WAKE_FAN_OUT: usize = 2;
+
+/// How long the idle group-commit thread sleeps between checks (appenders wake it at once).
 const GROUP_COMMIT_IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Consume-queue entries scanned per read at most when filtering (Java: 16000 bytes of units).
@@ -190,6 +191,8 @@ struct Inner {
     group_commit_thread: std::sync::OnceLock<std::thread::Thread>,
     /// The prefault thread, unparked by appenders nearing the end of the write window.
     prefault_thread: std::sync::OnceLock<std::thread::Thread>,
+    /// Set with that unpark: the thread acts only when asked, so an idle store maps nothing.
+    prefault_wanted: AtomicBool,
     checkpoint: CheckpointFile,
     last_checkpoint: Mutex<Checkpoint>,
     stopping: Mutex<bool>,
@@ -309,6 +312,7 @@ impl MessageStore {
             synced_unwoken: Mutex::new(Vec::new()),
             group_commit_thread: std::sync::OnceLock::new(),
             prefault_thread: std::sync::OnceLock::new(),
+            prefault_wanted: AtomicBool::new(false),
             checkpoint: checkpoint_file,
             last_checkpoint: Mutex::new(checkpoint),
             stopping: Mutex::new(false),
@@ -524,11 +528,7 @@ impl MessageStore {
             state.last_store_timestamp = store_timestamp;
             (appended, base + total)
         };
-        if inner.commit_log.wants_prefault(end) {
-            if let Some(thread) = inner.prefault_thread.get() {
-                thread.unpark();
-            }
-        }
+        inner.ask_for_prefault(end);
         let durable = Durable {
             inner: (inner.config.flush == FlushPolicy::Sync).then(|| inner.clone()),
             end,
@@ -783,6 +783,8 @@ impl MessageStore {
         }
         let new_end = inner.commit_log.write_replicated(offset, bytes)?;
         inner.dispatch_replicated(&mut state)?;
+        drop(state);
+        inner.ask_for_prefault(new_end);
         Ok(new_end)
     }
 
@@ -1138,8 +1140,20 @@ impl Inner {
         }
     }
 
+    /// Wakes the prefault thread (if there is one) when appends ending at `end` are nearing
+    /// the end of the write window.
+    fn ask_for_prefault(&self, end: u64) {
+        if !self.commit_log.wants_prefault(end) {
+            return;
+        }
+        if let Some(thread) = self.prefault_thread.get() {
+            self.prefault_wanted.store(true, Ordering::Release);
+            thread.unpark();
+        }
+    }
+
     /// Keeps the commit log's write window ahead of the appenders (see
-    /// [`CommitLog::prefault`]). Idle until the first append asks for it.
+    /// [`CommitLog::prefault`]) whenever they ask.
     fn prefault_loop(&self) {
         let mut failing = false;
         loop {
@@ -1147,7 +1161,7 @@ impl Inner {
             if *self.stopping.lock().unwrap_or_else(PoisonError::into_inner) {
                 break;
             }
-            if !self.commit_log.wants_prefault(self.commit_log.written()) {
+            if !self.prefault_wanted.swap(false, Ordering::AcqRel) {
                 continue;
             }
             match self.commit_log.prefault() {

@@ -564,3 +564,59 @@ fn async_flush_appends_are_acknowledged_at_once() {
         std::task::Poll::Ready(Ok(()))
     ));
 }
+
+/// Mappings of files under `dir` in this process (Linux: /proc/self/maps).
+#[cfg(target_os = "linux")]
+fn mapped_files_under(dir: &std::path::Path) -> Vec<String> {
+    let dir = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/maps")
+        .expect("read /proc/self/maps")
+        .lines()
+        .filter(|line| line.contains(&dir))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Under `Async`, appends get the active segment mapped ahead of them (the write window), and
+/// a reopened store that nobody writes to maps nothing.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_write_window_follows_appends_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = tidemark_store::StoreConfig {
+        commit_log_segment_bytes: 1024 * 1024,
+        ..small_config(dir.path(), FlushPolicy::Async { interval_ms: 500 })
+    };
+    {
+        let (store, _) = MessageStore::open(config.clone()).expect("open");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut index = 0u32;
+        while mapped_files_under(dir.path()).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "appends never got a write window"
+            );
+            store
+                .put(&message("T", 0, index.to_be_bytes().to_vec(), None))
+                .expect("put");
+            index += 1;
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(mapped_files_under(dir.path())
+            .iter()
+            .all(|line| line.contains("commitlog")));
+        store.shutdown().expect("shutdown");
+        drop(store);
+        assert!(
+            mapped_files_under(dir.path()).is_empty(),
+            "the map goes with the store"
+        );
+        let (store, _) = MessageStore::open(config).expect("reopen");
+        assert_eq!(read_all(&store, "T", 0).len(), index as usize);
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert!(
+            mapped_files_under(dir.path()).is_empty(),
+            "an idle store maps nothing"
+        );
+    }
+}
