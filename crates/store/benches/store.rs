@@ -171,10 +171,20 @@ fn store_config(dir: &Path, flush: FlushPolicy) -> StoreConfig {
     }
 }
 
+/// How the concurrent writers of a case wait for their appends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writers {
+    /// OS threads calling the blocking `put`.
+    Threads,
+    /// Tokio tasks on a runtime with a worker per core, each appending and awaiting
+    /// durability ([`Durable`](tidemark_store::Durable)): how the broker appends.
+    Tasks,
+}
+
 fn appends(
     dir: &Path,
     flush: FlushPolicy,
-    writers: usize,
+    (kind, writers): (Writers, usize),
     body: usize,
     settings: &Settings,
 ) -> (Rate, MessageStore) {
@@ -182,66 +192,57 @@ fn appends(
     let store = Arc::new(store);
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..writers)
-        .map(|writer| {
-            let (store, stop, count) = (store.clone(), stop.clone(), count.clone());
-            std::thread::spawn(move || {
-                // Built once: the cost of making a message is the caller's, not the store's.
-                let message = message(body, writer as u64);
-                while !stop.load(Ordering::Relaxed) {
-                    store.put(&message).expect("append");
-                    count.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    let rate = measure(&count, body, settings);
-    stop.store(true, Ordering::Relaxed);
-    for thread in threads {
-        thread.join().expect("writer");
-    }
-    (rate, Arc::into_inner(store).expect("writers are done"))
-}
-
-/// `writers` tokio tasks on a runtime with a worker per core, each appending and awaiting
-/// durability ([`Durable`](tidemark_store::Durable)) in a loop: how the broker appends.
-fn appends_awaited(
-    dir: &Path,
-    flush: FlushPolicy,
-    writers: usize,
-    body: usize,
-    settings: &Settings,
-) -> (Rate, MessageStore) {
-    let (store, _) = MessageStore::open(store_config(dir, flush)).expect("open store");
-    let store = Arc::new(store);
-    let stop = Arc::new(AtomicBool::new(false));
-    let count = Arc::new(AtomicU64::new(0));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .build()
-        .expect("runtime");
-    let tasks: Vec<_> = (0..writers)
-        .map(|writer| {
-            let (store, stop, count) = (store.clone(), stop.clone(), count.clone());
-            runtime.spawn(async move {
-                let message = message(body, writer as u64);
-                while !stop.load(Ordering::Relaxed) {
-                    let (_, durable) = store
-                        .append_batch(std::slice::from_ref(&message))
-                        .expect("append");
-                    durable.await.expect("durable");
-                    count.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    let rate = measure(&count, body, settings);
-    stop.store(true, Ordering::Relaxed);
-    runtime.block_on(async {
-        for task in tasks {
-            task.await.expect("writer task");
+    let rate = match kind {
+        Writers::Threads => {
+            let threads: Vec<_> = (0..writers)
+                .map(|writer| {
+                    let (store, stop, count) = (store.clone(), stop.clone(), count.clone());
+                    std::thread::spawn(move || {
+                        // Built once: the cost of making a message is the caller's.
+                        let message = message(body, writer as u64);
+                        while !stop.load(Ordering::Relaxed) {
+                            store.put(&message).expect("append");
+                            count.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            let rate = measure(&count, body, settings);
+            stop.store(true, Ordering::Relaxed);
+            for thread in threads {
+                thread.join().expect("writer");
+            }
+            rate
         }
-    });
-    drop(runtime);
+        Writers::Tasks => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .build()
+                .expect("runtime");
+            let tasks: Vec<_> = (0..writers)
+                .map(|writer| {
+                    let (store, stop, count) = (store.clone(), stop.clone(), count.clone());
+                    runtime.spawn(async move {
+                        let message = message(body, writer as u64);
+                        while !stop.load(Ordering::Relaxed) {
+                            let (_, durable) = store
+                                .append_batch(std::slice::from_ref(&message))
+                                .expect("append");
+                            durable.await.expect("durable");
+                            count.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            let rate = measure(&count, body, settings);
+            stop.store(true, Ordering::Relaxed);
+            runtime.block_on(async {
+                for task in tasks {
+                    task.await.expect("writer task");
+                }
+            });
+            rate
+        }
+    };
     (rate, Arc::into_inner(store).expect("writers are done"))
 }
 
@@ -340,11 +341,16 @@ fn main() {
             ("Async", FlushPolicy::Async { interval_ms: 500 }),
             ("Sync", FlushPolicy::Sync),
         ] {
-            let cases = [(1usize, false), (8, false), (64, false), (64, true)];
-            for (writers, awaited) in cases {
+            let cases = [
+                (Writers::Threads, 1usize),
+                (Writers::Threads, 8),
+                (Writers::Threads, 64),
+                (Writers::Tasks, 64),
+            ];
+            for (kind, writers) in cases {
                 let case = format!(
                     "{name}-{writers}-{body}{}",
-                    if awaited { "-tasks" } else { "" }
+                    if kind == Writers::Tasks { "-tasks" } else { "" }
                 );
                 if std::env::var("TIDEMARK_BENCH_FILTER")
                     .is_ok_and(|filter| !case.contains(&filter))
@@ -352,12 +358,11 @@ fn main() {
                     continue;
                 }
                 let dir = root.join(&case);
-                let (rate, store) = if awaited {
-                    appends_awaited(&dir, flush, writers, body, &settings)
-                } else {
-                    appends(&dir, flush, writers, body, &settings)
+                let (rate, store) = appends(&dir, flush, (kind, writers), body, &settings);
+                let kind = match kind {
+                    Writers::Threads => "writers",
+                    Writers::Tasks => "tasks  ",
                 };
-                let kind = if awaited { "tasks  " } else { "writers" };
                 let ratio = match flush {
                     FlushPolicy::Async { .. } => format!(
                         "{:.2}x baseline write bandwidth",
