@@ -392,3 +392,91 @@ async fn scenario08c_lite_pull_auto_commit_reaches_the_broker() {
     admin.shutdown().await;
     producer.shutdown().await;
 }
+
+/// A push consumer dropped without `shutdown` shuts itself down in the background: its last
+/// progress reaches the broker and it leaves the group, so a successor resumes exactly where
+/// it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_push_consumer_leaves_the_group_with_its_progress() {
+    init_logging();
+    let server = DevServer::start("client-drop", &[]);
+    let topic = unique("SDROP");
+    let group = unique("GDROP");
+    let producer = producer(&server).await;
+    send(&producer, &topic, "a", 20).await;
+    let start = |seen: Arc<Mutex<Vec<String>>>| {
+        PushConsumer::builder(group.clone())
+            .namesrv_addr(server.namesrv_addr())
+            .subscribe(topic.clone(), "*")
+            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+            .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().expect("lock").extend(
+                        messages
+                            .iter()
+                            .map(|message| String::from_utf8_lossy(&message.body).into_owned()),
+                    );
+                    ConsumeStatus::Success
+                }
+            }))
+    };
+    let first_seen = Arc::new(Mutex::new(Vec::new()));
+    let first = start(first_seen.clone()).await.expect("first consumer");
+    assert!(
+        tidemark_tests::wait_until(Duration::from_secs(60), || first_seen
+            .lock()
+            .expect("lock")
+            .len()
+            >= 20)
+        .await,
+        "the first consumer never saw the first 20 messages"
+    );
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    let id = first.client_id().to_owned();
+    assert!(admin
+        .consumer_ids(&group)
+        .await
+        .expect("consumer ids")
+        .contains(&id));
+
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ids = admin.consumer_ids(&group).await.expect("consumer ids");
+        if !ids.contains(&id) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dropped consumer is still in the group: {ids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let second_seen = Arc::new(Mutex::new(Vec::new()));
+    let second = start(second_seen.clone()).await.expect("second consumer");
+    send(&producer, &topic, "b", 5).await;
+    assert!(
+        tidemark_tests::wait_until(Duration::from_secs(60), || second_seen
+            .lock()
+            .expect("lock")
+            .len()
+            >= 5)
+        .await,
+        "the successor never saw the new messages"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut seen = second_seen.lock().expect("lock").clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        (0..5).map(|i| format!("b-{i}")).collect::<Vec<_>>(),
+        "the successor saw exactly what came after the dropped consumer's progress"
+    );
+    second.shutdown().await;
+    producer.shutdown().await;
+    admin.shutdown().await;
+}

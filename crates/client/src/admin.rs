@@ -42,6 +42,27 @@ impl Admin {
             .collect())
     }
 
+    /// The client ids of the group's online consumers (Java `examineConsumerConnectionInfo`,
+    /// ids only), from every broker of the group's retry topic; empty when none is online.
+    pub async fn consumer_ids(&self, group: &str) -> Result<Vec<String>> {
+        let mut ids = Vec::new();
+        for broker in self.masters_of(&retry_topic(group)).await? {
+            match self.instance.consumer_ids(&broker, group).await {
+                Ok(found) => ids.extend(found),
+                // Both RocketMQ and Tidemark answer an empty group with this error.
+                Err(ClientError::Broker {
+                    code: ResponseCode::SystemError,
+                    ref remark,
+                    ..
+                }) if remark.starts_with("no consumer for this group") => {}
+                Err(error) => return Err(error),
+            }
+        }
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
     /// A group's progress per queue on every broker that knows the group (Java
     /// `examineConsumeStats`): the brokers of the group's retry topic, plus those of `topic`.
     /// Includes the group's retry (and dead-letter) queues, so their depth is visible.

@@ -1087,6 +1087,31 @@ impl ConsumerCore {
         ))
     }
 
+    /// For a consumer handle dropped without `shutdown`: the same shutdown, run in the
+    /// background on the runtime the drop happens on. Without a runtime nothing of the
+    /// consumer can run any more anyway; its tasks are told to stop, and progress since the
+    /// last persist stays unsent.
+    pub(crate) fn shutdown_in_background(self: &Arc<Self>) {
+        if self.token.is_cancelled() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                info!(group = %self.settings.group, "consumer dropped without shutdown; shutting it down");
+                let core = self.clone();
+                runtime.spawn(async move { core.shutdown().await });
+            }
+            Err(_) => {
+                warn!(group = %self.settings.group, "consumer dropped outside a runtime; its latest progress is not persisted");
+                self.token.cancel();
+            }
+        }
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
     pub(crate) async fn shutdown(&self) {
         if self.token.is_cancelled() {
             return;

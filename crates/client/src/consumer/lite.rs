@@ -293,11 +293,24 @@ impl LitePullConsumer {
         self.core.offset_snapshot()
     }
 
-    /// Commits (if auto-commit is on), persists every offset, unregisters.
+    /// Commits (if auto-commit is on), persists every offset, unregisters. A consumer dropped
+    /// without it is shut down the same way in the background.
     pub async fn shutdown(&self) {
         if self.auto_commit {
             self.commit_sync();
         }
         self.core.shutdown().await;
+    }
+}
+
+impl Drop for LitePullConsumer {
+    fn drop(&mut self) {
+        if self.core.is_shut_down() {
+            return;
+        }
+        if self.auto_commit {
+            self.commit_sync();
+        }
+        self.core.shutdown_in_background();
     }
 }

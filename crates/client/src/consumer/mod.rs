@@ -296,8 +296,15 @@ impl PushConsumer {
     }
 
     /// Stops pulling, waits (bounded) for listener calls in progress, persists every offset,
-    /// unlocks orderly queues, unregisters from the brokers.
+    /// unlocks orderly queues, unregisters from the brokers. A consumer dropped without it is
+    /// shut down the same way in the background.
     pub async fn shutdown(&self) {
         self.core.shutdown().await;
+    }
+}
+
+impl Drop for PushConsumer {
+    fn drop(&mut self) {
+        self.core.shutdown_in_background();
     }
 }
