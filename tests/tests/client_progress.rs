@@ -480,3 +480,58 @@ async fn a_dropped_push_consumer_leaves_the_group_with_its_progress() {
     producer.shutdown().await;
     admin.shutdown().await;
 }
+
+/// A lite pull consumer dropped without `shutdown` commits what it polled (auto-commit) and
+/// shuts down in the background: the offsets reach the broker and the group empties.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_lite_pull_consumer_commits_what_it_polled_and_leaves() {
+    init_logging();
+    let server = DevServer::start("client-drop-lite", &[]);
+    let topic = unique("SDROPL");
+    let group = unique("GDROPL");
+    let producer = producer(&server).await;
+    let expected = send(&producer, &topic, "a", 30).await;
+    let consumer = LitePullConsumer::builder(&group)
+        .namesrv_addr(server.namesrv_addr())
+        .subscribe(&topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(1))
+        // Far away: only the drop can commit what was polled.
+        .auto_commit_interval(Duration::from_secs(600))
+        .start()
+        .await
+        .expect("lite consumer");
+    let mut polled = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while polled < 30 && Instant::now() < deadline {
+        polled += consumer.poll_for(Duration::from_secs(2)).await.len();
+    }
+    assert_eq!(polled, 30);
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    assert!(!admin
+        .consumer_ids(&group)
+        .await
+        .expect("consumer ids")
+        .is_empty());
+
+    drop(consumer);
+    let reached = wait_for_commits(&admin, &group, &topic, &expected).await;
+    assert_eq!(
+        reached, expected,
+        "the dropped consumer's polled offsets at the broker"
+    );
+    assert!(
+        tidemark_tests::wait_until_async(Duration::from_secs(30), || async {
+            admin
+                .consumer_ids(&group)
+                .await
+                .is_ok_and(|ids| ids.is_empty())
+        })
+        .await,
+        "the dropped consumer is still in the group"
+    );
+    admin.shutdown().await;
+    producer.shutdown().await;
+}
