@@ -357,6 +357,33 @@ async fn scenario09_consume_stats_match_what_was_sent_and_consumed() {
     producer.shutdown().await;
 }
 
+/// A lite pull consumer of `topic` from its first offset, with auto-commit every
+/// `auto_commit_interval`, that has polled exactly `count` messages.
+async fn lite_consumer_that_polled(
+    server: &DevServer,
+    group: &str,
+    topic: &str,
+    auto_commit_interval: Duration,
+    count: usize,
+) -> LitePullConsumer {
+    let consumer = LitePullConsumer::builder(group)
+        .namesrv_addr(server.namesrv_addr())
+        .subscribe(topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(1))
+        .auto_commit_interval(auto_commit_interval)
+        .start()
+        .await
+        .expect("lite consumer");
+    let mut polled = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while polled < count && Instant::now() < deadline {
+        polled += consumer.poll_for(Duration::from_secs(2)).await.len();
+    }
+    assert_eq!(polled, count);
+    consumer
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario08c_lite_pull_auto_commit_reaches_the_broker() {
     init_logging();
@@ -365,21 +392,8 @@ async fn scenario08c_lite_pull_auto_commit_reaches_the_broker() {
     let group = unique("G08c");
     let producer = producer(&server).await;
     let expected = send(&producer, &topic, "a", 30).await;
-    let consumer = LitePullConsumer::builder(&group)
-        .namesrv_addr(server.namesrv_addr())
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .rebalance_interval(Duration::from_secs(1))
-        .auto_commit_interval(Duration::from_secs(1))
-        .start()
-        .await
-        .expect("lite consumer");
-    let mut polled = 0;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while polled < 30 && Instant::now() < deadline {
-        polled += consumer.poll_for(Duration::from_secs(2)).await.len();
-    }
-    assert_eq!(polled, 30);
+    let consumer =
+        lite_consumer_that_polled(&server, &group, &topic, Duration::from_secs(1), 30).await;
     // The next poll after the interval commits; the periodic persist takes it to the broker.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     consumer.poll_for(Duration::from_millis(100)).await;
@@ -491,22 +505,9 @@ async fn a_dropped_lite_pull_consumer_commits_what_it_polled_and_leaves() {
     let group = unique("GDROPL");
     let producer = producer(&server).await;
     let expected = send(&producer, &topic, "a", 30).await;
-    let consumer = LitePullConsumer::builder(&group)
-        .namesrv_addr(server.namesrv_addr())
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .rebalance_interval(Duration::from_secs(1))
-        // Far away: only the drop can commit what was polled.
-        .auto_commit_interval(Duration::from_secs(600))
-        .start()
-        .await
-        .expect("lite consumer");
-    let mut polled = 0;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while polled < 30 && Instant::now() < deadline {
-        polled += consumer.poll_for(Duration::from_secs(2)).await.len();
-    }
-    assert_eq!(polled, 30);
+    // Auto-commit far away: only the drop can commit what was polled.
+    let consumer =
+        lite_consumer_that_polled(&server, &group, &topic, Duration::from_secs(600), 30).await;
     let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
         .await
         .expect("admin");

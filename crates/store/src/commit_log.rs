@@ -262,8 +262,8 @@ impl CommitLog {
         Ok(position)
     }
 
-    /// Whether the write window should move on: appends ending at `end` are within half a
-    /// window of its end.
+    /// Whether the write window should move on: appends ending at `end` have used up a step
+    /// of it since it was last set.
     pub fn wants_prefault(&self, end: u64) -> bool {
         end.saturating_add(PREFAULT_AHEAD_BYTES - PREFAULT_STEP_BYTES)
             > self.prefaulted_to.load(Ordering::Acquire)

@@ -139,8 +139,9 @@ pub struct GetResult {
 /// How many more durable appenders each woken appender wakes (see `Inner::synced_unwoken`).
 const WAKE_FAN_OUT: usize = 2;
 
-/// How long the idle group-commit thread sleeps between checks (appenders wake it at once).
-const GROUP_COMMIT_IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long an idle background thread (group commit, prefault) or a parked appender sleeps
+/// between checks; whoever has work for it wakes it at once.
+const IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Consume-queue entries scanned per read at most when filtering (Java: 16000 bytes of units).
 const FILTER_SCAN_ENTRIES_MAX: usize = 800;
@@ -1054,7 +1055,7 @@ impl Inner {
             // Re-checked on wake-up: parking can return early, and the sync may have finished
             // between the check above and registering.
             if self.commit_log.flushed() < end {
-                std::thread::park_timeout(GROUP_COMMIT_IDLE_WAIT);
+                std::thread::park_timeout(IDLE_WAIT);
             }
             if self.commit_log.flushed() >= end {
                 self.wake_unwoken(WAKE_FAN_OUT);
@@ -1136,7 +1137,7 @@ impl Inner {
                 self.wake_synced(true);
                 break;
             }
-            std::thread::park_timeout(GROUP_COMMIT_IDLE_WAIT);
+            std::thread::park_timeout(IDLE_WAIT);
         }
     }
 
@@ -1157,7 +1158,7 @@ impl Inner {
     fn prefault_loop(&self) {
         let mut failing = false;
         loop {
-            std::thread::park_timeout(GROUP_COMMIT_IDLE_WAIT);
+            std::thread::park_timeout(IDLE_WAIT);
             if *self.stopping.lock().unwrap_or_else(PoisonError::into_inner) {
                 break;
             }
