@@ -21,6 +21,10 @@ impl Default for FlushPolicy {
     }
 }
 
+/// Room a stored record may take beyond its body: the fixed header, topic and properties
+/// (RocketMQ 4.9.4+ reserves the same 64 KiB; properties alone are limited to 32767 bytes).
+pub const RECORD_OVERHEAD_MAX: usize = 64 * 1024;
+
 /// Store settings, with RocketMQ's defaults.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -31,15 +35,25 @@ pub struct StoreConfig {
     /// `mappedFileSizeConsumeQueue` / 20: 300 000 entries per file.
     pub consume_queue_entries_per_file: u64,
     pub flush: FlushPolicy,
-    /// `maxMessageSize`: 4 MiB.
+    /// `maxMessageSize`: the largest message body, 4 MiB. A stored record may be up to
+    /// [`RECORD_OVERHEAD_MAX`] larger (header, topic, properties), as in RocketMQ 4.9.4+.
     pub message_size_max_bytes: usize,
     /// `fileReservedTime`: segments older than this may be deleted (72 h).
     pub file_reserved_hours: u64,
     /// `deleteWhen`: the hour of day (local to the caller's clock, UTC here) when expired
     /// segments are deleted (4).
     pub delete_when_hour: u32,
-    /// `diskMaxUsedSpaceRatio`: above this disk usage expired-or-not segments go early (0.75).
+    /// `diskMaxUsedSpaceRatio`: above this disk usage, expired segments go at once instead of
+    /// waiting for the delete hour (0.75).
     pub disk_usage_ratio_max: f64,
+    /// `diskSpaceCleanForciblyRatio`: above this, segments go even before they expire, oldest
+    /// first, each deletion logged at WARN (0.85). Only with `clean_file_forcibly`.
+    pub disk_usage_ratio_clean_forcibly: f64,
+    /// `diskSpaceWarningLevelRatio`: above this the store refuses appends until usage falls
+    /// back below `disk_usage_ratio_clean_forcibly` (0.90).
+    pub disk_usage_ratio_warning: f64,
+    /// `cleanFileForciblyEnable`: whether unexpired segments may be deleted at all (true).
+    pub clean_file_forcibly: bool,
     /// Sync interval of consume queues and checkpoint under `FlushPolicy::Sync`.
     pub consume_queue_flush_interval_ms: u64,
     /// How often the background task runs a retention pass (`cleanResourceInterval`, 10 s).
@@ -60,39 +74,60 @@ impl StoreConfig {
             file_reserved_hours: 72,
             delete_when_hour: 4,
             disk_usage_ratio_max: 0.75,
+            disk_usage_ratio_clean_forcibly: 0.85,
+            disk_usage_ratio_warning: 0.90,
+            clean_file_forcibly: true,
             consume_queue_flush_interval_ms: 1000,
             retention_check_interval_ms: 10_000,
             delay_levels_ms: Vec::new(),
         }
     }
 
+    /// Checks the settings; messages name the fields and the values involved.
     pub fn validate(&self) -> Result<()> {
+        let invalid = |message: String| Err(StoreError::Config(message));
         if self.commit_log_segment_bytes < 4096 {
-            return Err(StoreError::Config(
-                "commit_log_segment_bytes must be at least 4096".into(),
+            return invalid(format!(
+                "commit_log_segment_bytes = {} is below the minimum of 4096",
+                self.commit_log_segment_bytes
             ));
         }
+        // Records with large properties may still not fit; such an append is refused on its own.
         if self.message_size_max_bytes as u64 + 8 > self.commit_log_segment_bytes {
-            return Err(StoreError::Config(
-                "a message of message_size_max_bytes must fit in a segment".into(),
+            return invalid(format!(
+                "commit_log_segment_bytes = {} cannot hold a message body of \
+                 message_size_max_bytes = {} (plus an 8-byte end marker)",
+                self.commit_log_segment_bytes, self.message_size_max_bytes
             ));
         }
         if self.consume_queue_entries_per_file == 0 {
-            return Err(StoreError::Config(
-                "consume_queue_entries_per_file must be positive".into(),
-            ));
+            return invalid("consume_queue_entries_per_file = 0 must be positive".into());
         }
         if self.delete_when_hour > 23 {
-            return Err(StoreError::Config(
-                "delete_when_hour is an hour of the day (0-23)".into(),
+            return invalid(format!(
+                "delete_when_hour = {} is not an hour of the day (0-23)",
+                self.delete_when_hour
             ));
         }
-        if !(0.0..=1.0).contains(&self.disk_usage_ratio_max) {
-            return Err(StoreError::Config(
-                "disk_usage_ratio_max is a ratio between 0 and 1".into(),
-            ));
+        for (name, ratio) in [
+            ("disk_usage_ratio_max", self.disk_usage_ratio_max),
+            (
+                "disk_usage_ratio_clean_forcibly",
+                self.disk_usage_ratio_clean_forcibly,
+            ),
+            ("disk_usage_ratio_warning", self.disk_usage_ratio_warning),
+        ] {
+            if !(0.0..=1.0).contains(&ratio) {
+                return invalid(format!("{name} = {ratio} is not a ratio between 0 and 1"));
+            }
         }
         Ok(())
+    }
+
+    /// The largest stored record a message within `message_size_max_bytes` can make.
+    pub fn record_size_max(&self) -> usize {
+        self.message_size_max_bytes
+            .saturating_add(RECORD_OVERHEAD_MAX)
     }
 
     pub(crate) fn background_flush_interval(&self) -> Duration {

@@ -21,8 +21,20 @@ pub enum StoreError {
     /// The message cannot be stored as a record (too large, topic too long, …).
     #[error("message rejected: {0}")]
     Message(#[from] MessageError),
-    #[error("message of {size} bytes exceeds the limit of {max} bytes")]
-    MessageTooLarge { size: usize, max: usize },
+    /// `part`: "body" (against `message_size_max_bytes`), "record" or "batch" (the stored
+    /// bytes, against that plus 64 KiB), "segment" (more than one commit-log segment holds).
+    #[error("message {part} of {size} bytes exceeds the limit of {max} bytes")]
+    MessageTooLarge {
+        part: &'static str,
+        size: usize,
+        max: usize,
+    },
+    /// Disk usage passed the warning level; appends are refused until retention frees space.
+    #[error(
+        "disk usage {usage:.3} is above disk_usage_ratio_warning {limit:.2}: the store refuses \
+         writes until usage falls below disk_usage_ratio_clean_forcibly"
+    )]
+    DiskNearlyFull { usage: f64, limit: f64 },
     /// The store directory is in use by another process.
     #[error("store directory {path} is locked by another process")]
     Locked { path: PathBuf },

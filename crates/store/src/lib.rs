@@ -17,11 +17,11 @@ pub mod sim;
 mod store;
 mod write_map;
 
-pub use config::{FlushPolicy, StoreConfig};
+pub use config::{FlushPolicy, StoreConfig, RECORD_OVERHEAD_MAX};
 pub use consume_queue::QueueEntry;
 pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
-pub use retention::{disk_usage_ratio, RetentionReport};
+pub use retention::{disk_usage_ratio, DiskUsage, RetentionReport};
 pub use store::{
     store_timestamp_of, Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage,
     SCHEDULE_TOPIC,

@@ -2,32 +2,106 @@
 //! (RocketMQ's `CleanCommitLogService` and `CleanConsumeQueueService`).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tracing::info;
+use tracing::{error, info, warn};
 
 use crate::commit_log::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::store::{store_timestamp_of, MessageStore};
+
+/// Segments one pass deletes at most (RocketMQ's `DELETE_FILES_BATCH_MAX`); the pass repeats
+/// every `retention_check_interval_ms`.
+const SEGMENTS_PER_PASS_MAX: usize = 10;
 
 /// What a retention pass deleted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RetentionReport {
     /// Start offsets of the deleted commit-log segments.
     pub segments_deleted: Vec<u64>,
+    /// Those of them deleted before they expired, because disk usage was above
+    /// `disk_usage_ratio_clean_forcibly`.
+    pub segments_deleted_unexpired: Vec<u64>,
     pub queue_files_deleted: usize,
 }
 
-/// Share of the file system holding `path` that is in use, as RocketMQ's
-/// `getDiskPartitionSpaceUsedPercent` computes it.
+/// Share of the file system holding `path` that is in use: (total − free) / total, where free
+/// counts the blocks reserved for root too. This is RocketMQ's
+/// `getDiskPartitionSpaceUsedPercent` (Java's `getFreeSpace`); the space *available* to this
+/// process reads far higher on file systems with reserved blocks or quotas.
 pub fn disk_usage_ratio(path: &Path) -> std::io::Result<f64> {
     let stats = fs4::statvfs(path)?;
-    if stats.total_space() == 0 {
-        return Ok(0.0);
+    Ok(used_ratio(stats.total_space(), stats.free_space()))
+}
+
+pub(crate) fn used_ratio(total: u64, free: u64) -> f64 {
+    if total == 0 {
+        return 0.0;
     }
-    Ok(1.0 - stats.available_space() as f64 / stats.total_space() as f64)
+    total.saturating_sub(free) as f64 / total as f64
+}
+
+/// The store's disk usage as last measured, and whether appends are refused because of it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiskUsage {
+    /// Used share of the store's file system at the last retention pass (0 before the first,
+    /// or where it cannot be measured).
+    pub usage_ratio: f64,
+    /// Set above `disk_usage_ratio_warning`, cleared again below
+    /// `disk_usage_ratio_clean_forcibly` (RocketMQ's disk-full running flag).
+    pub writes_refused: bool,
+}
+
+/// The disk-usage state appenders consult: written by retention passes, read by every append.
+#[derive(Debug, Default)]
+pub(crate) struct DiskGuard {
+    usage_bits: AtomicU64,
+    refusing: AtomicBool,
+}
+
+impl DiskGuard {
+    /// Records a measurement and moves the write refusal with RocketMQ's hysteresis: refuse
+    /// above the warning level, accept again at or below the forced-clean level, and keep the
+    /// current state in between.
+    pub(crate) fn record(&self, usage: f64, config: &StoreConfig) {
+        self.usage_bits.store(usage.to_bits(), Ordering::Relaxed);
+        if usage > config.disk_usage_ratio_warning {
+            if !self.refusing.swap(true, Ordering::AcqRel) {
+                error!(
+                    usage,
+                    disk_usage_ratio_warning = config.disk_usage_ratio_warning,
+                    "disk nearly full: refusing writes until usage falls below {}",
+                    config.disk_usage_ratio_clean_forcibly
+                );
+            }
+        } else if usage <= config.disk_usage_ratio_clean_forcibly
+            && self.refusing.swap(false, Ordering::AcqRel)
+        {
+            info!(
+                usage,
+                "disk usage is back to normal: accepting writes again"
+            );
+        }
+    }
+
+    pub(crate) fn refusal(&self, config: &StoreConfig) -> Option<StoreError> {
+        self.refusing
+            .load(Ordering::Acquire)
+            .then(|| StoreError::DiskNearlyFull {
+                usage: self.usage().usage_ratio,
+                limit: config.disk_usage_ratio_warning,
+            })
+    }
+
+    pub(crate) fn usage(&self) -> DiskUsage {
+        DiskUsage {
+            usage_ratio: f64::from_bits(self.usage_bits.load(Ordering::Relaxed)),
+            writes_refused: self.refusing.load(Ordering::Acquire),
+        }
+    }
 }
 
 /// The UTC hour of a millisecond timestamp.
@@ -35,27 +109,29 @@ pub(crate) fn hour_of_day(now_ms: i64) -> u32 {
     (now_ms.div_euclid(3_600_000).rem_euclid(24)) as u32
 }
 
-/// One retention pass.
+/// One retention pass, by RocketMQ's rules (`CleanCommitLogService`).
 ///
 /// A segment has expired when it was closed (the first record of the next segment was stored)
-/// more than `file_reserved_hours` before `now_ms`. Expired segments are deleted when
-/// `hour_of_day` is the configured `delete_when_hour`; when `disk_usage_ratio` is above the
-/// configured maximum, the oldest segment goes whether expired or not. The segment being written
-/// is never deleted. Consume queues then drop files that point only at deleted data and move
-/// their minimum offsets.
+/// more than `file_reserved_hours` before `now_ms`. Expired segments are deleted at the
+/// configured `delete_when_hour`, or at any hour while disk usage is above
+/// `disk_usage_ratio_max`. A segment that has not expired is deleted only while usage is above
+/// `disk_usage_ratio_clean_forcibly` (and `clean_file_forcibly` is on), oldest first, each
+/// with a WARN naming the figures. `disk_usage` is measured again after every deletion. The
+/// segment being written is never deleted; at most [`SEGMENTS_PER_PASS_MAX`] go per pass.
+/// Consume queues then drop files that point only at deleted data and move their minimums.
 pub(crate) fn delete_expired(
     commit_log: &CommitLog,
     config: &StoreConfig,
     queues: Vec<Arc<ConsumeQueue>>,
     now_ms: i64,
     hour_of_day: u32,
-    disk_usage_ratio: f64,
+    disk_usage: &mut dyn FnMut() -> f64,
 ) -> Result<RetentionReport> {
     let reserved_ms = config.file_reserved_hours as i64 * 3_600_000;
-    let disk_full = disk_usage_ratio > config.disk_usage_ratio_max;
     let in_delete_hour = hour_of_day == config.delete_when_hour;
     let mut report = RetentionReport::default();
-    loop {
+    let mut usage = disk_usage();
+    while report.segments_deleted.len() < SEGMENTS_PER_PASS_MAX {
         let segments = commit_log.segments();
         if segments.len() < 2 {
             break;
@@ -64,15 +140,29 @@ pub(crate) fn delete_expired(
             .read(segments[1].base, 64)?
             .and_then(|head| store_timestamp_of(&head));
         let expired = closed_at.is_some_and(|closed| closed + reserved_ms <= now_ms);
-        let delete = (expired && (in_delete_hour || disk_full))
-            || (disk_full && report.segments_deleted.is_empty());
+        let space_pressure = usage > config.disk_usage_ratio_max;
+        let forced = config.clean_file_forcibly && usage > config.disk_usage_ratio_clean_forcibly;
+        let delete = (expired && (in_delete_hour || space_pressure)) || forced;
         if !delete {
             break;
         }
-        match commit_log.delete_oldest_segment()? {
-            Some(base) => report.segments_deleted.push(base),
-            None => break,
+        let Some(base) = commit_log.delete_oldest_segment()? else {
+            break;
+        };
+        report.segments_deleted.push(base);
+        if !expired {
+            report.segments_deleted_unexpired.push(base);
+            warn!(
+                segment = base,
+                disk_usage = usage,
+                disk_usage_ratio_clean_forcibly = config.disk_usage_ratio_clean_forcibly,
+                closed_hours_ago = closed_at.map(|closed| (now_ms - closed) as f64 / 3_600_000.0),
+                file_reserved_hours = config.file_reserved_hours,
+                "disk usage above the forced-clean level: deleted a segment that had not expired; \
+                 consumers behind it lose those messages"
+            );
         }
+        usage = disk_usage();
     }
     if !report.segments_deleted.is_empty() {
         let min = commit_log.min_offset();
@@ -81,7 +171,10 @@ pub(crate) fn delete_expired(
         }
         info!(
             segments = report.segments_deleted.len(),
+            unexpired = report.segments_deleted_unexpired.len(),
             queue_files = report.queue_files_deleted,
+            min_offset = min,
+            disk_usage = usage,
             "retention deleted old data"
         );
     }
@@ -90,22 +183,29 @@ pub(crate) fn delete_expired(
 
 impl MessageStore {
     /// One retention pass with an explicit time, hour of day and disk usage (tests and tools);
-    /// the store's background task runs one every `retention_check_interval_ms` with the
-    /// store clock's UTC hour and the measured disk usage.
+    /// the usage also moves the write refusal, as a measured one does. The store's background
+    /// task runs one every `retention_check_interval_ms` with the store clock's UTC hour and
+    /// the disk usage measured before and after every deletion.
     pub fn delete_expired(
         &self,
         now_ms: i64,
         hour_of_day: u32,
         disk_usage_ratio: f64,
     ) -> Result<RetentionReport> {
+        self.disk_guard().record(disk_usage_ratio, self.config());
         delete_expired(
             self.commit_log(),
             self.config(),
             self.all_queues(),
             now_ms,
             hour_of_day,
-            disk_usage_ratio,
+            &mut || disk_usage_ratio,
         )
+    }
+
+    /// The disk usage the last retention pass measured, and whether appends are refused.
+    pub fn disk_usage(&self) -> DiskUsage {
+        self.disk_guard().usage()
     }
 }
 
@@ -115,6 +215,15 @@ mod tests {
     fn hours_are_utc() {
         assert_eq!(super::hour_of_day(1_700_000_000_000), 22); // 2023-11-14T22:13:20Z
         assert_eq!(super::hour_of_day(0), 0);
+    }
+
+    /// Reserved blocks count as used only when nobody can use them: RocketMQ's figure is
+    /// (total − free) / total, with root's reserve in `free`.
+    #[test]
+    fn usage_is_total_minus_free_over_total() {
+        assert_eq!(super::used_ratio(1000, 890), 0.11);
+        assert_eq!(super::used_ratio(0, 0), 0.0);
+        assert_eq!(super::used_ratio(100, 200), 0.0);
     }
 
     #[test]

@@ -196,6 +196,8 @@ struct Inner {
     prefault_wanted: AtomicBool,
     checkpoint: CheckpointFile,
     last_checkpoint: Mutex<Checkpoint>,
+    /// Disk usage from the last retention pass; above the warning level appends are refused.
+    disk: retention::DiskGuard,
     stopping: Mutex<bool>,
     stop_signal: Condvar,
     closed: AtomicBool,
@@ -316,6 +318,7 @@ impl MessageStore {
             prefault_wanted: AtomicBool::new(false),
             checkpoint: checkpoint_file,
             last_checkpoint: Mutex::new(checkpoint),
+            disk: retention::DiskGuard::default(),
             stopping: Mutex::new(false),
             stop_signal: Condvar::new(),
             closed: AtomicBool::new(false),
@@ -324,6 +327,11 @@ impl MessageStore {
         };
         let report = inner.recover(mode, &checkpoint)?;
         recovery::log_report(&report);
+        // A store opened on a nearly full disk refuses writes from the start, not 10 s later.
+        inner.disk.record(
+            retention::disk_usage_ratio(&inner.config.root).unwrap_or(0.0),
+            &inner.config,
+        );
         // Recovery dispatched every complete record.
         inner
             .append
@@ -412,6 +420,9 @@ impl MessageStore {
         if let Some(reason) = inner.sync_state().failed.clone() {
             return Err(StoreError::SyncFailed { reason });
         }
+        if let Some(refusal) = inner.disk.refusal(&inner.config) {
+            return Err(refusal);
+        }
         let Some(first) = messages.first() else {
             return Ok((
                 Vec::new(),
@@ -454,12 +465,22 @@ impl MessageStore {
                 topic: &message.topic,
                 properties: &message.properties,
             };
+            // RocketMQ 4.9.4+ limits the body to maxMessageSize and the record to 64 KiB more;
+            // properties have their own 32767-byte limit, checked by the encoder.
+            if message.body.len() > inner.config.message_size_max_bytes {
+                return Err(StoreError::MessageTooLarge {
+                    part: "body",
+                    size: message.body.len(),
+                    max: inner.config.message_size_max_bytes,
+                });
+            }
             let start = encoded.len();
             let size = record.encode(&mut encoded)?;
-            if size > inner.config.message_size_max_bytes {
+            if size > inner.config.record_size_max() {
                 return Err(StoreError::MessageTooLarge {
+                    part: "record",
                     size,
-                    max: inner.config.message_size_max_bytes,
+                    max: inner.config.record_size_max(),
                 });
             }
             layout.push((
@@ -470,8 +491,16 @@ impl MessageStore {
             ));
         }
         let total = encoded.len() as u64;
+        if messages.len() > 1 && total as usize > inner.config.record_size_max() {
+            return Err(StoreError::MessageTooLarge {
+                part: "batch",
+                size: total as usize,
+                max: inner.config.record_size_max(),
+            });
+        }
         if total + 8 > inner.commit_log.segment_bytes() {
             return Err(StoreError::MessageTooLarge {
+                part: "segment",
                 size: total as usize,
                 max: inner.commit_log.segment_bytes() as usize - 8,
             });
@@ -832,6 +861,10 @@ impl MessageStore {
 
     pub(crate) fn config(&self) -> &StoreConfig {
         &self.inner.config
+    }
+
+    pub(crate) fn disk_guard(&self) -> &retention::DiskGuard {
+        &self.inner.disk
     }
 
     pub(crate) fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
@@ -1236,7 +1269,11 @@ impl Inner {
     /// The periodic retention pass: UTC hour from the store clock, disk usage measured on the
     /// store's file system (0 where it cannot be measured, as on simulated storage).
     fn retention_pass(&self, now: i64) {
-        let usage = retention::disk_usage_ratio(&self.config.root).unwrap_or(0.0);
+        let mut measure = || {
+            let usage = retention::disk_usage_ratio(&self.config.root).unwrap_or(0.0);
+            self.disk.record(usage, &self.config);
+            usage
+        };
         let queues = self.all_queues();
         if let Err(error) = retention::delete_expired(
             &self.commit_log,
@@ -1244,7 +1281,7 @@ impl Inner {
             queues,
             now,
             retention::hour_of_day(now),
-            usage,
+            &mut measure,
         ) {
             warn!(%error, "retention pass failed; will retry");
         }

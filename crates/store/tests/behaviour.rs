@@ -247,67 +247,6 @@ fn the_directory_lock_is_exclusive() {
     MessageStore::open(config).expect("free again");
 }
 
-/// Expired segments go at the delete hour (never the active one) and queues follow.
-#[test]
-fn retention_deletes_expired_segments_and_corrects_queue_minimums() {
-    let storage = SimStorage::new();
-    let (store, _) = open_sim(&storage, FlushPolicy::Async { interval_ms: 50 }).expect("open");
-    for index in 0..60u8 {
-        store
-            .put(&message("T", 0, vec![index; 200], None))
-            .expect("put");
-    }
-    let segments_before = store.commit_log_positions();
-    let later = 1_700_000_000_000 + 73 * 3_600_000;
-    let not_the_hour = store.delete_expired(later, 3, 0.1).expect("retention");
-    assert!(
-        not_the_hour.segments_deleted.is_empty(),
-        "only at the delete hour"
-    );
-    let too_early = store
-        .delete_expired(1_700_000_000_000 + 3_600_000, 4, 0.1)
-        .expect("retention");
-    assert!(
-        too_early.segments_deleted.is_empty(),
-        "nothing is 72 h old yet"
-    );
-    let report = store.delete_expired(later, 4, 0.1).expect("retention");
-    assert!(!report.segments_deleted.is_empty());
-    let (min, written, _) = store.commit_log_positions();
-    assert!(min > segments_before.0 && min <= written);
-    assert!(min + 4096 > written, "only the active segment is left");
-    let queue_min = store.min_offset("T", 0);
-    assert!(queue_min > 0);
-    let first = store.get("T", 0, 0, 32, usize::MAX, |_| true).expect("get");
-    assert_eq!(
-        (first.status, first.next_begin_offset),
-        (GetStatus::OffsetTooSmall, queue_min)
-    );
-    assert_eq!(
-        read_all(&store, "T", 0)
-            .first()
-            .map(|record| record.queue_offset),
-        Some(queue_min)
-    );
-    assert_queues_agree_with_log(&store);
-}
-
-/// High disk usage deletes the oldest segment even before it expires.
-#[test]
-fn retention_frees_space_when_the_disk_is_nearly_full() {
-    let storage = SimStorage::new();
-    let (store, _) = open_sim(&storage, FlushPolicy::Async { interval_ms: 50 }).expect("open");
-    for index in 0..60u8 {
-        store
-            .put(&message("T", 0, vec![index; 200], None))
-            .expect("put");
-    }
-    let report = store
-        .delete_expired(1_700_000_000_100, 12, 0.9)
-        .expect("retention");
-    assert_eq!(report.segments_deleted, vec![0]);
-}
-
 /// A full disk fails the append with a typed error; the store stays readable, consistent, and
 /// accepts writes again once space is back.
 #[test]
@@ -619,4 +558,45 @@ fn the_write_window_follows_appends_only() {
             "an idle store maps nothing"
         );
     }
+}
+
+/// RocketMQ 4.9.4+ limits: a body of exactly `message_size_max_bytes` is stored, one byte more
+/// is refused as a body; the record may be larger than the body limit by the header and
+/// properties; a batch is limited as a whole.
+#[test]
+fn the_body_limit_is_on_the_body_not_the_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = tidemark_store::StoreConfig {
+        commit_log_segment_bytes: 1024 * 1024,
+        message_size_max_bytes: 64 * 1024,
+        ..small_config(dir.path(), FlushPolicy::Async { interval_ms: 50 })
+    };
+    let (store, _) = MessageStore::open(config).expect("open");
+    let at_limit = store
+        .put(&message("T", 0, vec![7; 64 * 1024], Some("tag")))
+        .expect("a body of exactly the limit is stored");
+    assert!(
+        at_limit.size as usize > 64 * 1024,
+        "the record is larger than the body"
+    );
+    match store.put(&message("T", 0, vec![7; 64 * 1024 + 1], None)) {
+        Err(StoreError::MessageTooLarge { part, size, max }) => {
+            assert_eq!((part, size, max), ("body", 64 * 1024 + 1, 64 * 1024));
+        }
+        other => panic!("expected the body to be refused, got {other:?}"),
+    }
+    let batch: Vec<_> = (0..3)
+        .map(|_| message("T", 0, vec![1; 60 * 1024], None))
+        .collect();
+    match store.put_batch(&batch) {
+        Err(StoreError::MessageTooLarge { part: "batch", .. }) => {}
+        other => panic!("expected the batch to be refused, got {other:?}"),
+    }
+    let small_batch: Vec<_> = (0..3)
+        .map(|_| message("T", 0, vec![1; 30 * 1024], None))
+        .collect();
+    store
+        .put_batch(&small_batch)
+        .expect("a batch within the limit");
+    assert_eq!(store.max_offset("T", 0), 4, "nothing refused was stored");
 }
