@@ -16,8 +16,12 @@ pub enum ConfigError {
     },
     #[error("invalid configuration in {path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// A value out of range or inconsistent with another; the text names the keys as the user
+    /// wrote them and the values involved.
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    #[error("invalid configuration in {path}: {message}")]
+    InvalidIn { path: PathBuf, message: String },
 }
 
 /// `flushDiskType`.
@@ -79,9 +83,21 @@ pub struct BrokerConfig {
     /// Hour(s) of day to delete expired files, RocketMQ's `"04"`.
     #[serde(alias = "deleteWhen")]
     pub delete_when: String,
-    /// Percent.
+    /// Percent: above it, expired files are deleted at any hour.
     #[serde(alias = "diskMaxUsedSpaceRatio")]
     pub disk_max_used_space_ratio: u32,
+    /// Percent: above it, files are deleted even before they expire (with
+    /// `clean_file_forcibly_enable`), each deletion logged at WARN.
+    #[serde(alias = "diskSpaceCleanForciblyRatio")]
+    pub disk_space_clean_forcibly_ratio: u32,
+    /// Percent: above it the broker refuses writes until usage is back at the forced level.
+    #[serde(alias = "diskSpaceWarningLevelRatio")]
+    pub disk_space_warning_level_ratio: u32,
+    #[serde(alias = "cleanFileForciblyEnable")]
+    pub clean_file_forcibly_enable: bool,
+    /// How often retention runs, ms.
+    #[serde(alias = "cleanResourceInterval")]
+    pub clean_resource_interval: u64,
     #[serde(alias = "autoCreateTopicEnable")]
     pub auto_create_topic_enable: bool,
     #[serde(alias = "autoCreateSubscriptionGroup")]
@@ -163,6 +179,10 @@ impl Default for BrokerConfig {
             file_reserved_time: 72,
             delete_when: "04".into(),
             disk_max_used_space_ratio: 75,
+            disk_space_clean_forcibly_ratio: 85,
+            disk_space_warning_level_ratio: 90,
+            clean_file_forcibly_enable: true,
+            clean_resource_interval: 10_000,
             auto_create_topic_enable: true,
             auto_create_subscription_group: true,
             default_topic_queue_nums: 8,
@@ -210,6 +230,7 @@ impl BrokerConfig {
         } else {
             properties_to_table(&text)
         };
+        let written: Vec<String> = table.keys().cloned().collect();
         let config: BrokerConfig =
             toml::Value::Table(table)
                 .try_into()
@@ -217,49 +238,123 @@ impl BrokerConfig {
                     path: path.to_path_buf(),
                     message: error.to_string(),
                 })?;
-        config.validate()?;
+        config
+            .check(&|key| spelled_as_written(key, &written))
+            .map_err(|message| ConfigError::InvalidIn {
+                path: path.to_path_buf(),
+                message,
+            })?;
         Ok(config)
     }
 
+    /// Checks values and their consistency. Errors name keys in snake_case; [`load`] names them
+    /// as the file spelled them.
+    ///
+    /// [`load`]: Self::load
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_naming_keys(&|key| key.to_owned())
+    }
+
+    /// [`validate`](Self::validate), with errors naming each key (given in snake_case) as
+    /// `key` spells it — a command-line flag, say, when the value came from one.
+    pub fn validate_naming_keys(&self, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+        self.check(key).map_err(ConfigError::Invalid)
+    }
+
+    fn check(&self, key: &dyn Fn(&str) -> String) -> Result<(), String> {
         match self.broker_role {
             BrokerRole::Slave if self.broker_id <= 0 => {
-                return Err(ConfigError::Invalid(
-                    "a SLAVE needs a broker_id of 1 or more".into(),
+                return Err(format!(
+                    "{} = {} with {} = SLAVE: a slave needs a broker id of 1 or more",
+                    key("broker_id"),
+                    self.broker_id,
+                    key("broker_role")
                 ))
             }
             BrokerRole::AsyncMaster | BrokerRole::SyncMaster if self.broker_id != 0 => {
-                return Err(ConfigError::Invalid(
-                    "a master's broker_id is 0 (slaves use 1 and up)".into(),
+                return Err(format!(
+                    "{} = {} with {} = {:?}: a master's broker id is 0 (slaves use 1 and up)",
+                    key("broker_id"),
+                    self.broker_id,
+                    key("broker_role"),
+                    self.broker_role
                 ))
             }
             _ => {}
         }
-        if self.listen_port == u16::MAX {
-            return Err(ConfigError::Invalid(
-                "listen_port must leave room for the HA port (listen_port + 1)".into(),
-            ));
-        }
-        if self.listen_port < 3 {
-            return Err(ConfigError::Invalid(
-                "listen_port must leave room for the VIP port (listen_port - 2)".into(),
+        if self.listen_port == u16::MAX || self.listen_port < 3 {
+            return Err(format!(
+                "{} = {} must leave room for the VIP port (port - 2) and the HA port (port + 1)",
+                key("listen_port"),
+                self.listen_port
             ));
         }
         if !(0..8).contains(&self.broker_permission) {
-            return Err(ConfigError::Invalid(
-                "broker_permission is a PermName value between 0 and 7".into(),
+            return Err(format!(
+                "{} = {} is not a permission value between 0 and 7 (4 read, 2 write)",
+                key("broker_permission"),
+                self.broker_permission
             ));
         }
-        if !self.mapped_file_size_consume_queue.is_multiple_of(20) {
-            return Err(ConfigError::Invalid(
-                "mapped_file_size_consume_queue must be a multiple of 20".into(),
+        if self.mapped_file_size_consume_queue == 0
+            || !self.mapped_file_size_consume_queue.is_multiple_of(20)
+        {
+            return Err(format!(
+                "{} = {} must be a positive multiple of 20 (the size of one entry)",
+                key("mapped_file_size_consume_queue"),
+                self.mapped_file_size_consume_queue
             ));
         }
-        self.delete_when_hour()?;
-        self.delay_levels_ms()?;
-        self.store_config()
-            .validate()
-            .map_err(|error| ConfigError::Invalid(error.to_string()))
+        let segment_needed =
+            self.max_message_size as u64 + tidemark_store::RECORD_OVERHEAD_MAX as u64 + 8;
+        if self.mapped_file_size_commit_log < segment_needed {
+            return Err(format!(
+                "{} = {} is too small for {} = {}: a commit-log file must hold the largest \
+                 message (its body plus up to {} bytes of header and properties, and an 8-byte \
+                 end marker), so it needs at least {segment_needed} bytes; raise {} or lower {}",
+                key("mapped_file_size_commit_log"),
+                self.mapped_file_size_commit_log,
+                key("max_message_size"),
+                self.max_message_size,
+                tidemark_store::RECORD_OVERHEAD_MAX,
+                key("mapped_file_size_commit_log"),
+                key("max_message_size"),
+            ));
+        }
+        for (name, percent) in [
+            ("disk_max_used_space_ratio", self.disk_max_used_space_ratio),
+            (
+                "disk_space_clean_forcibly_ratio",
+                self.disk_space_clean_forcibly_ratio,
+            ),
+            (
+                "disk_space_warning_level_ratio",
+                self.disk_space_warning_level_ratio,
+            ),
+        ] {
+            if percent > 100 {
+                return Err(format!("{} = {percent} is a percentage (0-100)", key(name)));
+            }
+        }
+        if self.delete_when_hour().is_err() {
+            return Err(format!(
+                "{} = {:?} is not an hour of the day (00-23; \"04;05\" uses the first)",
+                key("delete_when"),
+                self.delete_when
+            ));
+        }
+        if let Err(ConfigError::Invalid(reason)) = self.delay_levels_ms() {
+            return Err(format!(
+                "{} = {:?}: {reason}",
+                key("message_delay_level"),
+                self.message_delay_level
+            ));
+        }
+        // Anything the store still refuses is a bug in the checks above; say so plainly.
+        self.store_config().validate().map_err(|error| match error {
+            tidemark_store::StoreError::Config(message) => message,
+            other => other.to_string(),
+        })
     }
 
     fn delete_when_hour(&self) -> Result<u32, ConfigError> {
@@ -335,6 +430,13 @@ impl BrokerConfig {
             file_reserved_hours: self.file_reserved_time,
             delete_when_hour: self.delete_when_hour().unwrap_or(4),
             disk_usage_ratio_max: f64::from(self.disk_max_used_space_ratio.min(100)) / 100.0,
+            disk_usage_ratio_clean_forcibly: f64::from(
+                self.disk_space_clean_forcibly_ratio.min(100),
+            ) / 100.0,
+            disk_usage_ratio_warning: f64::from(self.disk_space_warning_level_ratio.min(100))
+                / 100.0,
+            clean_file_forcibly: self.clean_file_forcibly_enable,
+            retention_check_interval_ms: self.clean_resource_interval.max(100),
             delay_levels_ms: self.delay_levels_ms().unwrap_or_default(),
             ..StoreConfig::new(&self.store_path_root_dir)
         }
@@ -354,6 +456,23 @@ impl BrokerConfig {
     pub fn broker_addr(&self) -> String {
         format!("{}:{}", self.broker_ip1, self.listen_port)
     }
+}
+
+/// The spelling of `key` (snake_case) the file used: `mappedFileSizeCommitLog` when it wrote
+/// that, `mapped_file_size_commit_log` otherwise.
+fn spelled_as_written(key: &str, written: &[String]) -> String {
+    let folded = |name: &str| -> String {
+        name.chars()
+            .filter(|c| *c != '_')
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let wanted = folded(key);
+    written
+        .iter()
+        .find(|name| folded(name) == wanted)
+        .cloned()
+        .unwrap_or_else(|| key.to_owned())
 }
 
 /// `key=value` lines (Java properties, as `broker.conf` is) as a TOML table, with numbers and
@@ -413,6 +532,73 @@ mod tests {
             BrokerConfig::load(&path),
             Err(ConfigError::Parse { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod errors {
+    use super::*;
+
+    fn load_error(name: &str, text: &str) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        BrokerConfig::load(&path).expect_err("refused").to_string()
+    }
+
+    /// The error names the keys as the file wrote them, with their values, once.
+    #[test]
+    fn a_segment_too_small_for_the_largest_message_names_both_keys() {
+        let toml = load_error("broker.toml", "mapped_file_size_commit_log = 1048576\n");
+        assert!(
+            toml.contains("mapped_file_size_commit_log = 1048576")
+                && toml.contains("max_message_size = 4194304")
+                && toml.contains("4259848")
+                && toml.contains("broker.toml"),
+            "{toml}"
+        );
+        assert_eq!(toml.matches("invalid configuration").count(), 1, "{toml}");
+        assert!(!toml.contains("message_size_max_bytes"), "{toml}");
+        let conf = load_error(
+            "broker.conf",
+            "mappedFileSizeCommitLog=1048576\nmaxMessageSize=2097152\n",
+        );
+        assert!(
+            conf.contains("mappedFileSizeCommitLog = 1048576")
+                && conf.contains("maxMessageSize = 2097152"),
+            "{conf}"
+        );
+        let exact = 4 * 1024 * 1024 + tidemark_store::RECORD_OVERHEAD_MAX as u64 + 8;
+        let config = BrokerConfig {
+            mapped_file_size_commit_log: exact,
+            ..BrokerConfig::default()
+        };
+        config.validate().expect("exactly enough room is fine");
+    }
+
+    #[test]
+    fn every_check_names_its_key_and_value() {
+        for (text, expected) in [
+            ("brokerId = 3\n", "brokerId = 3"),
+            ("listen_port = 1\n", "listen_port = 1"),
+            ("brokerPermission = 9\n", "brokerPermission = 9"),
+            (
+                "mapped_file_size_consume_queue = 30\n",
+                "mapped_file_size_consume_queue = 30",
+            ),
+            ("deleteWhen = \"25\"\n", "deleteWhen = \"25\""),
+            (
+                "message_delay_level = \"1x\"\n",
+                "message_delay_level = \"1x\"",
+            ),
+            (
+                "diskSpaceWarningLevelRatio = 120\n",
+                "diskSpaceWarningLevelRatio = 120",
+            ),
+        ] {
+            let message = load_error("broker.toml", text);
+            assert!(message.contains(expected), "{text}: {message}");
+        }
     }
 }
 

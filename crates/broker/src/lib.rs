@@ -42,7 +42,7 @@ pub enum BrokerError {
     Store(#[from] StoreError),
     #[error("config file: {0}")]
     Config(#[from] persist::PersistError),
-    #[error("configuration: {0}")]
+    #[error(transparent)]
     Settings(#[from] ConfigError),
 }
 

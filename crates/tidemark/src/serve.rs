@@ -207,7 +207,13 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         // Registration is immediate on topic changes; the period is the heartbeat.
         ..BrokerConfig::default()
     };
-    config.validate()?;
+    // Errors name the flags the values came from.
+    config.validate_naming_keys(&|key| match key {
+        "listen_port" => "--broker-port".to_owned(),
+        "message_delay_level" => "--message-delay-level".to_owned(),
+        "listen_ip" => "--listen-ip".to_owned(),
+        other => other.to_owned(),
+    })?;
     let broker_name = config.broker_name.clone();
     let broker_addr = config.broker_addr();
     // The broker stops first, so it can still unregister from the name server.

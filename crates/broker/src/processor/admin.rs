@@ -496,14 +496,17 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         .flatten()
         .and_then(|record| tidemark_store::store_timestamp_of(&record))
         .unwrap_or(-1);
+    // Free as RocketMQ counts it (blocks reserved for root included), matching the ratio.
     let capacity = match fs4::statvfs(&state.config.store_path_root_dir) {
         Ok(stats) => format!(
             "Total : {}, Free : {}.",
             human_bytes(stats.total_space()),
-            human_bytes(stats.available_space())
+            human_bytes(stats.free_space())
         ),
         Err(failure) => format!("unknown: {failure}"),
     };
+    let disk_ratio = tidemark_store::disk_usage_ratio(&state.config.store_path_root_dir)
+        .map_or_else(|_| "-1".to_owned(), |ratio| ratio.to_string());
     let mut table = BTreeMap::new();
     table.insert(
         "brokerVersion".to_owned(),
@@ -521,6 +524,27 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
     table.insert("commitLogMinOffset".to_owned(), min.to_string());
     table.insert("commitLogMaxOffset".to_owned(), written.to_string());
     table.insert("commitLogDirCapacity".to_owned(), capacity);
+    // The commit log and the consume queues share the store root, so one figure serves both.
+    table.insert("commitLogDiskRatio".to_owned(), disk_ratio.clone());
+    table.insert("consumeQueueDiskRatio".to_owned(), disk_ratio);
+    let config = &state.config;
+    for (key, percent) in [
+        ("diskMaxUsedSpaceRatio", config.disk_max_used_space_ratio),
+        (
+            "diskSpaceCleanForciblyRatio",
+            config.disk_space_clean_forcibly_ratio,
+        ),
+        (
+            "diskSpaceWarningLevelRatio",
+            config.disk_space_warning_level_ratio,
+        ),
+    ] {
+        table.insert(key.to_owned(), (f64::from(percent) / 100.0).to_string());
+    }
+    table.insert(
+        "diskWritesRefused".to_owned(),
+        state.store.disk_usage().writes_refused.to_string(),
+    );
     // Queues are dispatched as part of every append, so nothing is ever behind.
     table.insert("dispatchBehindBytes".to_owned(), "0".to_owned());
     table.insert(
