@@ -82,6 +82,16 @@ pub struct BrokerState {
     pub learned_ha_master_addr: Mutex<Option<String>>,
     /// Set once a name server accepted this broker's registration.
     pub registered: std::sync::atomic::AtomicBool,
+    /// What `topics.json` and `subscriptionGroup.json` last got; held while they are written
+    /// (lock order: this, then `topics`, then `groups`).
+    metadata_written: Mutex<MetadataWritten>,
+}
+
+/// The texts last written to the metadata files (`None`: unknown, write next time).
+#[derive(Debug, Default)]
+struct MetadataWritten {
+    topics: Option<Vec<u8>>,
+    groups: Option<Vec<u8>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -171,6 +181,7 @@ impl BrokerState {
             master_addr: Mutex::new(None),
             learned_ha_master_addr: Mutex::new(None),
             registered: std::sync::atomic::AtomicBool::new(false),
+            metadata_written: Mutex::new(MetadataWritten::default()),
         })
     }
 
@@ -243,18 +254,47 @@ impl BrokerState {
         persist::write_atomically(&self.files.consumer_offsets, &text)
     }
 
-    /// Writes `topics.json` and `subscriptionGroup.json`.
+    /// Writes `topics.json` and `subscriptionGroup.json` as the tables are now (a file whose
+    /// text is what was last written is left alone). Blocking. Writers take turns and each
+    /// takes its snapshot after the previous one finished, so a write never replaces a newer
+    /// snapshot with an older one: once this returns, every change made before the call is on
+    /// disk.
     pub fn persist_metadata(&self) -> Result<(), PersistError> {
+        let mut written = lock(&self.metadata_written);
         let topics = self
             .topics()
             .to_wrapper()
             .to_json_bytes_with(WriteOptions::PRETTY);
-        persist::write_atomically(&self.files.topics, &topics)?;
+        if written.topics.as_deref() != Some(topics.as_ref()) {
+            written.topics = None;
+            persist::write_atomically(&self.files.topics, &topics)?;
+            written.topics = Some(topics);
+        }
         let groups = self
             .groups()
             .to_wrapper()
             .to_json_bytes_with(WriteOptions::PRETTY);
-        persist::write_atomically(&self.files.subscription_groups, &groups)
+        if written.groups.as_deref() != Some(groups.as_ref()) {
+            written.groups = None;
+            persist::write_atomically(&self.files.subscription_groups, &groups)?;
+            written.groups = Some(groups);
+        }
+        Ok(())
+    }
+
+    /// [`persist_metadata`](Self::persist_metadata) on a blocking thread: a request that
+    /// created a topic or group on the fly awaits this before it is answered, so nothing it
+    /// acknowledges depends on a table a crash could forget.
+    pub async fn persist_metadata_now(self: &Arc<Self>) -> Result<(), PersistError> {
+        let state = self.clone();
+        match tokio::task::spawn_blocking(move || state.persist_metadata()).await {
+            Ok(result) => result,
+            Err(failure) => Err(PersistError::Io {
+                op: "persist",
+                path: self.files.topics.clone(),
+                source: std::io::Error::other(failure.to_string()),
+            }),
+        }
     }
 }
 

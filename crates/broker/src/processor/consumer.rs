@@ -1,7 +1,7 @@
 //! Client management and consumer progress: HEART_BEAT, UNREGISTER_CLIENT,
 //! GET_CONSUMER_LIST_BY_GROUP, QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use tidemark_protocol::body::{
     perm, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
@@ -25,8 +25,8 @@ use crate::state::{now_ms, BrokerState};
 /// A lock not renewed for this long is free (`rocketmq.broker.rebalance.lockMaxLiveTime`).
 const QUEUE_LOCK_TTL_MS: i64 = 60_000;
 
-pub(super) fn heartbeat(
-    state: &BrokerState,
+pub(super) async fn heartbeat(
+    state: &Arc<BrokerState>,
     channel: &Channel,
     request: &RemotingCommand,
 ) -> RemotingCommand {
@@ -47,8 +47,9 @@ pub(super) fn heartbeat(
         version: request.version,
         last_update_ms: now,
     };
+    let mut metadata_created = false;
     for consumer in &data.consumer_data_set {
-        let Some((group, _)) = state.groups().find_or_create(
+        let Some((group, group_created)) = state.groups().find_or_create(
             &consumer.group_name,
             state.config.auto_create_subscription_group,
             now,
@@ -57,16 +58,19 @@ pub(super) fn heartbeat(
             continue;
         };
         // Every clustering group has a retry topic; clients subscribe to it and it must be routed.
+        metadata_created |= group_created;
         let retry = retry_topic(&consumer.group_name);
-        let created = state.topics().get(&retry).is_none() && group.retry_queue_nums > 0;
-        if created {
-            state.topics().create_if_absent(
-                &retry,
-                group.retry_queue_nums,
-                perm::READ | perm::WRITE,
-                now,
-            );
-            state.topics_changed.notify_one();
+        {
+            let mut topics = state.topics();
+            if topics.get(&retry).is_none() && group.retry_queue_nums > 0 {
+                topics.create_if_absent(
+                    &retry,
+                    group.retry_queue_nums,
+                    perm::READ | perm::WRITE,
+                    now,
+                );
+                metadata_created = true;
+            }
         }
         let changed = state.clients().register_consumer(consumer, client.clone());
         if changed && group.notify_consumer_ids_changed_enable {
@@ -77,6 +81,13 @@ pub(super) fn heartbeat(
         state
             .clients()
             .register_producer(&producer.group_name, client.clone());
+    }
+    if metadata_created {
+        // The group and its retry topic a consumer now relies on must survive a crash.
+        if let Err(failure) = state.persist_metadata_now().await {
+            return super::metadata_not_durable(&failure);
+        }
+        state.topics_changed.notify_one();
     }
     success()
 }

@@ -3,6 +3,7 @@
 
 mod admin;
 pub(crate) mod consumer;
+mod offset_moved;
 mod pull;
 mod retry;
 mod send;
@@ -62,6 +63,15 @@ pub(crate) fn refuse_writes_if_read_only(state: &BrokerState) -> Option<Remoting
     })
 }
 
+/// A topic or group this request created could not be made durable: the request is not
+/// acknowledged (its effect would not survive a crash).
+pub(crate) fn metadata_not_durable(failure: &crate::persist::PersistError) -> RemotingCommand {
+    error(
+        ResponseCode::SystemError,
+        format!("topic or group created but not persisted, request not applied: {failure}"),
+    )
+}
+
 pub(crate) fn success() -> RemotingCommand {
     RemotingCommand::response(ResponseCode::Success, None)
 }
@@ -77,7 +87,7 @@ impl RequestHandler for BrokerHandler {
                 }
                 RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(&state, &request).await,
                 RequestCode::ConsumerSendMsgBack => retry::send_back(&state, &request).await,
-                RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request),
+                RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request).await,
                 RequestCode::UnregisterClient => consumer::unregister_client(&state, &channel, &request),
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
                 RequestCode::QueryConsumerOffset => consumer::query_offset(&state, &request),

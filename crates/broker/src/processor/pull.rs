@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use tidemark_protocol::body::{perm, MessageModel};
+use std::sync::Arc;
+
+use tidemark_protocol::body::{perm, MessageModel, SubscriptionGroupConfig};
 use tidemark_protocol::headers::{
     pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader,
 };
@@ -11,7 +13,7 @@ use tidemark_protocol::message::{SubscriptionExpression, PHYSICAL_OFFSET_POSITIO
 use tidemark_protocol::{RemotingCommand, ResponseCode};
 use tidemark_store::{GetResult, GetStatus};
 
-use super::{bad_header, error};
+use super::{bad_header, error, offset_moved};
 use crate::config::BrokerRole;
 use crate::offsets::CommitOutcome;
 use crate::state::{now_ms, BrokerState};
@@ -22,12 +24,44 @@ const PULL_BYTES_MAX: usize = 256 * 1024;
 /// Longest a pull is held, whatever the client asks.
 const SUSPEND_MAX: Duration = Duration::from_secs(30);
 
-pub(super) async fn pull(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+pub(super) async fn pull(state: &Arc<BrokerState>, request: &RemotingCommand) -> RemotingCommand {
     let header = match request.decode_header::<PullMessageRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    match process(state, &header, true) {
+    if !perm::is_readable(state.config.broker_permission) {
+        return error(
+            ResponseCode::NoPermission,
+            format!(
+                "the broker[{}] pulling message is forbidden",
+                state.config.broker_ip1
+            ),
+        );
+    }
+    let found = state.groups().find_or_create(
+        &header.consumer_group,
+        state.config.auto_create_subscription_group,
+        now_ms(),
+    );
+    let group = match found {
+        Some((group, false)) => group,
+        Some((group, true)) => {
+            if let Err(failure) = state.persist_metadata_now().await {
+                return super::metadata_not_durable(&failure);
+            }
+            group
+        }
+        None => {
+            return error(
+                ResponseCode::SubscriptionGroupNotExist,
+                format!(
+                    "subscription group [{}] does not exist",
+                    header.consumer_group
+                ),
+            )
+        }
+    };
+    match process(state, &header, &group, true) {
         Outcome::Respond(response) => response,
         Outcome::Hold => {
             let wait = if state.config.long_polling_enable {
@@ -41,7 +75,7 @@ pub(super) async fn pull(state: &BrokerState, request: &RemotingCommand) -> Remo
                 let _ = tokio::time::timeout(wait, arrival).await;
             }
             // Second pass: never held again, and the commit offset is not applied twice.
-            match process(state, &header, false) {
+            match process(state, &header, &group, false) {
                 Outcome::Respond(response) => response,
                 Outcome::Hold => error(ResponseCode::SystemError, "pull held twice"),
             }
@@ -54,33 +88,13 @@ enum Outcome {
     Hold,
 }
 
-fn process(state: &BrokerState, header: &PullMessageRequestHeader, allow_suspend: bool) -> Outcome {
+fn process(
+    state: &BrokerState,
+    header: &PullMessageRequestHeader,
+    group: &SubscriptionGroupConfig,
+    allow_suspend: bool,
+) -> Outcome {
     let respond = |code, remark: String| Outcome::Respond(error(code, remark));
-    if !perm::is_readable(state.config.broker_permission) {
-        return respond(
-            ResponseCode::NoPermission,
-            format!(
-                "the broker[{}] pulling message is forbidden",
-                state.config.broker_ip1
-            ),
-        );
-    }
-    let group = match state.groups().find_or_create(
-        &header.consumer_group,
-        state.config.auto_create_subscription_group,
-        now_ms(),
-    ) {
-        Some((group, _)) => group,
-        None => {
-            return respond(
-                ResponseCode::SubscriptionGroupNotExist,
-                format!(
-                    "subscription group [{}] does not exist",
-                    header.consumer_group
-                ),
-            )
-        }
-    };
     if !group.consume_enable {
         return respond(
             ResponseCode::NoPermission,
@@ -211,7 +225,10 @@ fn process(state: &BrokerState, header: &PullMessageRequestHeader, allow_suspend
         code = ResponseCode::PullNotFound;
         next_begin_offset = header.queue_offset;
     }
-    let suggest_which_broker_id = suggest_broker(state, &group, &result);
+    if code == ResponseCode::PullOffsetMoved {
+        offset_moved::record(state, header, next_begin_offset);
+    }
+    let suggest_which_broker_id = suggest_broker(state, group, &result);
     let suspend = header.sys_flag & pull_sys_flag::SUSPEND != 0;
     if code == ResponseCode::PullNotFound && allow_suspend && suspend {
         return Outcome::Hold;

@@ -1,6 +1,8 @@
 //! Failed messages: CONSUMER_SEND_MSG_BACK, and the two places a message can be sent instead of
 //! its topic — a delay level's schedule queue, or the group's dead-letter topic.
 
+use std::sync::Arc;
+
 use tidemark_protocol::body::perm;
 use tidemark_protocol::code::version;
 use tidemark_protocol::headers::ConsumerSendMsgBackRequestHeader;
@@ -47,28 +49,33 @@ pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: 
 
 /// Sends `message` to `%DLQ%{group}` (one queue, readable and writable as RocketMQ 4.9.7 creates
 /// it; releases before apache/rocketmq#2437 made it write-only), creating the topic on first use.
-pub(super) fn to_dead_letter(state: &BrokerState, message: &mut NewMessage, group: &str) {
+/// Returns whether it created the topic: the caller persists it before answering.
+#[must_use]
+pub(super) fn to_dead_letter(state: &BrokerState, message: &mut NewMessage, group: &str) -> bool {
     let topic = dlq_topic(group);
-    let created = state.topics().get(&topic).is_none();
-    state
-        .topics()
-        .create_if_absent(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
-    if created {
-        state.topics_changed.notify_one();
-    }
+    let created = {
+        let mut topics = state.topics();
+        let created = topics.get(&topic).is_none();
+        topics.create_if_absent(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
+        created
+    };
     let mut properties = Properties::parse(&message.properties);
     properties.remove(property::DELAY_TIME_LEVEL);
     message.properties = properties.encode();
     message.topic = topic;
     message.queue_id = 0;
+    created
 }
 
-pub(super) async fn send_back(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+pub(super) async fn send_back(
+    state: &Arc<BrokerState>,
+    request: &RemotingCommand,
+) -> RemotingCommand {
     let header = match request.decode_header::<ConsumerSendMsgBackRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let Some((group, _)) = state.groups().find_or_create(
+    let Some((group, mut metadata_created)) = state.groups().find_or_create(
         &header.group,
         state.config.auto_create_subscription_group,
         now_ms(),
@@ -85,14 +92,17 @@ pub(super) async fn send_back(state: &BrokerState, request: &RemotingCommand) ->
         return success();
     }
     let retry = retry_topic(&header.group);
-    if state.topics().get(&retry).is_none() {
-        state.topics().create_if_absent(
-            &retry,
-            group.retry_queue_nums,
-            perm::READ | perm::WRITE,
-            now_ms(),
-        );
-        state.topics_changed.notify_one();
+    {
+        let mut topics = state.topics();
+        if topics.get(&retry).is_none() {
+            topics.create_if_absent(
+                &retry,
+                group.retry_queue_nums,
+                perm::READ | perm::WRITE,
+                now_ms(),
+            );
+            metadata_created = true;
+        }
     }
     let original = u64::try_from(header.offset)
         .ok()
@@ -135,7 +145,7 @@ pub(super) async fn send_back(state: &BrokerState, request: &RemotingCommand) ->
         properties: properties.encode(),
     };
     if original.reconsume_times >= max || header.delay_level < 0 {
-        to_dead_letter(state, &mut message, &header.group);
+        metadata_created |= to_dead_letter(state, &mut message, &header.group);
     } else {
         let level = if header.delay_level > 0 {
             header.delay_level
@@ -143,6 +153,12 @@ pub(super) async fn send_back(state: &BrokerState, request: &RemotingCommand) ->
             DEFAULT_RETRY_LEVEL_BASE + original.reconsume_times
         };
         to_schedule(state, &mut message, level);
+    }
+    if metadata_created {
+        if let Err(failure) = state.persist_metadata_now().await {
+            return super::metadata_not_durable(&failure);
+        }
+        state.topics_changed.notify_one();
     }
     match put(state, vec![message]).await {
         Ok(_) => success(),

@@ -1,5 +1,7 @@
 //! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use tidemark_protocol::body::perm;
 use tidemark_protocol::code::version;
@@ -7,7 +9,7 @@ use tidemark_protocol::headers::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
 use tidemark_protocol::message::{
-    decode_batch, encode_offset_msg_id, find_property, property, Properties,
+    decode_batch, encode_offset_msg_id, find_property, property, sys_flag, Properties,
 };
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
@@ -36,16 +38,17 @@ fn decode_header(
 pub(super) fn store_error_response(failure: &StoreError) -> RemotingCommand {
     let code = match failure {
         StoreError::MessageTooLarge { .. } | StoreError::Message(_) => ResponseCode::MessageIllegal,
-        StoreError::DiskFull { .. } | StoreError::SyncFailed { .. } | StoreError::Closed => {
-            ResponseCode::ServiceNotAvailable
-        }
+        StoreError::DiskFull { .. }
+        | StoreError::DiskNearlyFull { .. }
+        | StoreError::SyncFailed { .. }
+        | StoreError::Closed => ResponseCode::ServiceNotAvailable,
         _ => ResponseCode::SystemError,
     };
     error(code, format!("message not stored: {failure}"))
 }
 
 pub(super) async fn send(
-    state: &BrokerState,
+    state: &Arc<BrokerState>,
     channel: &Channel,
     request: &RemotingCommand,
 ) -> RemotingCommand {
@@ -68,21 +71,26 @@ pub(super) async fn send(
             format!("Sending message to topic[{}] is forbidden.", header.topic),
         );
     }
-    let topic_config = {
+    let mut header = header;
+    if let Some(refusal) = refuse_transactional(&state.config.broker_ip1, &mut header) {
+        return refusal;
+    }
+    // (config, whether this send created the topic)
+    let (topic_config, topic_created) = {
         let mut topics = state.topics();
-        let existing = topics.get(&header.topic).cloned();
-        let created = match existing {
-            Some(config) => Ok(config),
-            None if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) => {
-                Err(topics.create_if_absent(&header.topic, 1, perm::READ | perm::WRITE, now_ms()))
-            }
+        match topics.get(&header.topic).cloned() {
+            Some(config) => (config, false),
+            None if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) => (
+                topics.create_if_absent(&header.topic, 1, perm::READ | perm::WRITE, now_ms()),
+                true,
+            ),
             None => match topics.create_from_template(
                 &header.topic,
                 &header.default_topic,
                 header.default_topic_queue_nums,
                 now_ms(),
             ) {
-                Some(config) => Err(config),
+                Some(config) => (config, true),
                 None => {
                     return error(
                         ResponseCode::TopicNotExist,
@@ -90,14 +98,6 @@ pub(super) async fn send(
                     )
                 }
             },
-        };
-        match created {
-            Ok(config) => config,
-            Err(config) => {
-                // A new topic: tell the name servers now, not at the next 30 s registration.
-                state.topics_changed.notify_one();
-                config
-            }
         }
     };
     let queue_count = topic_config
@@ -119,6 +119,7 @@ pub(super) async fn send(
     }
 
     let store_host = state.store_host();
+    let mut metadata_created = topic_created;
     let messages = if header.batch || request.request_code() == RequestCode::SendBatchMessage {
         let entries = match decode_batch(&request.body) {
             Ok(entries) => entries,
@@ -180,7 +181,7 @@ pub(super) async fn send(
             let max =
                 from_header.unwrap_or_else(|| super::retry::group_retry_max_times(state, group));
             if message.reconsume_times >= max {
-                super::retry::to_dead_letter(state, &mut message, group);
+                metadata_created |= super::retry::to_dead_letter(state, &mut message, group);
             }
         }
         let delay = Properties::parse(&message.properties)
@@ -193,6 +194,15 @@ pub(super) async fn send(
         vec![message]
     };
 
+    if metadata_created {
+        // A topic created by this send must outlive a crash before the send is acknowledged:
+        // otherwise the stored messages are unreachable after a restart.
+        if let Err(failure) = state.persist_metadata_now().await {
+            return super::metadata_not_durable(&failure);
+        }
+        // Tell the name servers now, not at the next 30 s registration.
+        state.topics_changed.notify_one();
+    }
     let stored_in = messages
         .first()
         .map(|message| (message.topic.clone(), message.queue_id));
@@ -249,6 +259,40 @@ pub(super) async fn send(
     })
 }
 
+/// Transactions are not served yet: a half (prepared) message must never be stored as an
+/// ordinary one, where consumers would get it at once and a rollback would change nothing.
+/// RocketMQ's one exception is kept: a consumed transactional message sent back for a retry
+/// (reconsume times and a delay level set) is an ordinary message again.
+fn refuse_transactional(
+    broker_ip: &str,
+    header: &mut SendMessageRequestHeader,
+) -> Option<RemotingCommand> {
+    let prepared_flag =
+        header.sys_flag & sys_flag::TRANSACTION_MASK == sys_flag::TRANSACTION_PREPARED_TYPE;
+    let properties = header.properties.as_deref().unwrap_or("");
+    let prepared_property = find_property(properties, property::TRANSACTION_PREPARED)
+        .is_some_and(|value| value.eq_ignore_ascii_case("true"));
+    if !prepared_flag && !prepared_property {
+        return None;
+    }
+    let retried = header.reconsume_times.unwrap_or(0) > 0
+        && find_property(properties, property::DELAY_TIME_LEVEL)
+            .and_then(|level| level.parse::<i32>().ok())
+            .is_some_and(|level| level > 0);
+    if retried {
+        header.sys_flag &= !sys_flag::TRANSACTION_MASK;
+        return None;
+    }
+    Some(error(
+        ResponseCode::NoPermission,
+        format!(
+            "the broker[{}] does not support transactional messages yet: the half message to \
+             topic[{}] was refused and not stored",
+            broker_ip, header.topic
+        ),
+    ))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn new_message(
     state: &BrokerState,
@@ -290,4 +334,71 @@ pub(super) async fn put(
         .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
     state.ha.notify_new_data();
     Ok(appended)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(sys_flag: i32, properties: &str, reconsume_times: i32) -> SendMessageRequestHeader {
+        SendMessageRequestHeader {
+            producer_group: "P".into(),
+            topic: "T".into(),
+            default_topic: "TBW102".into(),
+            default_topic_queue_nums: 4,
+            queue_id: 0,
+            sys_flag,
+            born_timestamp: 0,
+            flag: 0,
+            properties: Some(properties.into()),
+            reconsume_times: Some(reconsume_times),
+            unit_mode: false,
+            batch: false,
+            max_reconsume_times: None,
+            broker_name: None,
+        }
+    }
+
+    #[test]
+    fn half_messages_are_refused_by_flag_or_property() {
+        for (flag, properties) in [
+            (sys_flag::TRANSACTION_PREPARED_TYPE, ""),
+            (0, "TRAN_MSG\u{1}true\u{2}"),
+            (
+                sys_flag::TRANSACTION_PREPARED_TYPE | sys_flag::COMPRESSED,
+                "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}P\u{2}",
+            ),
+        ] {
+            let refusal = refuse_transactional("10.0.0.1", &mut header(flag, properties, 0))
+                .expect("refused");
+            assert_eq!(refusal.response_code(), ResponseCode::NoPermission);
+            let remark = refusal.remark.unwrap_or_default();
+            assert!(
+                remark.contains("transactional") && remark.contains("10.0.0.1"),
+                "{remark}"
+            );
+        }
+        for (flag, properties) in [
+            (0, ""),
+            (sys_flag::COMPRESSED, "TRAN_MSG\u{1}false\u{2}"),
+            (sys_flag::TRANSACTION_COMMIT_TYPE, ""),
+        ] {
+            assert!(refuse_transactional("b", &mut header(flag, properties, 0)).is_none());
+        }
+    }
+
+    /// A consumed transactional message sent back for a retry keeps TRAN_MSG; as in RocketMQ it
+    /// is an ordinary message then, stored without the prepared flag.
+    #[test]
+    fn a_retried_transactional_message_is_an_ordinary_one() {
+        let mut retried = header(
+            sys_flag::TRANSACTION_PREPARED_TYPE,
+            "TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}",
+            1,
+        );
+        assert!(refuse_transactional("b", &mut retried).is_none());
+        assert_eq!(retried.sys_flag & sys_flag::TRANSACTION_MASK, 0);
+        let mut first_try = header(0, "TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}", 0);
+        assert!(refuse_transactional("b", &mut first_try).is_some());
+    }
 }

@@ -62,6 +62,17 @@ impl JsonKey for MessageQueue {
 }
 
 json_object! {
+    /// `OffsetMovedEvent`: the body of a message in the `OFFSET_MOVED_EVENT` topic, written when
+    /// a pull moved a group off an offset the queue no longer (or never) held.
+    pub struct OffsetMovedEvent {
+        "consumerGroup" => consumer_group: String,
+        "messageQueue" => message_queue: MessageQueue,
+        "offsetNew" => offset_new: i64,
+        "offsetRequest" => offset_request: i64,
+    }
+}
+
+json_object! {
     /// `OffsetWrapper`: one queue's line in [`ConsumeStats`].
     pub struct OffsetWrapper {
         /// The queue's max offset.
