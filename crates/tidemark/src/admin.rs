@@ -203,7 +203,12 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
         "timestamp" => ConsumeFromWhere::ConsumeFromTimestamp,
         other => bail!("--from must be first, last or timestamp, not {other:?}"),
     };
-    let (lines, mut received) = tokio::sync::mpsc::unbounded_channel::<Object>();
+    // Each message goes to the printer with a reply slot; the listener acknowledges it only once
+    // it was written out. Messages the printer no longer takes (the count was reached) stay in
+    // flight until the process ends, so the committed offset stays before them and the group
+    // gets them next time.
+    let (lines, mut received) =
+        tokio::sync::mpsc::unbounded_channel::<(Object, tokio::sync::oneshot::Sender<()>)>();
     let consumer = PushConsumer::builder(&args.group)
         .client_config(ClientConfig::new(&args.cluster.namesrv))
         .subscribe(&args.topic, &args.expression)
@@ -214,11 +219,18 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
             MessageModel::Clustering
         })
         .rebalance_interval(Duration::from_secs(2))
+        // Listener calls of unprinted messages never finish; don't wait long for them.
+        .shutdown_wait(Duration::from_secs(1))
         .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
             let lines = lines.clone();
             async move {
                 for message in &messages {
-                    let _ = lines.send(message_json(message));
+                    let (printed, was_printed) = tokio::sync::oneshot::channel();
+                    if lines.send((message_json(message), printed)).is_err()
+                        || was_printed.await.is_err()
+                    {
+                        std::future::pending::<()>().await;
+                    }
                 }
                 ConsumeStatus::Success
             }
@@ -229,13 +241,16 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     let wanted = args.count.unwrap_or(usize::MAX);
     while count < wanted {
         match tokio::time::timeout_at(deadline, received.recv()).await {
-            Ok(Some(line)) => {
+            Ok(Some((line, printed))) => {
                 print_json(line)?;
                 count += 1;
+                let _ = printed.send(());
             }
             _ => break,
         }
     }
+    // Whatever is still queued was not printed: dropping it leaves those messages in flight.
+    drop(received);
     consumer.shutdown().await;
     if let Some(wanted) = args.count {
         if count < wanted {

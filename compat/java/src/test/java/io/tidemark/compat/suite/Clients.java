@@ -15,6 +15,8 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListener;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -48,9 +50,29 @@ final class Clients implements AutoCloseable {
     }
 
     DefaultMQProducer producer() throws Exception {
+        return producer(p -> { });
+    }
+
+    /** A producer with {@code customize} applied to the suite's defaults before it starts. */
+    DefaultMQProducer producer(Consumer<DefaultMQProducer> customize) throws Exception {
         DefaultMQProducer p = new DefaultMQProducer(Names.unique("P"));
         common(p, "producer");
         p.setSendMsgTimeout(5000);
+        customize.accept(p);
+        p.start();
+        shutdowns.push(p::shutdown);
+        return p;
+    }
+
+    /**
+     * A transactional producer in its own group: the broker's transaction checks for a half
+     * message go back to the producer group that sent it, so the group must not be shared.
+     */
+    TransactionMQProducer transactionProducer(TransactionListener listener) throws Exception {
+        TransactionMQProducer p = new TransactionMQProducer(Names.unique("TP"));
+        common(p, "txproducer");
+        p.setSendMsgTimeout(5000);
+        p.setTransactionListener(listener);
         p.start();
         shutdowns.push(p::shutdown);
         return p;
