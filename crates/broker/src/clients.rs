@@ -1,8 +1,10 @@
 //! Who is connected: consumer groups with their channels and subscriptions, producer groups,
 //! and the orderly-consumption locks (RocketMQ's `ConsumerManager`, `ProducerManager` and
-//! `RebalanceLockManager`). Plain state; the broker sends notifications from what it returns.
+//! `RebalanceLockManager`). Each owns its lock; the broker sends notifications from what they
+//! return.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tidemark_protocol::body::{
     Connection, ConsumeFromWhere, ConsumeType, ConsumerConnection, ConsumerData, MessageModel,
@@ -23,7 +25,7 @@ pub struct ClientChannel {
 
 /// A consumer group as its heartbeats describe it.
 #[derive(Debug, Clone)]
-pub struct ConsumerGroup {
+struct ConsumerGroup {
     pub channels: HashMap<u64, ClientChannel>,
     pub subscriptions: BTreeMap<String, SubscriptionData>,
     pub consume_type: ConsumeType,
@@ -31,17 +33,98 @@ pub struct ConsumerGroup {
     pub consume_from_where: ConsumeFromWhere,
 }
 
-/// Connected clients.
+/// What a consumer group's heartbeats say about one topic: how it consumes, and its
+/// subscription to the topic if it has one.
+#[derive(Debug, Clone)]
+pub struct GroupSubscription {
+    pub message_model: MessageModel,
+    pub subscription: Option<SubscriptionData>,
+}
+
+/// Connected clients. Owns its lock; every operation is atomic and returns copies.
 #[derive(Debug, Default)]
 pub struct ClientRegistry {
+    inner: Mutex<Clients>,
+}
+
+#[derive(Debug, Default)]
+struct Clients {
     consumers: HashMap<String, ConsumerGroup>,
     producers: HashMap<String, HashMap<u64, ClientChannel>>,
 }
 
 impl ClientRegistry {
+    fn lock(&self) -> MutexGuard<'_, Clients> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Registers a consumer's heartbeat; returns whether the group's set of clients or
     /// subscriptions changed (members are then told to rebalance).
-    pub fn register_consumer(&mut self, data: &ConsumerData, client: ClientChannel) -> bool {
+    pub fn register_consumer(&self, data: &ConsumerData, client: ClientChannel) -> bool {
+        self.lock().register_consumer(data, client)
+    }
+
+    /// Removes one channel from a consumer group; returns whether it was there.
+    pub fn unregister_consumer(&self, group: &str, channel_id: u64) -> bool {
+        self.lock().unregister_consumer(group, channel_id)
+    }
+
+    pub fn register_producer(&self, group: &str, client: ClientChannel) {
+        self.lock().register_producer(group, client)
+    }
+
+    pub fn unregister_producer(&self, group: &str, channel_id: u64) {
+        self.lock().unregister_producer(group, channel_id)
+    }
+
+    /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.
+    pub fn channel_closed(&self, channel_id: u64) -> Vec<String> {
+        self.lock().channel_closed(channel_id)
+    }
+
+    /// Drops channels silent for `timeout_ms`; returns (group, channel) of removed consumers.
+    pub fn expire(&self, now_ms: i64, timeout_ms: i64) -> Vec<(String, Channel)> {
+        self.lock().expire(now_ms, timeout_ms)
+    }
+
+    /// How an online group consumes `topic`; `None` when no client of the group is online.
+    pub fn group_subscription(&self, group: &str, topic: &str) -> Option<GroupSubscription> {
+        let clients = self.lock();
+        let entry = clients.consumers.get(group)?;
+        Some(GroupSubscription {
+            message_model: entry.message_model,
+            subscription: entry.subscriptions.get(topic).cloned(),
+        })
+    }
+
+    /// Client ids of a group, sorted (what rebalancing clients expect).
+    pub fn consumer_ids(&self, group: &str) -> Vec<String> {
+        self.lock().consumer_ids(group)
+    }
+
+    pub fn group_channels(&self, group: &str) -> Vec<Channel> {
+        self.lock().group_channels(group)
+    }
+
+    /// The group's online clients.
+    pub fn group_clients(&self, group: &str) -> Vec<ClientChannel> {
+        self.lock()
+            .consumers
+            .get(group)
+            .map(|group| group.channels.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// GET_CONSUMER_CONNECTION_LIST's body; `None` when the group has no client online.
+    pub fn consumer_connection(&self, group: &str) -> Option<ConsumerConnection> {
+        self.lock().consumer_connection(group)
+    }
+}
+
+impl Clients {
+    /// Registers a consumer's heartbeat; returns whether the group's set of clients or
+    /// subscriptions changed (members are then told to rebalance).
+    fn register_consumer(&mut self, data: &ConsumerData, client: ClientChannel) -> bool {
         let group = self
             .consumers
             .entry(data.group_name.clone())
@@ -95,7 +178,7 @@ impl ClientRegistry {
     }
 
     /// Removes one channel from a consumer group; returns whether it was there.
-    pub fn unregister_consumer(&mut self, group: &str, channel_id: u64) -> bool {
+    fn unregister_consumer(&mut self, group: &str, channel_id: u64) -> bool {
         let Some(entry) = self.consumers.get_mut(group) else {
             return false;
         };
@@ -106,14 +189,14 @@ impl ClientRegistry {
         removed
     }
 
-    pub fn register_producer(&mut self, group: &str, client: ClientChannel) {
+    fn register_producer(&mut self, group: &str, client: ClientChannel) {
         self.producers
             .entry(group.to_owned())
             .or_default()
             .insert(client.channel.id(), client);
     }
 
-    pub fn unregister_producer(&mut self, group: &str, channel_id: u64) {
+    fn unregister_producer(&mut self, group: &str, channel_id: u64) {
         if let Some(channels) = self.producers.get_mut(group) {
             channels.remove(&channel_id);
             if channels.is_empty() {
@@ -123,7 +206,7 @@ impl ClientRegistry {
     }
 
     /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.
-    pub fn channel_closed(&mut self, channel_id: u64) -> Vec<String> {
+    fn channel_closed(&mut self, channel_id: u64) -> Vec<String> {
         let groups: Vec<String> = self
             .consumers
             .iter()
@@ -141,7 +224,7 @@ impl ClientRegistry {
     }
 
     /// Drops channels silent for `timeout_ms`; returns (group, channel) of removed consumers.
-    pub fn expire(&mut self, now_ms: i64, timeout_ms: i64) -> Vec<(String, Channel)> {
+    fn expire(&mut self, now_ms: i64, timeout_ms: i64) -> Vec<(String, Channel)> {
         let mut expired = Vec::new();
         for (name, group) in &mut self.consumers {
             group.channels.retain(|_, client| {
@@ -160,12 +243,8 @@ impl ClientRegistry {
         expired
     }
 
-    pub fn consumer_group(&self, group: &str) -> Option<&ConsumerGroup> {
-        self.consumers.get(group)
-    }
-
     /// Client ids of a group, sorted (what rebalancing clients expect).
-    pub fn consumer_ids(&self, group: &str) -> Vec<String> {
+    fn consumer_ids(&self, group: &str) -> Vec<String> {
         let mut ids: Vec<String> = self
             .consumers
             .get(group)
@@ -182,7 +261,7 @@ impl ClientRegistry {
         ids
     }
 
-    pub fn group_channels(&self, group: &str) -> Vec<Channel> {
+    fn group_channels(&self, group: &str) -> Vec<Channel> {
         self.consumers
             .get(group)
             .map(|group| {
@@ -195,12 +274,8 @@ impl ClientRegistry {
             .unwrap_or_default()
     }
 
-    pub fn subscription(&self, group: &str, topic: &str) -> Option<&SubscriptionData> {
-        self.consumers.get(group)?.subscriptions.get(topic)
-    }
-
     /// GET_CONSUMER_CONNECTION_LIST's body; `None` when the group has no client online.
-    pub fn consumer_connection(&self, group: &str) -> Option<ConsumerConnection> {
+    fn consumer_connection(&self, group: &str) -> Option<ConsumerConnection> {
         let entry = self.consumers.get(group)?;
         Some(ConsumerConnection {
             connection_set: entry
@@ -223,30 +298,32 @@ impl ClientRegistry {
 
 /// Locks of orderly consumers on queues: (group, queue) → owner client id and last renewal.
 /// A lock not renewed for `lock_ttl_ms` (60 s) is free again.
+/// Owns its lock.
 #[derive(Debug, Default)]
 pub struct QueueLocks {
-    locks: HashMap<(String, MessageQueue), (String, i64)>,
+    locks: Mutex<HashMap<(String, MessageQueue), (String, i64)>>,
 }
 
 impl QueueLocks {
     /// Locks (or renews) every queue free or already the client's; returns those it holds now.
     pub fn lock(
-        &mut self,
+        &self,
         group: &str,
         client_id: &str,
         queues: &[MessageQueue],
         now_ms: i64,
         lock_ttl_ms: i64,
     ) -> Vec<MessageQueue> {
+        let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
         let mut locked = Vec::new();
         for queue in queues {
             let key = (group.to_owned(), queue.clone());
-            let free = match self.locks.get(&key) {
+            let free = match locks.get(&key) {
                 None => true,
                 Some((owner, renewed)) => owner == client_id || now_ms - renewed > lock_ttl_ms,
             };
             if free {
-                self.locks.insert(key, (client_id.to_owned(), now_ms));
+                locks.insert(key, (client_id.to_owned(), now_ms));
                 locked.push(queue.clone());
             }
         }
@@ -254,15 +331,12 @@ impl QueueLocks {
     }
 
     /// Releases the client's locks on these queues.
-    pub fn unlock(&mut self, group: &str, client_id: &str, queues: &[MessageQueue]) {
+    pub fn unlock(&self, group: &str, client_id: &str, queues: &[MessageQueue]) {
+        let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
         for queue in queues {
             let key = (group.to_owned(), queue.clone());
-            if self
-                .locks
-                .get(&key)
-                .is_some_and(|(owner, _)| owner == client_id)
-            {
-                self.locks.remove(&key);
+            if locks.get(&key).is_some_and(|(owner, _)| owner == client_id) {
+                locks.remove(&key);
             }
         }
     }
@@ -274,7 +348,7 @@ mod tests {
 
     #[test]
     fn locks_are_exclusive_until_they_expire() {
-        let mut locks = QueueLocks::default();
+        let locks = QueueLocks::default();
         let queue = MessageQueue::new("T", "broker-a", 0);
         assert_eq!(
             locks

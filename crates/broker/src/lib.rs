@@ -12,6 +12,7 @@ mod long_poll;
 pub mod metadata;
 pub mod offsets;
 pub mod persist;
+pub mod persister;
 mod processor;
 mod registration;
 pub mod schedule;
@@ -29,7 +30,7 @@ use tidemark_remoting::ServerConfig;
 use tidemark_store::{MessageStore, StoreError};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 pub use config::{BrokerConfig, BrokerRole, ConfigError, FlushDiskType};
 pub use processor::BrokerHandler;
@@ -115,7 +116,7 @@ impl Broker {
             state.clone(),
             wait_stop(stopping.clone()),
         ));
-        let persistence = tokio::spawn(persist_loop(state.clone(), wait_stop(stopping.clone())));
+        let persistence = tokio::spawn(persister::run(state.clone(), wait_stop(stopping.clone())));
         let expiry = tokio::spawn(expiry_loop(state.clone(), wait_stop(stopping.clone())));
         let mut replication = Vec::new();
         let schedule = if state.config.is_slave() {
@@ -159,9 +160,7 @@ impl Broker {
         let persisted = tokio::task::spawn_blocking({
             let state = state.clone();
             move || -> Result<(), BrokerError> {
-                state.persist_offsets()?;
-                state.persist_delay_offsets()?;
-                state.persist_metadata()?;
+                state.persist_all()?;
                 state.store.shutdown()?;
                 Ok(())
             }
@@ -170,62 +169,6 @@ impl Broker {
         match persisted {
             Ok(result) => result,
             Err(_) => Err(BrokerError::Store(StoreError::Closed)),
-        }
-    }
-}
-
-async fn persist_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
-    tokio::pin!(stop);
-    let interval = Duration::from_millis(state.config.flush_consumer_offset_interval.max(100));
-    let mut ticker = tokio::time::interval(interval);
-    ticker.tick().await;
-    let mut persisted_offsets = 0u64;
-    let mut persisted_delay_offsets = 0u64;
-    let delay_interval_ms = state.config.flush_delay_offset_interval.max(100) as i64;
-    let mut delay_persisted_at = state::now_ms();
-    let mut persisted_versions = (
-        state.topics().data_version().clone(),
-        state.groups().to_wrapper().data_version,
-    );
-    loop {
-        tokio::select! {
-            _ = &mut stop => return,
-            _ = ticker.tick() => {}
-        }
-        let offsets_version = state.offsets_version.load(Ordering::Acquire);
-        if offsets_version != persisted_offsets {
-            let state = state.clone();
-            match tokio::task::spawn_blocking(move || state.persist_offsets()).await {
-                Ok(Ok(())) => persisted_offsets = offsets_version,
-                Ok(Err(failure)) => warn!(%failure, "consumer offsets not persisted; will retry"),
-                Err(_) => warn!("consumer offset persistence task failed"),
-            }
-        }
-        let delay_version = state.delay_offsets_version.load(Ordering::Acquire);
-        if delay_version != persisted_delay_offsets
-            && state::now_ms() - delay_persisted_at >= delay_interval_ms
-        {
-            let writer = state.clone();
-            match tokio::task::spawn_blocking(move || writer.persist_delay_offsets()).await {
-                Ok(Ok(())) => {
-                    persisted_delay_offsets = delay_version;
-                    delay_persisted_at = state::now_ms();
-                }
-                Ok(Err(failure)) => warn!(%failure, "delay offsets not persisted; will retry"),
-                Err(_) => warn!("delay offset persistence task failed"),
-            }
-        }
-        let versions = (
-            state.topics().data_version().clone(),
-            state.groups().to_wrapper().data_version,
-        );
-        if versions != persisted_versions {
-            let writer = state.clone();
-            match tokio::task::spawn_blocking(move || writer.persist_metadata()).await {
-                Ok(Ok(())) => persisted_versions = versions,
-                Ok(Err(failure)) => warn!(%failure, "topics and groups not persisted; will retry"),
-                Err(_) => warn!("metadata persistence task failed"),
-            }
         }
     }
 }
@@ -240,19 +183,17 @@ async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
             _ = ticker.tick() => {}
         }
         let (put, got) = (
-            state.messages_put_total.load(Ordering::Relaxed),
-            state.messages_got_total.load(Ordering::Relaxed),
+            state.stats.messages_put_total.load(Ordering::Relaxed),
+            state.stats.messages_got_total.load(Ordering::Relaxed),
         );
         state
-            .throughput
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .sample(state::now_ms(), put, got);
+            .stats
+            .with_throughput(|throughput| throughput.sample(state::now_ms(), put, got));
         tick += 1;
         if !tick.is_multiple_of(10) {
             continue;
         }
-        let expired = state.clients().expire(state::now_ms(), CLIENT_EXPIRY_MS);
+        let expired = state.clients.expire(state::now_ms(), CLIENT_EXPIRY_MS);
         let mut groups: Vec<String> = expired
             .into_iter()
             .map(|(group, channel)| {

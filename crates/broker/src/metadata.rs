@@ -1,7 +1,10 @@
 //! Topic and subscription-group configuration (RocketMQ's `TopicConfigManager` and
-//! `SubscriptionGroupManager`): plain tables with a data version that moves on every change.
+//! `SubscriptionGroupManager`): tables that own their lock, with a data version (RocketMQ's,
+//! sent to name servers and slaves) and a revision (what persistence watches) that move on
+//! every change.
 
 use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tidemark_protocol::body::{
     perm, DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper, TopicConfig,
@@ -42,11 +45,32 @@ pub fn is_system_topic_for_send(topic: &str) -> bool {
     topic == SCHEDULE_TOPIC || topic.starts_with("RMQ_SYS_TRANS")
 }
 
-/// The broker's topics.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TopicTable {
+/// The topic map and its versions; only [`TopicTable`] touches it, under its lock.
+#[derive(Debug, Clone, Default)]
+struct Topics {
     data_version: DataVersion,
     topics: BTreeMap<String, TopicConfig>,
+    /// Moves on every change; persistence writes when it moved.
+    revision: u64,
+}
+
+impl Topics {
+    fn insert(&mut self, config: TopicConfig, now_ms: i64) -> bool {
+        if self.topics.get(&config.topic_name) == Some(&config) {
+            return false;
+        }
+        self.topics.insert(config.topic_name.clone(), config);
+        self.data_version = self.data_version.next(now_ms);
+        self.revision += 1;
+        true
+    }
+}
+
+/// The broker's topics (RocketMQ's `TopicConfigManager`). Owns its lock; every operation is
+/// atomic, and what it returns is a copy.
+#[derive(Debug, Default)]
+pub struct TopicTable {
+    inner: Mutex<Topics>,
 }
 
 impl TopicTable {
@@ -59,9 +83,9 @@ impl TopicTable {
         delay_levels: i32,
         now_ms: i64,
     ) -> Self {
-        let mut table = Self::default();
+        let mut topics = BTreeMap::new();
         let mut add = |name: &str, queues: i32, permission: i32| {
-            table.topics.insert(
+            topics.insert(
                 name.to_owned(),
                 TopicConfig {
                     topic_name: name.to_owned(),
@@ -84,45 +108,60 @@ impl TopicTable {
         add(broker_name, 1, perm::READ | perm::WRITE | perm::INHERIT);
         add(OFFSET_MOVED_EVENT, 1, perm::READ | perm::WRITE);
         add(SCHEDULE_TOPIC, delay_levels, perm::READ | perm::WRITE);
-        table.data_version = DataVersion {
-            counter: 0,
-            timestamp: now_ms,
-            state_version: None,
-        };
-        table
+        Self {
+            inner: Mutex::new(Topics {
+                data_version: DataVersion {
+                    counter: 0,
+                    timestamp: now_ms,
+                    state_version: None,
+                },
+                topics,
+                revision: 0,
+            }),
+        }
     }
 
-    pub fn get(&self, topic: &str) -> Option<&TopicConfig> {
-        self.topics.get(topic)
+    fn lock(&self) -> MutexGuard<'_, Topics> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn data_version(&self) -> &DataVersion {
-        &self.data_version
+    pub fn get(&self, topic: &str) -> Option<TopicConfig> {
+        self.lock().topics.get(topic).cloned()
+    }
+
+    pub fn contains(&self, topic: &str) -> bool {
+        self.lock().topics.contains_key(topic)
+    }
+
+    pub fn data_version(&self) -> DataVersion {
+        self.lock().data_version.clone()
+    }
+
+    /// Moves on every change (persistence compares it with what it last wrote).
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
     }
 
     /// Creates or replaces a topic (UPDATE_AND_CREATE_TOPIC); returns whether anything changed.
-    pub fn upsert(&mut self, config: TopicConfig, now_ms: i64) -> bool {
-        if self.topics.get(&config.topic_name) == Some(&config) {
-            return false;
-        }
-        self.topics.insert(config.topic_name.clone(), config);
-        self.data_version = self.data_version.next(now_ms);
-        true
+    pub fn upsert(&self, config: TopicConfig, now_ms: i64) -> bool {
+        self.lock().insert(config, now_ms)
     }
 
-    /// Auto-creation on first send: inherits from a template topic marked `PERM_INHERIT`.
-    /// `None` when the template does not allow it.
-    pub fn create_from_template(
-        &mut self,
+    /// The topic, created on first send from a template topic marked `PERM_INHERIT`; with
+    /// whether this call created it. `None` when it does not exist and the template does not
+    /// allow creating it.
+    pub fn get_or_create_from_template(
+        &self,
         topic: &str,
         template: &str,
         queue_nums: i32,
         now_ms: i64,
-    ) -> Option<TopicConfig> {
-        if let Some(existing) = self.topics.get(topic) {
-            return Some(existing.clone());
+    ) -> Option<(TopicConfig, bool)> {
+        let mut inner = self.lock();
+        if let Some(existing) = inner.topics.get(topic) {
+            return Some((existing.clone(), false));
         }
-        let template = self.topics.get(template)?;
+        let template = inner.topics.get(template)?;
         if !perm::is_inherited(template.perm) {
             return None;
         }
@@ -135,20 +174,22 @@ impl TopicTable {
             topic_sys_flag: template.topic_sys_flag,
             ..TopicConfig::default()
         };
-        self.upsert(config.clone(), now_ms);
-        Some(config)
+        inner.insert(config.clone(), now_ms);
+        Some((config, true))
     }
 
-    /// A topic created on demand with fixed queues and permission (`%RETRY%`, `%DLQ%`).
-    pub fn create_if_absent(
-        &mut self,
+    /// The topic, created with fixed queues and permission if absent (`%RETRY%`, `%DLQ%`); with
+    /// whether this call created it.
+    pub fn ensure(
+        &self,
         topic: &str,
         queue_nums: i32,
         permission: i32,
         now_ms: i64,
-    ) -> TopicConfig {
-        if let Some(existing) = self.topics.get(topic) {
-            return existing.clone();
+    ) -> (TopicConfig, bool) {
+        let mut inner = self.lock();
+        if let Some(existing) = inner.topics.get(topic) {
+            return (existing.clone(), false);
         }
         let config = TopicConfig {
             topic_name: topic.to_owned(),
@@ -157,58 +198,107 @@ impl TopicTable {
             perm: permission,
             ..TopicConfig::default()
         };
-        self.upsert(config.clone(), now_ms);
-        config
+        inner.insert(config.clone(), now_ms);
+        (config, true)
     }
 
-    pub fn remove(&mut self, topic: &str, now_ms: i64) -> bool {
-        let removed = self.topics.remove(topic).is_some();
+    pub fn remove(&self, topic: &str, now_ms: i64) -> bool {
+        let mut inner = self.lock();
+        let removed = inner.topics.remove(topic).is_some();
         if removed {
-            self.data_version = self.data_version.next(now_ms);
+            inner.data_version = inner.data_version.next(now_ms);
+            inner.revision += 1;
         }
         removed
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &String> {
-        self.topics.keys()
+    pub fn names(&self) -> Vec<String> {
+        self.lock().topics.keys().cloned().collect()
     }
 
-    pub fn to_wrapper(&self) -> TopicConfigSerializeWrapper {
-        TopicConfigSerializeWrapper {
-            data_version: self.data_version.clone(),
-            topic_config_table: self.topics.clone(),
-        }
+    /// The persisted / REGISTER_BROKER / GET_ALL_TOPIC_CONFIG form, and the revision it shows.
+    pub fn snapshot(&self) -> (u64, TopicConfigSerializeWrapper) {
+        let inner = self.lock();
+        (
+            inner.revision,
+            TopicConfigSerializeWrapper {
+                data_version: inner.data_version.clone(),
+                topic_config_table: inner.topics.clone(),
+            },
+        )
     }
 
     /// Takes topics over the current ones and adopts their data version: the persisted file at
-    /// start, and on a slave its master's table (Java's `putAll`).
-    pub fn merge_persisted(&mut self, wrapper: TopicConfigSerializeWrapper) {
-        self.topics.extend(wrapper.topic_config_table);
-        self.data_version = wrapper.data_version;
+    /// start, and on a slave its master's table (Java's `putAll`). With `only_if_newer`, nothing
+    /// happens when the data version is already this one; returns whether it changed.
+    pub fn merge(&self, wrapper: TopicConfigSerializeWrapper, only_if_newer: bool) -> bool {
+        let mut inner = self.lock();
+        if only_if_newer && inner.data_version == wrapper.data_version {
+            return false;
+        }
+        inner.topics.extend(wrapper.topic_config_table);
+        inner.data_version = wrapper.data_version;
+        inner.revision += 1;
+        true
     }
 }
 
-/// The broker's subscription groups.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SubscriptionGroupTable {
+/// The group map and its versions; only [`SubscriptionGroupTable`] touches it.
+#[derive(Debug, Clone, Default)]
+struct Groups {
     data_version: DataVersion,
     groups: BTreeMap<String, SubscriptionGroupConfig>,
+    revision: u64,
+}
+
+impl Groups {
+    fn changed(&mut self, now_ms: i64) {
+        self.data_version = self.data_version.next(now_ms);
+        self.revision += 1;
+    }
+}
+
+/// The broker's subscription groups (RocketMQ's `SubscriptionGroupManager`). Owns its lock.
+#[derive(Debug, Default)]
+pub struct SubscriptionGroupTable {
+    inner: Mutex<Groups>,
 }
 
 impl SubscriptionGroupTable {
-    pub fn get(&self, group: &str) -> Option<&SubscriptionGroupConfig> {
-        self.groups.get(group)
+    fn lock(&self) -> MutexGuard<'_, Groups> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn get(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        self.lock().groups.get(group).cloned()
+    }
+
+    /// A group's `retryMaxTimes` (16 for a group that does not exist).
+    pub fn retry_max_times(&self, group: &str) -> i32 {
+        self.lock()
+            .groups
+            .get(group)
+            .map_or(16, |config| config.retry_max_times)
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    pub fn data_version(&self) -> DataVersion {
+        self.lock().data_version.clone()
     }
 
     /// The group's config, created with defaults when `auto_create` allows (Java's
     /// `findSubscriptionGroupConfig`). Returns the config and whether it was created.
     pub fn find_or_create(
-        &mut self,
+        &self,
         group: &str,
         auto_create: bool,
         now_ms: i64,
     ) -> Option<(SubscriptionGroupConfig, bool)> {
-        if let Some(config) = self.groups.get(group) {
+        let mut inner = self.lock();
+        if let Some(config) = inner.groups.get(group) {
             return Some((config.clone(), false));
         }
         if !auto_create {
@@ -218,36 +308,59 @@ impl SubscriptionGroupTable {
             group_name: group.to_owned(),
             ..SubscriptionGroupConfig::default()
         };
-        self.groups.insert(group.to_owned(), config.clone());
-        self.data_version = self.data_version.next(now_ms);
+        inner.groups.insert(group.to_owned(), config.clone());
+        inner.changed(now_ms);
         Some((config, true))
     }
 
-    pub fn upsert(&mut self, config: SubscriptionGroupConfig, now_ms: i64) {
-        self.groups.insert(config.group_name.clone(), config);
-        self.data_version = self.data_version.next(now_ms);
+    pub fn upsert(&self, config: SubscriptionGroupConfig, now_ms: i64) {
+        let mut inner = self.lock();
+        inner.groups.insert(config.group_name.clone(), config);
+        inner.changed(now_ms);
     }
 
-    pub fn remove(&mut self, group: &str, now_ms: i64) -> bool {
-        let removed = self.groups.remove(group).is_some();
+    pub fn remove(&self, group: &str, now_ms: i64) -> bool {
+        let mut inner = self.lock();
+        let removed = inner.groups.remove(group).is_some();
         if removed {
-            self.data_version = self.data_version.next(now_ms);
+            inner.changed(now_ms);
         }
         removed
     }
 
-    pub fn to_wrapper(&self) -> SubscriptionGroupWrapper {
-        SubscriptionGroupWrapper {
-            data_version: self.data_version.clone(),
-            subscription_group_table: self.groups.clone(),
-        }
+    /// The persisted / GET_ALL_SUBSCRIPTIONGROUP_CONFIG form, and the revision it shows.
+    pub fn snapshot(&self) -> (u64, SubscriptionGroupWrapper) {
+        let inner = self.lock();
+        (
+            inner.revision,
+            SubscriptionGroupWrapper {
+                data_version: inner.data_version.clone(),
+                subscription_group_table: inner.groups.clone(),
+            },
+        )
     }
 
     pub fn from_wrapper(wrapper: SubscriptionGroupWrapper) -> Self {
         Self {
-            data_version: wrapper.data_version,
-            groups: wrapper.subscription_group_table,
+            inner: Mutex::new(Groups {
+                data_version: wrapper.data_version,
+                groups: wrapper.subscription_group_table,
+                revision: 0,
+            }),
         }
+    }
+
+    /// A slave takes its master's groups whole when the master's data version moved; returns
+    /// whether anything changed.
+    pub fn replace_if_newer(&self, wrapper: SubscriptionGroupWrapper) -> bool {
+        let mut inner = self.lock();
+        if inner.data_version == wrapper.data_version {
+            return false;
+        }
+        inner.data_version = wrapper.data_version;
+        inner.groups = wrapper.subscription_group_table;
+        inner.revision += 1;
+        true
     }
 }
 
@@ -257,12 +370,12 @@ mod tests {
 
     #[test]
     fn auto_creation_inherits_from_the_template() {
-        let mut table =
-            TopicTable::with_system_topics("DefaultCluster", "broker-a", true, 8, 18, 0);
-        let version = table.data_version().clone();
-        let created = table
-            .create_from_template("Orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 5)
+        let table = TopicTable::with_system_topics("DefaultCluster", "broker-a", true, 8, 18, 0);
+        let version = table.data_version();
+        let (created, was_created) = table
+            .get_or_create_from_template("Orders", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 5)
             .expect("TBW102 inherits");
+        assert!(was_created);
         assert_eq!(
             (
                 created.read_queue_nums,
@@ -273,14 +386,19 @@ mod tests {
         );
         assert_ne!(
             table.data_version(),
-            &version,
+            version,
             "a change moves the data version"
         );
         assert!(
             table
-                .create_from_template("Other", "Orders", 4, 6)
+                .get_or_create_from_template("Other", "Orders", 4, 6)
                 .is_none(),
             "Orders does not inherit"
+        );
+        assert_eq!(
+            table.ensure("Orders", 1, perm::READ, 7),
+            (created, false),
+            "an existing topic is returned as it is"
         );
         assert!(
             is_valid_topic_name("%RETRY%g-1_x|y")
@@ -291,7 +409,7 @@ mod tests {
 
     #[test]
     fn groups_are_created_only_when_allowed() {
-        let mut groups = SubscriptionGroupTable::default();
+        let groups = SubscriptionGroupTable::default();
         assert!(groups.find_or_create("g", false, 0).is_none());
         let (config, created) = groups.find_or_create("g", true, 0).expect("created");
         assert!(created && config.consume_enable && config.retry_max_times == 16);

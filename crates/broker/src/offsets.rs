@@ -1,6 +1,7 @@
-//! `ConsumerOffsetTable`: each consumer group's progress per queue (RocketMQ's
-//! `ConsumerOffsetManager`), a plain type with named transitions. Persistence lives in
-//! `persist`; the broker calls these methods under one lock.
+//! Consumer offsets (RocketMQ's `ConsumerOffsetManager`): [`ConsumerOffsetTable`] holds one
+//! [`QueueProgress`] record per (topic, group, queue) and the rules below; [`ConsumerOffsets`]
+//! is the broker's one instance of it, behind its own lock, with the revision persistence
+//! watches.
 //!
 //! The stored value is the next offset the group will consume in that queue.
 //!
@@ -28,9 +29,10 @@
 //!   epoch (a master that lost a reset) keeps the slave's value.
 
 use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tidemark_protocol::body::{split_topic_at_group, topic_at_group, ConsumerOffsetWrapper};
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// What a commit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +51,18 @@ pub enum CommitOutcome {
     IgnoredDuringReset { reset_offset: i64 },
 }
 
+impl CommitOutcome {
+    /// Whether the commit stored anything (and so the table must be persisted again).
+    pub fn stored(self) -> bool {
+        matches!(
+            self,
+            CommitOutcome::Created
+                | CommitOutcome::Advanced { .. }
+                | CommitOutcome::Corrected { .. }
+        )
+    }
+}
+
 /// How long a reset's fence lasts at most.
 pub const RESET_FENCE_MS: i64 = 300_000;
 
@@ -58,17 +72,36 @@ struct Fence {
     until_ms: i64,
 }
 
-type GroupOffsets = BTreeMap<i32, i64>;
+/// One group's progress in one queue: everything the broker knows about it, in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueProgress {
+    /// The next offset the group will consume.
+    pub offset: i64,
+    /// Epoch of the queue's last operator reset (0: never reset). Persisted, and sent to
+    /// slaves with the offsets.
+    pub reset_epoch: i64,
+    /// Up after a reset until a client confirms it. Not persisted: after a restart clients
+    /// re-read the stored (reset) offset anyway.
+    fence: Option<Fence>,
+}
 
-/// Progress of every (topic, group) per queue.
+impl QueueProgress {
+    fn new(offset: i64) -> Self {
+        Self {
+            offset,
+            reset_epoch: 0,
+            fence: None,
+        }
+    }
+}
+
+type QueueMap = BTreeMap<i32, QueueProgress>;
+
+/// Progress of every (topic, group) per queue: topic → group → queue, so lookups by `&str`
+/// allocate nothing. Plain state with the rules; [`ConsumerOffsets`] owns one behind its lock.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConsumerOffsetTable {
-    entries: BTreeMap<(String, String), GroupOffsets>,
-    /// Queues reset and not yet confirmed, by (topic, group, queue id). Not persisted: after a
-    /// restart clients re-read the stored (reset) offset anyway.
-    fences: BTreeMap<(String, String, i32), Fence>,
-    /// Epoch of each queue's last reset (absent: never reset, epoch 0).
-    epochs: BTreeMap<(String, String), GroupOffsets>,
+    topics: BTreeMap<String, BTreeMap<String, QueueMap>>,
 }
 
 /// A slave's offset that is ahead of its master's under the same reset epoch: the master should
@@ -86,35 +119,26 @@ impl ConsumerOffsetTable {
         Self::default()
     }
 
-    /// UPDATE_CONSUMER_OFFSET from a client (any role may store it, as Java does).
-    pub fn commit_from_client(
-        &mut self,
-        topic: &str,
-        group: &str,
-        queue_id: i32,
-        offset: i64,
-        queue_max_offset: i64,
-        now_ms: i64,
-    ) -> CommitOutcome {
-        self.commit(topic, group, queue_id, offset, queue_max_offset, now_ms)
+    fn progress(&self, topic: &str, group: &str, queue_id: i32) -> Option<&QueueProgress> {
+        self.topics.get(topic)?.get(group)?.get(&queue_id)
     }
 
-    /// The offset a pull carries with its COMMIT bit. The broker calls this on the first pass of
-    /// a pull only, and never on a slave.
-    pub fn commit_from_pull(
-        &mut self,
-        topic: &str,
-        group: &str,
-        queue_id: i32,
-        offset: i64,
-        queue_max_offset: i64,
-        now_ms: i64,
-    ) -> CommitOutcome {
-        self.commit(topic, group, queue_id, offset, queue_max_offset, now_ms)
+    fn queues_mut(&mut self, topic: &str, group: &str) -> &mut QueueMap {
+        // Owned keys only when the (topic, group) is new.
+        if !self.topics.contains_key(topic) {
+            self.topics.insert(topic.to_owned(), BTreeMap::new());
+        }
+        let groups = self.topics.get_mut(topic).expect("inserted above");
+        if !groups.contains_key(group) {
+            groups.insert(group.to_owned(), QueueMap::new());
+        }
+        groups.get_mut(group).expect("inserted above")
     }
 
-    /// The rule both kinds of commit follow. `queue_max_offset` is the queue's current max offset (the
-    /// next offset to be written), used only to recognise an invalid stored offset.
+    /// A commit — UPDATE_CONSUMER_OFFSET from a client (any role may store it, as Java does),
+    /// or the offset a pull carries with its COMMIT bit (first pass only, never on a slave).
+    /// `queue_max_offset` is the queue's current max offset (the next offset to be written),
+    /// used only to recognise an invalid stored offset.
     pub fn commit(
         &mut self,
         topic: &str,
@@ -127,217 +151,348 @@ impl ConsumerOffsetTable {
         if offset < 0 {
             return CommitOutcome::Rejected;
         }
-        let fence_key = (topic.to_owned(), group.to_owned(), queue_id);
-        if let Some(fence) = self.fences.get(&fence_key).copied() {
+        let existing = self
+            .topics
+            .get_mut(topic)
+            .and_then(|groups| groups.get_mut(group))
+            .and_then(|queues| queues.get_mut(&queue_id));
+        let Some(progress) = existing else {
+            self.queues_mut(topic, group)
+                .insert(queue_id, QueueProgress::new(offset));
+            return CommitOutcome::Created;
+        };
+        if let Some(fence) = progress.fence {
             if now_ms < fence.until_ms && offset != fence.offset {
                 return CommitOutcome::IgnoredDuringReset {
                     reset_offset: fence.offset,
                 };
             }
             // Confirmed (or expired): ordinary rules from here on.
-            self.fences.remove(&fence_key);
+            progress.fence = None;
         }
-        let queues = self
-            .entries
-            .entry((topic.to_owned(), group.to_owned()))
-            .or_default();
-        let Some(stored) = queues.get_mut(&queue_id) else {
-            queues.insert(queue_id, offset);
-            return CommitOutcome::Created;
-        };
-        let previous = *stored;
+        let previous = progress.offset;
         if offset >= previous {
-            *stored = offset;
+            progress.offset = offset;
             return CommitOutcome::Advanced { previous };
         }
         if previous > queue_max_offset {
-            *stored = offset;
+            progress.offset = offset;
             return CommitOutcome::Corrected { previous };
         }
-        debug_assert!(
-            *stored == previous && offset < previous,
-            "a backwards commit leaves the stored offset alone"
-        );
         CommitOutcome::IgnoredBackwards { stored: previous }
     }
 
-    /// An operator's reset: sets the offset, backwards if need be, and fences the queue until a
-    /// client confirms it.
+    /// An operator's reset: sets the offset, backwards if need be, raises the queue's reset
+    /// epoch, and fences the queue until a client confirms it.
     pub fn reset(&mut self, topic: &str, group: &str, queue_id: i32, offset: i64, now_ms: i64) {
         let offset = offset.max(0);
-        let epochs = self
-            .epochs
-            .entry((topic.to_owned(), group.to_owned()))
-            .or_default();
-        let epoch = epochs
-            .get(&queue_id)
-            .map_or(now_ms, |previous| now_ms.max(previous + 1));
-        epochs.insert(queue_id, epoch);
-        self.entries
-            .entry((topic.to_owned(), group.to_owned()))
-            .or_default()
-            .insert(queue_id, offset);
-        self.fences.insert(
-            (topic.to_owned(), group.to_owned(), queue_id),
-            Fence {
-                offset,
-                until_ms: now_ms + RESET_FENCE_MS,
-            },
-        );
+        let progress = self
+            .queues_mut(topic, group)
+            .entry(queue_id)
+            .or_insert(QueueProgress::new(offset));
+        progress.reset_epoch = if progress.reset_epoch == 0 {
+            now_ms
+        } else {
+            now_ms.max(progress.reset_epoch + 1)
+        };
+        progress.offset = offset;
+        progress.fence = Some(Fence {
+            offset,
+            until_ms: now_ms + RESET_FENCE_MS,
+        });
     }
 
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
-        self.entries
-            .get(&(topic.to_owned(), group.to_owned()))?
-            .get(&queue_id)
-            .copied()
+        self.progress(topic, group, queue_id)
+            .map(|progress| progress.offset)
     }
 
     /// The epoch of the queue's last reset (0: never reset).
     pub fn reset_epoch(&self, topic: &str, group: &str, queue_id: i32) -> i64 {
-        self.epochs
-            .get(&(topic.to_owned(), group.to_owned()))
-            .and_then(|queues| queues.get(&queue_id))
-            .copied()
-            .unwrap_or(0)
+        self.progress(topic, group, queue_id)
+            .map_or(0, |progress| progress.reset_epoch)
     }
 
     /// A slave takes its master's offsets (see the module rules) and reports the queues where
     /// it is ahead under the same epoch. Entries only the slave has are kept.
     pub fn merge_from_master(&mut self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
-        for (key, queues) in &master.entries {
-            for (&queue_id, &theirs) in queues {
-                let their_epoch = master.reset_epoch(&key.0, &key.1, queue_id);
-                let our_epoch = self.reset_epoch(&key.0, &key.1, queue_id);
-                let ours = self
-                    .entries
-                    .get(key)
-                    .and_then(|queues| queues.get(&queue_id))
-                    .copied();
-                let merged = match ours {
-                    None => Some(theirs),
-                    Some(_) if their_epoch > our_epoch => Some(theirs),
-                    Some(ours) if their_epoch == our_epoch => Some(ours.max(theirs)),
-                    Some(_) => None,
-                };
-                if let Some(value) = merged {
-                    self.entries
-                        .entry(key.clone())
-                        .or_default()
-                        .insert(queue_id, value);
-                    if their_epoch > our_epoch {
-                        self.epochs
-                            .entry(key.clone())
-                            .or_default()
-                            .insert(queue_id, their_epoch);
+        self.merge(master).0
+    }
+
+    /// The merge, and whether it changed any value here.
+    fn merge(&mut self, master: &ConsumerOffsetTable) -> (Vec<AheadOfMaster>, bool) {
+        let mut changed = false;
+        for (topic, groups) in &master.topics {
+            for (group, queues) in groups {
+                for (&queue_id, theirs) in queues {
+                    let ours = self.progress(topic, group, queue_id).copied();
+                    let merged = match ours {
+                        None => Some((theirs.offset, theirs.reset_epoch)),
+                        Some(ours) if theirs.reset_epoch > ours.reset_epoch => {
+                            Some((theirs.offset, theirs.reset_epoch))
+                        }
+                        Some(ours) if theirs.reset_epoch == ours.reset_epoch => {
+                            Some((ours.offset.max(theirs.offset), ours.reset_epoch))
+                        }
+                        Some(_) => None,
+                    };
+                    if let Some((offset, reset_epoch)) = merged {
+                        changed |= ours.is_none_or(|ours| {
+                            (ours.offset, ours.reset_epoch) != (offset, reset_epoch)
+                        });
+                        let progress = self
+                            .queues_mut(topic, group)
+                            .entry(queue_id)
+                            .or_insert(QueueProgress::new(offset));
+                        progress.offset = offset;
+                        progress.reset_epoch = reset_epoch;
                     }
                 }
             }
         }
         let mut ahead = Vec::new();
-        for (key, queues) in &self.entries {
-            for (&queue_id, &ours) in queues {
-                let theirs = master.query(&key.0, &key.1, queue_id);
-                let same_epoch = master.reset_epoch(&key.0, &key.1, queue_id)
-                    == self.reset_epoch(&key.0, &key.1, queue_id);
-                if same_epoch && theirs.is_none_or(|theirs| ours > theirs) {
-                    ahead.push(AheadOfMaster {
-                        topic: key.0.clone(),
-                        group: key.1.clone(),
-                        queue_id,
-                        offset: ours,
-                    });
+        for (topic, groups) in &self.topics {
+            for (group, queues) in groups {
+                for (&queue_id, ours) in queues {
+                    let theirs = master.progress(topic, group, queue_id);
+                    let same_epoch =
+                        theirs.map_or(0, |theirs| theirs.reset_epoch) == ours.reset_epoch;
+                    if same_epoch && theirs.is_none_or(|theirs| ours.offset > theirs.offset) {
+                        ahead.push(AheadOfMaster {
+                            topic: topic.clone(),
+                            group: group.clone(),
+                            queue_id,
+                            offset: ours.offset,
+                        });
+                    }
                 }
             }
         }
-        ahead
+        (ahead, changed)
     }
 
-    /// All queues of a (topic, group).
-    pub fn queue_offsets(&self, topic: &str, group: &str) -> Option<&GroupOffsets> {
-        self.entries.get(&(topic.to_owned(), group.to_owned()))
+    /// All queues' offsets of a (topic, group).
+    pub fn queue_offsets(&self, topic: &str, group: &str) -> Option<BTreeMap<i32, i64>> {
+        let queues = self.topics.get(topic)?.get(group)?;
+        Some(
+            queues
+                .iter()
+                .map(|(&queue_id, progress)| (queue_id, progress.offset))
+                .collect(),
+        )
     }
 
     /// Topics a group has progress in.
     pub fn topics_of_group(&self, group: &str) -> Vec<String> {
-        self.entries
-            .keys()
-            .filter(|(_, name)| name == group)
+        self.topics
+            .iter()
+            .filter(|(_, groups)| groups.contains_key(group))
             .map(|(topic, _)| topic.clone())
             .collect()
     }
 
     /// Groups with progress in a topic.
     pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
-        self.entries
-            .keys()
-            .filter(|(name, _)| name == topic)
-            .map(|(_, group)| group.clone())
-            .collect()
+        self.topics
+            .get(topic)
+            .map(|groups| groups.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Forgets a deleted group; returns how many (topic, group) entries went.
     pub fn drop_group(&mut self, group: &str) -> usize {
-        let before = self.entries.len();
-        self.entries.retain(|(_, name), _| name != group);
-        self.fences.retain(|(_, name, _), _| name != group);
-        self.epochs.retain(|(_, name), _| name != group);
-        before - self.entries.len()
+        let mut dropped = 0;
+        for groups in self.topics.values_mut() {
+            dropped += usize::from(groups.remove(group).is_some());
+        }
+        self.topics.retain(|_, groups| !groups.is_empty());
+        dropped
     }
 
     /// Forgets a deleted topic.
     pub fn drop_topic(&mut self, topic: &str) -> usize {
-        let before = self.entries.len();
-        self.entries.retain(|(name, _), _| name != topic);
-        self.fences.retain(|(name, _, _), _| name != topic);
-        self.epochs.retain(|(name, _), _| name != topic);
-        before - self.entries.len()
+        self.topics.remove(topic).map_or(0, |groups| groups.len())
     }
 
     /// The `consumerOffset.json` / GET_ALL_CONSUMER_OFFSET form.
     pub fn to_wrapper(&self) -> ConsumerOffsetWrapper {
+        let mut offset_table = BTreeMap::new();
+        let mut reset_epoch_table = BTreeMap::new();
+        for (topic, groups) in &self.topics {
+            for (group, queues) in groups {
+                let key = topic_at_group(topic, group);
+                let epochs: BTreeMap<i32, i64> = queues
+                    .iter()
+                    .filter(|(_, progress)| progress.reset_epoch != 0)
+                    .map(|(&queue_id, progress)| (queue_id, progress.reset_epoch))
+                    .collect();
+                if !epochs.is_empty() {
+                    reset_epoch_table.insert(key.clone(), epochs);
+                }
+                offset_table.insert(
+                    key,
+                    queues
+                        .iter()
+                        .map(|(&queue_id, progress)| (queue_id, progress.offset))
+                        .collect(),
+                );
+            }
+        }
         ConsumerOffsetWrapper {
             data_version: None,
-            offset_table: self
-                .entries
-                .iter()
-                .map(|((topic, group), queues)| (topic_at_group(topic, group), queues.clone()))
-                .collect(),
-            reset_epoch_table: (!self.epochs.is_empty()).then(|| {
-                self.epochs
-                    .iter()
-                    .map(|((topic, group), queues)| (topic_at_group(topic, group), queues.clone()))
-                    .collect()
-            }),
+            offset_table,
+            reset_epoch_table: (!reset_epoch_table.is_empty()).then_some(reset_epoch_table),
         }
     }
 
     /// Reads the persisted form; keys that are not `topic@group` are skipped with a warning,
-    /// as Java skips them.
+    /// as Java skips them, and so is an epoch without an offset.
     pub fn from_wrapper(wrapper: &ConsumerOffsetWrapper) -> Self {
         let mut table = Self::new();
         for (key, queues) in &wrapper.offset_table {
             match split_topic_at_group(key) {
                 Some((topic, group)) => {
-                    table
-                        .entries
-                        .insert((topic.to_owned(), group.to_owned()), queues.clone());
+                    let map = table.queues_mut(topic, group);
+                    for (&queue_id, &offset) in queues {
+                        map.insert(queue_id, QueueProgress::new(offset));
+                    }
                 }
                 None => warn!(%key, "consumer offset key is not topic@group; skipped"),
             }
         }
         for (key, queues) in wrapper.reset_epoch_table.iter().flatten() {
-            if let Some((topic, group)) = split_topic_at_group(key) {
-                table
-                    .epochs
-                    .insert((topic.to_owned(), group.to_owned()), queues.clone());
+            let Some((topic, group)) = split_topic_at_group(key) else {
+                continue;
+            };
+            for (&queue_id, &epoch) in queues {
+                match table
+                    .topics
+                    .get_mut(topic)
+                    .and_then(|groups| groups.get_mut(group))
+                    .and_then(|queues| queues.get_mut(&queue_id))
+                {
+                    Some(progress) => progress.reset_epoch = epoch,
+                    None => warn!(%key, queue_id, "reset epoch without an offset; skipped"),
+                }
             }
         }
         table
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.topics.is_empty()
+    }
+}
+
+/// The broker's consumer offsets: a [`ConsumerOffsetTable`] behind its own lock, with a
+/// revision that moves whenever a stored value changes (persistence writes when it moved).
+/// Every operation is atomic and returns copies.
+#[derive(Debug, Default)]
+pub struct ConsumerOffsets {
+    inner: Mutex<Revised>,
+}
+
+#[derive(Debug, Default)]
+struct Revised {
+    table: ConsumerOffsetTable,
+    revision: u64,
+}
+
+impl ConsumerOffsets {
+    pub fn new(table: ConsumerOffsetTable) -> Self {
+        Self {
+            inner: Mutex::new(Revised { table, revision: 0 }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Revised> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The one way a commit is applied, from UPDATE_CONSUMER_OFFSET and from a pull alike:
+    /// [`ConsumerOffsetTable::commit`]; a stored value moves the revision.
+    pub fn commit(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        offset: i64,
+        queue_max_offset: i64,
+        now_ms: i64,
+    ) -> CommitOutcome {
+        let mut inner = self.lock();
+        let outcome = inner
+            .table
+            .commit(topic, group, queue_id, offset, queue_max_offset, now_ms);
+        if outcome.stored() {
+            inner.revision += 1;
+        }
+        drop(inner);
+        if let CommitOutcome::IgnoredBackwards { stored } = outcome {
+            debug!(%group, %topic, queue = queue_id, commit = offset, stored, "backwards commit ignored");
+        }
+        outcome
+    }
+
+    pub fn reset(&self, topic: &str, group: &str, queue_id: i32, offset: i64, now_ms: i64) {
+        let mut inner = self.lock();
+        inner.table.reset(topic, group, queue_id, offset, now_ms);
+        inner.revision += 1;
+    }
+
+    pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
+        self.lock().table.query(topic, group, queue_id)
+    }
+
+    pub fn queue_offsets(&self, topic: &str, group: &str) -> Option<BTreeMap<i32, i64>> {
+        self.lock().table.queue_offsets(topic, group)
+    }
+
+    pub fn topics_of_group(&self, group: &str) -> Vec<String> {
+        self.lock().table.topics_of_group(group)
+    }
+
+    pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
+        self.lock().table.groups_of_topic(topic)
+    }
+
+    pub fn drop_group(&self, group: &str) -> usize {
+        let mut inner = self.lock();
+        let dropped = inner.table.drop_group(group);
+        inner.revision += 1;
+        dropped
+    }
+
+    pub fn drop_topic(&self, topic: &str) -> usize {
+        let mut inner = self.lock();
+        let dropped = inner.table.drop_topic(topic);
+        inner.revision += 1;
+        dropped
+    }
+
+    /// [`ConsumerOffsetTable::merge_from_master`].
+    pub fn merge_from_master(&self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
+        let mut inner = self.lock();
+        let (ahead, changed) = inner.table.merge(master);
+        if changed {
+            inner.revision += 1;
+        }
+        ahead
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().table.is_empty()
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    /// A copy of the table and the revision it shows; converting and encoding it happen after
+    /// the lock is released.
+    pub fn snapshot(&self) -> (u64, ConsumerOffsetTable) {
+        let inner = self.lock();
+        (inner.revision, inner.table.clone())
     }
 }
 

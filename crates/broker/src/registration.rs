@@ -20,7 +20,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(6);
 
 fn register_request(state: &BrokerState) -> RemotingCommand {
     let body = RegisterBrokerBody {
-        topic_config_serialize_wrapper: state.topics().to_wrapper(),
+        topic_config_serialize_wrapper: state.topics.snapshot().1,
         filter_server_list: Vec::new(),
     }
     .to_json_bytes();
@@ -74,19 +74,8 @@ fn learn_master(state: &BrokerState, response: &RemotingCommand) {
     };
     let master = header.master_addr.filter(|addr| !addr.is_empty());
     let ha = header.ha_server_addr.filter(|addr| !addr.is_empty());
-    let mut known = state
-        .master_addr
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if *known != master {
+    if state.master.learn(master.clone(), ha) {
         info!(master = ?master, "master address from the name server");
-        *known = master;
-    }
-    if let Some(ha) = ha {
-        *state
-            .learned_ha_master_addr
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ha);
     }
 }
 
@@ -110,7 +99,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             _ = state.topics_changed.notified() => {}
         }
         register_all(&state, &client).await;
-        let wait = if state.config.is_slave() && state.master_addr().is_none() {
+        let wait = if state.config.is_slave() && state.master.broker_addr().is_none() {
             MASTERLESS_PERIOD.min(period)
         } else {
             period

@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use tidemark_protocol::body::DelayOffsetWrapper;
 use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
 use tidemark_store::{NewMessage, SCHEDULE_TOPIC};
 use tracing::warn;
@@ -22,10 +22,59 @@ const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// Messages moved per level per pass, so one busy level cannot starve the others.
 const DELIVERIES_PER_PASS_MAX: usize = 256;
 
-/// Where each delay level's delivery has got to: level → next schedule-queue offset.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where each delay level's delivery has got to: level → next schedule-queue offset. Owns its
+/// lock; a revision moves on every change (persistence writes when it moved).
+#[derive(Debug, Default)]
 pub struct DelayOffsets {
-    pub table: BTreeMap<i32, i64>,
+    inner: Mutex<(BTreeMap<i32, i64>, u64)>,
+}
+
+impl DelayOffsets {
+    pub fn new(table: BTreeMap<i32, i64>) -> Self {
+        Self {
+            inner: Mutex::new((table, 0)),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (BTreeMap<i32, i64>, u64)> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next schedule-queue offset of `level` (0 when it never delivered).
+    pub fn get(&self, level: i32) -> i64 {
+        self.lock().0.get(&level).copied().unwrap_or(0)
+    }
+
+    pub fn set(&self, level: i32, next: i64) {
+        let mut inner = self.lock();
+        inner.0.insert(level, next);
+        inner.1 += 1;
+    }
+
+    /// A slave takes its master's table whole.
+    pub fn replace(&self, table: BTreeMap<i32, i64>) {
+        let mut inner = self.lock();
+        if inner.0 != table {
+            inner.0 = table;
+            inner.1 += 1;
+        }
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.lock().1
+    }
+
+    /// The `delayOffset.json` / GET_ALL_DELAY_OFFSET form, and the revision it shows.
+    pub fn snapshot(&self) -> (u64, DelayOffsetWrapper) {
+        let inner = self.lock();
+        (
+            inner.1,
+            DelayOffsetWrapper {
+                data_version: None,
+                offset_table: inner.0.clone(),
+            },
+        )
+    }
 }
 
 /// The message to store in the real topic once `record` is due; `None` when the record does
@@ -66,12 +115,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
     for level in 1..=levels {
         let queue_id = level - 1;
         for _ in 0..DELIVERIES_PER_PASS_MAX {
-            let stored = state
-                .delay_offsets()
-                .table
-                .get(&level)
-                .copied()
-                .unwrap_or(0);
+            let stored = state.delay_offsets.get(level);
             let offset = stored.max(state.store.min_offset(SCHEDULE_TOPIC, queue_id));
             let entry = match state.store.queue_entry(SCHEDULE_TOPIC, queue_id, offset) {
                 Ok(Some(entry)) => entry,
@@ -112,8 +156,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
                     offset, "delayed message without a real topic, or unreadable; skipped"
                 );
             }
-            state.delay_offsets().table.insert(level, offset + 1);
-            state.delay_offsets_version.fetch_add(1, Ordering::Release);
+            state.delay_offsets.set(level, offset + 1);
         }
     }
     delivered

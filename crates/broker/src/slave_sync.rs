@@ -1,6 +1,7 @@
 //! A slave's copy of its master's metadata (Java `SlaveSynchronize`): every
 //! `slave_sync_interval_ms` (first run after 3 s) it fetches, with the requests RocketMQ uses,
-//! the topic config, consumer offsets, delay offsets and subscription groups, and persists them.
+//! the topic config, consumer offsets, delay offsets and subscription groups (the persister
+//! writes what changed).
 //!
 //! Where Tidemark differs — consumer progress: RocketMQ replaces the slave's offsets with the
 //! master's, so commits consumers made on the slave while the master was away are lost when
@@ -24,7 +25,6 @@ use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{ClientConfig, RemotingClient};
 use tracing::{debug, info, warn};
 
-use crate::metadata::SubscriptionGroupTable;
 use crate::offsets::ConsumerOffsetTable;
 use crate::state::BrokerState;
 
@@ -42,7 +42,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             _ = tokio::time::sleep_until(next) => {}
         }
         next = tokio::time::Instant::now() + period;
-        match state.master_addr() {
+        match state.master.broker_addr() {
             Some(master) if master != state.config.broker_addr() => {
                 sync_all(&state, &client, &master).await
             }
@@ -102,11 +102,7 @@ pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, maste
         Fetched::Unreachable => None,
     };
     let ahead = match master_offsets {
-        Some(master_offsets) => {
-            let ahead = state.offsets().merge_from_master(&master_offsets);
-            state.mark_offsets_changed();
-            ahead
-        }
+        Some(master_offsets) => state.offsets.merge_from_master(&master_offsets),
         None => Vec::new(),
     };
     for entry in &ahead {
@@ -134,10 +130,8 @@ pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, maste
     if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllDelayOffset).await {
         match DelayOffsetWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
-                state.delay_offsets().table = wrapper.offset_table;
-                if let Err(error) = state.persist_delay_offsets() {
-                    warn!(%error, "delay offsets from the master not persisted");
-                }
+                // Written by the persister's next tick, like every other change.
+                state.delay_offsets.replace(wrapper.offset_table);
             }
             Err(error) => warn!(%error, "master's delay offsets unreadable"),
         }
@@ -147,13 +141,7 @@ pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, maste
     {
         match SubscriptionGroupWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
-                let changed = state.groups().to_wrapper().data_version != wrapper.data_version;
-                if changed {
-                    *state.groups() = SubscriptionGroupTable::from_wrapper(wrapper);
-                    if let Err(error) = state.persist_metadata() {
-                        warn!(%error, "subscription groups from the master not persisted");
-                    }
-                }
+                state.groups.replace_if_newer(wrapper);
             }
             Err(error) => warn!(%error, "master's subscription groups unreadable"),
         }
@@ -162,19 +150,7 @@ pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, maste
 
 /// Topics are the master's: taken whole when its data version moved (as Java does).
 fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
-    let changed = {
-        let mut topics = state.topics();
-        if topics.data_version() == &wrapper.data_version {
-            false
-        } else {
-            topics.merge_persisted(wrapper);
-            true
-        }
-    };
-    if changed {
+    if state.topics.merge(wrapper, true) {
         state.topics_changed.notify_one();
-        if let Err(error) = state.persist_metadata() {
-            warn!(%error, "topics from the master not persisted");
-        }
     }
 }

@@ -372,7 +372,7 @@ async fn corrupt_offset_files_fall_back_or_refuse() {
     .await
     .expect("task")
     .expect("starts from the backup");
-    assert_eq!(broker.state().offsets().query("T", "g", 0), Some(42));
+    assert_eq!(broker.state().offsets.query("T", "g", 0), Some(42));
     drop(broker);
     std::fs::write(config_dir.join("consumerOffset.json.bak"), b"garbage").expect("corrupt backup");
     let refused = tokio::task::spawn_blocking({
@@ -396,7 +396,7 @@ async fn corrupt_offset_files_fall_back_or_refuse() {
     .await
     .expect("task")
     .expect("the explicit flag overrides");
-    assert!(forced.state().offsets().is_empty());
+    assert!(forced.state().offsets.is_empty());
 }
 
 async fn expect_closed(mut stream: TcpStream) {

@@ -55,7 +55,10 @@ pub trait Storage: Send + Sync + Debug {
     fn list(&self, dir: &Path) -> io::Result<Vec<Entry>>;
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     fn remove_file(&self, path: &Path) -> io::Result<()>;
-    /// Makes creations and removals in `dir` durable.
+    /// Moves `from` to `to` in one step, replacing `to` if it exists (POSIX `rename`); durable
+    /// once the directory is synced.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes creations, removals and renames in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Takes an exclusive advisory lock held as long as the returned guard lives; `Ok(None)`
     /// when another process holds it.
@@ -210,6 +213,10 @@ impl Storage for FsStorage {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use tidemark_protocol::body::{
     ConsumeStats, KvTable, MessageQueue, MessageQueueOffsetForC, MessageQueueOffsets,
@@ -21,6 +22,7 @@ use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use super::{bad_header, error, success};
 use crate::metadata::is_valid_topic_name;
+use crate::persister::{ConfigFile, Persister};
 use crate::state::{now_ms, BrokerState};
 use crate::stats::human_bytes;
 
@@ -78,7 +80,10 @@ pub(super) fn earliest_store_time(
     }
 }
 
-pub(super) fn create_topic(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+pub(super) async fn create_topic(
+    state: &Arc<BrokerState>,
+    request: &RemotingCommand,
+) -> RemotingCommand {
     let header = match request.decode_header::<CreateTopicRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
@@ -119,8 +124,8 @@ pub(super) fn create_topic(state: &BrokerState, request: &RemotingCommand) -> Re
         order: header.order,
         attributes: None,
     };
-    if state.topics().upsert(config, now_ms()) {
-        if let Err(failure) = state.persist_metadata() {
+    if state.topics.upsert(config, now_ms()) {
+        if let Err(failure) = state.persist_metadata_now().await {
             return error(
                 ResponseCode::SystemError,
                 format!("topic created but not persisted: {failure}"),
@@ -131,17 +136,21 @@ pub(super) fn create_topic(state: &BrokerState, request: &RemotingCommand) -> Re
     success()
 }
 
-pub(super) fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+pub(super) async fn delete_topic(
+    state: &Arc<BrokerState>,
+    request: &RemotingCommand,
+) -> RemotingCommand {
     let Some(topic) = request.ext_fields.get("topic").map(str::to_owned) else {
         return error(
             ResponseCode::SystemError,
             "missing required header field `topic`",
         );
     };
-    state.topics().remove(&topic, now_ms());
-    state.offsets().drop_topic(&topic);
-    state.mark_offsets_changed();
-    if let Err(failure) = state.persist_metadata() {
+    state.topics.remove(&topic, now_ms());
+    state.offsets.drop_topic(&topic);
+    if let Err(failure) =
+        Persister::flush(state, &[ConfigFile::Topics, ConfigFile::ConsumerOffsets]).await
+    {
         return error(
             ResponseCode::SystemError,
             format!("topic deleted but not persisted: {failure}"),
@@ -152,11 +161,11 @@ pub(super) fn delete_topic(state: &BrokerState, request: &RemotingCommand) -> Re
 }
 
 pub(super) fn all_topic_config(state: &BrokerState) -> RemotingCommand {
-    success().with_body(state.topics().to_wrapper().to_json_bytes())
+    success().with_body(state.topics.snapshot().1.to_json_bytes())
 }
 
 pub(super) fn all_consumer_offsets(state: &BrokerState) -> RemotingCommand {
-    let offsets = state.offsets();
+    let (_, offsets) = state.offsets.snapshot();
     if offsets.is_empty() {
         return error(
             ResponseCode::SystemError,
@@ -167,21 +176,21 @@ pub(super) fn all_consumer_offsets(state: &BrokerState) -> RemotingCommand {
 }
 
 pub(super) fn all_delay_offsets(state: &BrokerState) -> RemotingCommand {
-    success().with_body(state.delay_offset_wrapper().to_json_bytes())
+    success().with_body(state.delay_offsets.snapshot().1.to_json_bytes())
 }
 
 pub(super) fn all_subscription_groups(state: &BrokerState) -> RemotingCommand {
-    success().with_body(state.groups().to_wrapper().to_json_bytes())
+    success().with_body(state.groups.snapshot().1.to_json_bytes())
 }
 
-pub(super) fn create_subscription_group(
-    state: &BrokerState,
+pub(super) async fn create_subscription_group(
+    state: &Arc<BrokerState>,
     request: &RemotingCommand,
 ) -> RemotingCommand {
     match SubscriptionGroupConfig::from_json_bytes(&request.body) {
         Ok(config) if !config.group_name.is_empty() => {
-            state.groups().upsert(config, now_ms());
-            match state.persist_metadata() {
+            state.groups.upsert(config, now_ms());
+            match state.persist_metadata_now().await {
                 Ok(()) => success(),
                 Err(failure) => error(
                     ResponseCode::SystemError,
@@ -200,20 +209,24 @@ pub(super) fn create_subscription_group(
     }
 }
 
-pub(super) fn delete_subscription_group(
-    state: &BrokerState,
+pub(super) async fn delete_subscription_group(
+    state: &Arc<BrokerState>,
     request: &RemotingCommand,
 ) -> RemotingCommand {
     let header = match request.decode_header::<DeleteSubscriptionGroupRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    state.groups().remove(&header.group_name, now_ms());
+    state.groups.remove(&header.group_name, now_ms());
     if header.remove_offset.unwrap_or(false) || header.clean_offset.unwrap_or(false) {
-        state.offsets().drop_group(&header.group_name);
-        state.mark_offsets_changed();
+        state.offsets.drop_group(&header.group_name);
     }
-    match state.persist_metadata() {
+    match Persister::flush(
+        state,
+        &[ConfigFile::SubscriptionGroups, ConfigFile::ConsumerOffsets],
+    )
+    .await
+    {
         Ok(()) => success(),
         Err(failure) => error(
             ResponseCode::SystemError,
@@ -230,26 +243,25 @@ pub(super) fn consume_stats(state: &BrokerState, request: &RemotingCommand) -> R
     let group = header.consumer_group;
     let topics = match header.topic.filter(|topic| !topic.is_empty()) {
         Some(topic) => vec![topic],
-        None => state.offsets().topics_of_group(&group),
+        None => state.offsets.topics_of_group(&group),
     };
     let mut offset_table = BTreeMap::new();
     for topic in topics {
-        let Some(config) = state.topics().get(&topic).cloned() else {
+        let Some(config) = state.topics.get(&topic) else {
             continue;
         };
         // An online group that does not subscribe a topic is skipped, as Java does.
+        if state
+            .clients
+            .group_subscription(&group, &topic)
+            .is_some_and(|online| online.subscription.is_none())
         {
-            let clients = state.clients();
-            if let Some(online) = clients.consumer_group(&group) {
-                if !online.subscriptions.contains_key(&topic) {
-                    continue;
-                }
-            }
+            continue;
         }
         for queue_id in 0..config.read_queue_nums {
             let broker_offset = state.store.max_offset(&topic, queue_id).max(0);
             let consumer_offset = state
-                .offsets()
+                .offsets
                 .query(&topic, &group, queue_id)
                 .unwrap_or(0)
                 .max(0);
@@ -291,7 +303,7 @@ pub(super) fn consumer_connections(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    match state.clients().consumer_connection(&header.consumer_group) {
+    match state.clients.consumer_connection(&header.consumer_group) {
         Some(connection) => success().with_body(connection.to_json_bytes()),
         None => error(
             ResponseCode::ConsumerNotOnline,
@@ -305,7 +317,7 @@ pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> Rem
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let Some(config) = state.topics().get(&header.topic).cloned() else {
+    let Some(config) = state.topics.get(&header.topic) else {
         return error(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist", header.topic),
@@ -369,7 +381,7 @@ pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> Re
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let Some(config) = state.topics().get(&header.topic).cloned() else {
+    let Some(config) = state.topics.get(&header.topic) else {
         return error(
             ResponseCode::TopicNotExist,
             format!("[reset-offset] topic does not exist, {}", header.topic),
@@ -406,16 +418,14 @@ pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> Re
                 )
             }
         };
-        let current = state
-            .offsets()
-            .query(&header.topic, &header.group, queue_id);
+        let current = state.offsets.query(&header.topic, &header.group, queue_id);
         // Without force, a reset only ever moves a group backwards (RocketMQ's rule).
         let chosen = match current {
             Some(current) if !header.is_force && target >= current => current,
             _ => target,
         };
         state
-            .offsets()
+            .offsets
             .reset(&header.topic, &header.group, queue_id, chosen, now);
         offset_table.insert(
             MessageQueue::new(
@@ -426,7 +436,6 @@ pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> Re
             chosen,
         );
     }
-    state.mark_offsets_changed();
     tracing::info!(topic = %header.topic, group = %header.group, queues = offset_table.len(), "consumer offsets reset by an operator");
     let body = MessageQueueOffsets { offset_table };
     let notice_header = ResetOffsetRequestHeader {
@@ -434,12 +443,7 @@ pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> Re
         offset: None,
         ..header.clone()
     };
-    for client in state
-        .clients()
-        .consumer_group(&header.group)
-        .map(|group| group.channels.values().cloned().collect::<Vec<_>>())
-        .unwrap_or_default()
-    {
+    for client in state.clients.group_clients(&header.group) {
         // C++ clients cannot read object map keys: they get the list form.
         let payload = if client.language == tidemark_protocol::LanguageCode::Cpp {
             ResetOffsetBodyForC {
@@ -475,20 +479,16 @@ pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> Re
 pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
     let (min, written, _) = state.store.commit_log_positions();
     let (put_total, got_total) = (
-        state.messages_put_total.load(Ordering::Relaxed),
-        state.messages_got_total.load(Ordering::Relaxed),
+        state.stats.messages_put_total.load(Ordering::Relaxed),
+        state.stats.messages_got_total.load(Ordering::Relaxed),
     );
-    let (put_tps, get_tps, (put_today, got_today)) = {
-        let throughput = state
-            .throughput
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (put_tps, get_tps, (put_today, got_today)) = state.stats.with_throughput(|throughput| {
         (
             throughput.put_tps(),
             throughput.get_tps(),
             throughput.today(put_total, got_total),
         )
-    };
+    });
     let earliest = state
         .store
         .read_record(min)

@@ -19,7 +19,6 @@ use tracing::debug;
 use super::{bad_header, error, success};
 use crate::clients::ClientChannel;
 use crate::metadata::retry_topic;
-use crate::offsets::CommitOutcome;
 use crate::state::{now_ms, BrokerState};
 
 /// A lock not renewed for this long is free (`rocketmq.broker.rebalance.lockMaxLiveTime`).
@@ -49,7 +48,7 @@ pub(super) async fn heartbeat(
     };
     let mut metadata_created = false;
     for consumer in &data.consumer_data_set {
-        let Some((group, group_created)) = state.groups().find_or_create(
+        let Some((group, group_created)) = state.groups.find_or_create(
             &consumer.group_name,
             state.config.auto_create_subscription_group,
             now,
@@ -60,26 +59,23 @@ pub(super) async fn heartbeat(
         // Every clustering group has a retry topic; clients subscribe to it and it must be routed.
         metadata_created |= group_created;
         let retry = retry_topic(&consumer.group_name);
-        {
-            let mut topics = state.topics();
-            if topics.get(&retry).is_none() && group.retry_queue_nums > 0 {
-                topics.create_if_absent(
-                    &retry,
-                    group.retry_queue_nums,
-                    perm::READ | perm::WRITE,
-                    now,
-                );
-                metadata_created = true;
-            }
+        if group.retry_queue_nums > 0 {
+            let (_, created) = state.topics.ensure(
+                &retry,
+                group.retry_queue_nums,
+                perm::READ | perm::WRITE,
+                now,
+            );
+            metadata_created |= created;
         }
-        let changed = state.clients().register_consumer(consumer, client.clone());
+        let changed = state.clients.register_consumer(consumer, client.clone());
         if changed && group.notify_consumer_ids_changed_enable {
             notify_ids_changed(state, &consumer.group_name);
         }
     }
     for producer in &data.producer_data_set {
         state
-            .clients()
+            .clients
             .register_producer(&producer.group_name, client.clone());
     }
     if metadata_created {
@@ -94,7 +90,7 @@ pub(super) async fn heartbeat(
 
 /// Tells every member of a group to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, oneway).
 pub(crate) fn notify_ids_changed(state: &BrokerState, group: &str) {
-    let channels = state.clients().group_channels(group);
+    let channels = state.clients.group_channels(group);
     for channel in channels {
         let notice = RemotingCommand::request_with_header(
             RequestCode::NotifyConsumerIdsChanged,
@@ -120,10 +116,10 @@ pub(super) fn unregister_client(
         Err(failure) => return bad_header(failure),
     };
     if let Some(group) = header.producer_group.as_deref() {
-        state.clients().unregister_producer(group, channel.id());
+        state.clients.unregister_producer(group, channel.id());
     }
     if let Some(group) = header.consumer_group.as_deref() {
-        if state.clients().unregister_consumer(group, channel.id()) {
+        if state.clients.unregister_consumer(group, channel.id()) {
             notify_ids_changed(state, group);
         }
     }
@@ -135,7 +131,7 @@ pub(super) fn consumer_list(state: &BrokerState, request: &RemotingCommand) -> R
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let ids = state.clients().consumer_ids(&header.consumer_group);
+    let ids = state.clients.consumer_ids(&header.consumer_group);
     if ids.is_empty() {
         return error(
             ResponseCode::SystemError,
@@ -172,7 +168,7 @@ pub(super) fn query_offset(state: &BrokerState, request: &RemotingCommand) -> Re
         Err(failure) => return bad_header(failure),
     };
     let stored = state
-        .offsets()
+        .offsets
         .query(&header.topic, &header.consumer_group, header.queue_id);
     if let Some(offset) = stored {
         return success().with_header(&OffsetResponseHeader { offset });
@@ -207,7 +203,7 @@ pub(super) fn update_offset(state: &BrokerState, request: &RemotingCommand) -> R
         Err(failure) => return bad_header(failure),
     };
     let max = state.store.max_offset(&header.topic, header.queue_id);
-    let outcome = state.offsets().commit_from_client(
+    state.offsets.commit(
         &header.topic,
         &header.consumer_group,
         header.queue_id,
@@ -215,13 +211,6 @@ pub(super) fn update_offset(state: &BrokerState, request: &RemotingCommand) -> R
         max,
         now_ms(),
     );
-    match outcome {
-        CommitOutcome::IgnoredBackwards { stored } => {
-            debug!(group = %header.consumer_group, topic = %header.topic, queue = header.queue_id, commit = header.commit_offset, stored, "backwards commit ignored");
-        }
-        CommitOutcome::Rejected | CommitOutcome::IgnoredDuringReset { .. } => {}
-        _ => state.mark_offsets_changed(),
-    }
     success()
 }
 
@@ -235,7 +224,7 @@ pub(super) fn lock(state: &BrokerState, request: &RemotingCommand) -> RemotingCo
             )
         }
     };
-    let locked = state.locks().lock(
+    let locked = state.locks.lock(
         &body.consumer_group,
         &body.client_id,
         &body.mq_set,
@@ -261,7 +250,7 @@ pub(super) fn unlock(state: &BrokerState, request: &RemotingCommand) -> Remoting
         }
     };
     state
-        .locks()
+        .locks
         .unlock(&body.consumer_group, &body.client_id, &body.mq_set);
     success()
 }

@@ -99,14 +99,14 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetMinOffset => admin::min_offset(&state, &request),
                 RequestCode::SearchOffsetByTimestamp => admin::search_offset(&state, &request),
                 RequestCode::GetEarliestMsgStoretime => admin::earliest_store_time(&state, &request),
-                RequestCode::UpdateAndCreateTopic => admin::create_topic(&state, &request),
-                RequestCode::DeleteTopicInBroker => admin::delete_topic(&state, &request),
+                RequestCode::UpdateAndCreateTopic => admin::create_topic(&state, &request).await,
+                RequestCode::DeleteTopicInBroker => admin::delete_topic(&state, &request).await,
                 RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
                 RequestCode::GetAllConsumerOffset => admin::all_consumer_offsets(&state),
                 RequestCode::GetAllDelayOffset => admin::all_delay_offsets(&state),
                 RequestCode::GetAllSubscriptionGroupConfig => admin::all_subscription_groups(&state),
-                RequestCode::UpdateAndCreateSubscriptionGroup => admin::create_subscription_group(&state, &request),
-                RequestCode::DeleteSubscriptionGroup => admin::delete_subscription_group(&state, &request),
+                RequestCode::UpdateAndCreateSubscriptionGroup => admin::create_subscription_group(&state, &request).await,
+                RequestCode::DeleteSubscriptionGroup => admin::delete_subscription_group(&state, &request).await,
                 RequestCode::GetConsumeStats => admin::consume_stats(&state, &request),
                 RequestCode::InvokeBrokerToResetOffset => admin::reset_offset(&state, &request),
                 RequestCode::GetConsumerConnectionList => admin::consumer_connections(&state, &request),
@@ -127,7 +127,7 @@ impl RequestHandler for BrokerHandler {
     }
 
     fn on_close(&self, channel: &Channel) {
-        let groups = self.state.clients().channel_closed(channel.id());
+        let groups = self.state.clients.channel_closed(channel.id());
         for group in groups {
             consumer::notify_ids_changed(&self.state, &group);
         }

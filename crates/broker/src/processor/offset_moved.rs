@@ -62,6 +62,7 @@ pub(super) fn record(state: &BrokerState, header: &PullMessageRequestHeader, new
     match state.store.append_batch(std::slice::from_ref(&message)) {
         Ok(_) => {
             state
+                .stats
                 .messages_put_total
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             state.held_pulls.notify(OFFSET_MOVED_EVENT, 0);

@@ -15,7 +15,6 @@ use tidemark_store::{GetResult, GetStatus};
 
 use super::{bad_header, error, offset_moved};
 use crate::config::BrokerRole;
-use crate::offsets::CommitOutcome;
 use crate::state::{now_ms, BrokerState};
 
 /// Messages and bytes one pull returns at most (RocketMQ's limits for data in memory).
@@ -38,7 +37,7 @@ pub(super) async fn pull(state: &Arc<BrokerState>, request: &RemotingCommand) ->
             ),
         );
     }
-    let found = state.groups().find_or_create(
+    let found = state.groups.find_or_create(
         &header.consumer_group,
         state.config.auto_create_subscription_group,
         now_ms(),
@@ -104,7 +103,7 @@ fn process(
             ),
         );
     }
-    let Some(topic) = state.topics().get(&header.topic).cloned() else {
+    let Some(topic) = state.topics.get(&header.topic) else {
         return respond(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist, apply first please!", header.topic),
@@ -135,8 +134,10 @@ fn process(
         }
         SubscriptionExpression::parse(header.subscription.as_deref().unwrap_or("*"))
     } else {
-        let clients = state.clients();
-        let Some(consumer_group) = clients.consumer_group(&header.consumer_group) else {
+        let Some(online) = state
+            .clients
+            .group_subscription(&header.consumer_group, &header.topic)
+        else {
             return respond(
                 ResponseCode::SubscriptionNotExist,
                 format!(
@@ -145,9 +146,7 @@ fn process(
                 ),
             );
         };
-        if consumer_group.message_model == MessageModel::Broadcasting
-            && !group.consume_broadcast_enable
-        {
+        if online.message_model == MessageModel::Broadcasting && !group.consume_broadcast_enable {
             return respond(
                 ResponseCode::NoPermission,
                 format!(
@@ -156,7 +155,7 @@ fn process(
                 ),
             );
         }
-        let Some(subscription) = consumer_group.subscriptions.get(&header.topic) else {
+        let Some(subscription) = online.subscription else {
             return respond(
                 ResponseCode::SubscriptionNotExist,
                 format!(
@@ -200,7 +199,7 @@ fn process(
         && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
         && state.config.broker_role != BrokerRole::Slave;
     if commit {
-        let outcome = state.offsets().commit_from_pull(
+        state.offsets.commit(
             &header.topic,
             &header.consumer_group,
             header.queue_id,
@@ -208,14 +207,6 @@ fn process(
             result.max_offset,
             now_ms(),
         );
-        if !matches!(
-            outcome,
-            CommitOutcome::IgnoredBackwards { .. }
-                | CommitOutcome::IgnoredDuringReset { .. }
-                | CommitOutcome::Rejected
-        ) {
-            state.mark_offsets_changed();
-        }
     }
 
     let (mut code, mut next_begin_offset) = response_code(&result, header.queue_offset);
@@ -237,7 +228,7 @@ fn process(
     for message in &result.messages {
         body.put_slice(message);
     }
-    state.messages_got_total.fetch_add(
+    state.stats.messages_got_total.fetch_add(
         result.messages.len() as u64,
         std::sync::atomic::Ordering::Relaxed,
     );

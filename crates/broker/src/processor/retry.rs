@@ -23,7 +23,7 @@ const DEFAULT_RETRY_LEVEL_BASE: i32 = 3;
 /// A group's `retryMaxTimes` (16 unless configured), for groups that exist.
 pub(super) fn group_retry_max_times(state: &BrokerState, group: &str) -> i32 {
     state
-        .groups()
+        .groups
         .get(group)
         .map_or(16, |config| config.retry_max_times)
 }
@@ -53,12 +53,10 @@ pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: 
 #[must_use]
 pub(super) fn to_dead_letter(state: &BrokerState, message: &mut NewMessage, group: &str) -> bool {
     let topic = dlq_topic(group);
-    let created = {
-        let mut topics = state.topics();
-        let created = topics.get(&topic).is_none();
-        topics.create_if_absent(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
-        created
-    };
+    let (_, created) =
+        state
+            .topics
+            .ensure(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
     let mut properties = Properties::parse(&message.properties);
     properties.remove(property::DELAY_TIME_LEVEL);
     message.properties = properties.encode();
@@ -75,7 +73,7 @@ pub(super) async fn send_back(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let Some((group, mut metadata_created)) = state.groups().find_or_create(
+    let Some((group, mut metadata_created)) = state.groups.find_or_create(
         &header.group,
         state.config.auto_create_subscription_group,
         now_ms(),
@@ -92,18 +90,13 @@ pub(super) async fn send_back(
         return success();
     }
     let retry = retry_topic(&header.group);
-    {
-        let mut topics = state.topics();
-        if topics.get(&retry).is_none() {
-            topics.create_if_absent(
-                &retry,
-                group.retry_queue_nums,
-                perm::READ | perm::WRITE,
-                now_ms(),
-            );
-            metadata_created = true;
-        }
-    }
+    let (_, created) = state.topics.ensure(
+        &retry,
+        group.retry_queue_nums,
+        perm::READ | perm::WRITE,
+        now_ms(),
+    );
+    metadata_created |= created;
     let original = u64::try_from(header.offset)
         .ok()
         .and_then(|offset| state.store.read_record(offset).ok().flatten())

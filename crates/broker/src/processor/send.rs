@@ -76,29 +76,25 @@ pub(super) async fn send(
         return refusal;
     }
     // (config, whether this send created the topic)
-    let (topic_config, topic_created) = {
-        let mut topics = state.topics();
-        match topics.get(&header.topic).cloned() {
-            Some(config) => (config, false),
-            None if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) => (
-                topics.create_if_absent(&header.topic, 1, perm::READ | perm::WRITE, now_ms()),
-                true,
-            ),
-            None => match topics.create_from_template(
-                &header.topic,
-                &header.default_topic,
-                header.default_topic_queue_nums,
-                now_ms(),
-            ) {
-                Some(config) => (config, true),
-                None => {
-                    return error(
-                        ResponseCode::TopicNotExist,
-                        format!("topic[{}] not exist, apply first please!", header.topic),
-                    )
-                }
-            },
-        }
+    let created = if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+        Some(
+            state
+                .topics
+                .ensure(&header.topic, 1, perm::READ | perm::WRITE, now_ms()),
+        )
+    } else {
+        state.topics.get_or_create_from_template(
+            &header.topic,
+            &header.default_topic,
+            header.default_topic_queue_nums,
+            now_ms(),
+        )
+    };
+    let Some((topic_config, topic_created)) = created else {
+        return error(
+            ResponseCode::TopicNotExist,
+            format!("topic[{}] not exist, apply first please!", header.topic),
+        );
     };
     let queue_count = topic_config
         .write_queue_nums
@@ -330,6 +326,7 @@ pub(super) async fn put(
     let (appended, durable) = state.store.append_batch(&messages)?;
     durable.await?;
     state
+        .stats
         .messages_put_total
         .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
     state.ha.notify_new_data();

@@ -1,0 +1,276 @@
+//! The one way config files reach the disk. A single task owns every write: periodically it
+//! writes the tables whose revision moved (offsets every `flush_consumer_offset_interval`,
+//! delay offsets every `flush_delay_offset_interval`, topics and groups on the same tick), and
+//! on request it writes at once and tells the requester when the files are durable (a send
+//! that created a topic awaits that before it is acknowledged). Writes run on a blocking
+//! thread through the store's `Storage` seam ([`persist::write_atomically`]); concurrent
+//! requests are served by one write. Tables are copied under their lock and encoded after it
+//! is released.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tidemark_protocol::json::{JsonBody, WriteOptions};
+use tidemark_store::io::Storage;
+use tokio::sync::{mpsc, oneshot};
+use tracing::warn;
+
+use crate::persist::{self, PersistError};
+use crate::state::{now_ms, BrokerState};
+
+/// One of the broker's config files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigFile {
+    ConsumerOffsets,
+    DelayOffsets,
+    Topics,
+    SubscriptionGroups,
+}
+
+impl ConfigFile {
+    const ALL: [ConfigFile; 4] = [
+        ConfigFile::ConsumerOffsets,
+        ConfigFile::DelayOffsets,
+        ConfigFile::Topics,
+        ConfigFile::SubscriptionGroups,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn file_name(self) -> &'static str {
+        match self {
+            ConfigFile::ConsumerOffsets => "consumerOffset.json",
+            ConfigFile::DelayOffsets => "delayOffset.json",
+            ConfigFile::Topics => "topics.json",
+            ConfigFile::SubscriptionGroups => "subscriptionGroup.json",
+        }
+    }
+
+    /// The table's revision now.
+    fn revision(self, state: &BrokerState) -> u64 {
+        match self {
+            ConfigFile::ConsumerOffsets => state.offsets.revision(),
+            ConfigFile::DelayOffsets => state.delay_offsets.revision(),
+            ConfigFile::Topics => state.topics.revision(),
+            ConfigFile::SubscriptionGroups => state.groups.revision(),
+        }
+    }
+
+    /// A copy of the table taken under its lock, encoded after: (revision, file text).
+    fn snapshot(self, state: &BrokerState) -> (u64, Vec<u8>) {
+        match self {
+            ConfigFile::ConsumerOffsets => {
+                let (revision, table) = state.offsets.snapshot();
+                (
+                    revision,
+                    table.to_wrapper().to_json_bytes_with(WriteOptions::PRETTY),
+                )
+            }
+            ConfigFile::DelayOffsets => {
+                let (revision, wrapper) = state.delay_offsets.snapshot();
+                (revision, wrapper.to_json_bytes_with(WriteOptions::PRETTY))
+            }
+            ConfigFile::Topics => {
+                let (revision, wrapper) = state.topics.snapshot();
+                (revision, wrapper.to_json_bytes_with(WriteOptions::PRETTY))
+            }
+            ConfigFile::SubscriptionGroups => {
+                let (revision, wrapper) = state.groups.snapshot();
+                (revision, wrapper.to_json_bytes_with(WriteOptions::PRETTY))
+            }
+        }
+    }
+}
+
+/// Topics and subscription groups: what a request that created either must make durable.
+pub const METADATA: &[ConfigFile] = &[ConfigFile::Topics, ConfigFile::SubscriptionGroups];
+
+struct FlushRequest {
+    files: Vec<ConfigFile>,
+    done: oneshot::Sender<Result<(), PersistError>>,
+}
+
+/// Writes the broker's config files; see the module documentation.
+#[derive(Debug)]
+pub struct Persister {
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    /// Revision of each file's table last written, by [`ConfigFile::index`]. Only the
+    /// persister task (and the final write at shutdown, after it stopped) take this.
+    written: Mutex<[Option<u64>; 4]>,
+    requests: mpsc::UnboundedSender<FlushRequest>,
+    /// Taken by the task when the broker starts serving.
+    receiver: Mutex<Option<mpsc::UnboundedReceiver<FlushRequest>>>,
+}
+
+impl std::fmt::Debug for FlushRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlushRequest")
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+impl Persister {
+    /// Config files live in `<store root>/config/`.
+    pub fn new(storage: Arc<dyn Storage>, store_root: &Path) -> Self {
+        let (requests, receiver) = mpsc::unbounded_channel();
+        Self {
+            storage,
+            dir: store_root.join("config"),
+            written: Mutex::new([None; 4]),
+            requests,
+            receiver: Mutex::new(Some(receiver)),
+        }
+    }
+
+    pub fn path(&self, file: ConfigFile) -> PathBuf {
+        self.dir.join(file.file_name())
+    }
+
+    pub fn storage(&self) -> &dyn Storage {
+        self.storage.as_ref()
+    }
+
+    /// Loads a config file (or its backup) with `parse`; `None` on a fresh start.
+    pub fn load<T, E: std::fmt::Display>(
+        &self,
+        file: ConfigFile,
+        parse: impl Fn(&[u8]) -> Result<T, E>,
+    ) -> Result<Option<T>, PersistError> {
+        persist::load(self.storage.as_ref(), &self.path(file), parse)
+    }
+
+    /// Counts what the tables hold now as written: they were just loaded from these files.
+    pub(crate) fn mark_loaded(&self, state: &BrokerState) {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        for file in ConfigFile::ALL {
+            written[file.index()] = Some(file.revision(state));
+        }
+    }
+
+    /// Writes each of `files` whose table changed since it was last written (every one with
+    /// `force`). Blocking.
+    pub fn write(
+        &self,
+        state: &BrokerState,
+        files: &[ConfigFile],
+        force: bool,
+    ) -> Result<(), PersistError> {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        for &file in files {
+            if !force && written[file.index()] == Some(file.revision(state)) {
+                continue;
+            }
+            let (revision, text) = file.snapshot(state);
+            persist::write_atomically(self.storage.as_ref(), &self.path(file), &text)?;
+            written[file.index()] = Some(revision);
+        }
+        Ok(())
+    }
+
+    /// Writes `files` now if they changed and returns once they are durable. Served by the
+    /// persister task; when it is not running (before the broker serves, after it stopped) the
+    /// write happens on a blocking thread here.
+    pub async fn flush(state: &Arc<BrokerState>, files: &[ConfigFile]) -> Result<(), PersistError> {
+        let (done, result) = oneshot::channel();
+        let request = FlushRequest {
+            files: files.to_vec(),
+            done,
+        };
+        if state.persister.requests.send(request).is_ok() {
+            if let Ok(outcome) = result.await {
+                return outcome;
+            }
+        }
+        write_off_task(state, files.to_vec()).await
+    }
+}
+
+/// Runs one write on a blocking thread.
+async fn write_off_task(
+    state: &Arc<BrokerState>,
+    files: Vec<ConfigFile>,
+) -> Result<(), PersistError> {
+    let writer = state.clone();
+    tokio::task::spawn_blocking(move || writer.persister.write(&writer, &files, false))
+        .await
+        .unwrap_or_else(|failure| {
+            Err(PersistError::Io {
+                op: "persist",
+                path: state.persister.dir.clone(),
+                source: Arc::new(std::io::Error::other(failure.to_string())),
+            })
+        })
+}
+
+/// The persister task: serves flush requests and writes changed tables periodically, until
+/// `stop`. The final write at shutdown is the broker's, after every other task ended.
+pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    let Some(mut requests) = state
+        .persister
+        .receiver
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    else {
+        warn!("the persister task was started twice; the second one does nothing");
+        return;
+    };
+    tokio::pin!(stop);
+    let interval = Duration::from_millis(state.config.flush_consumer_offset_interval.max(100));
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    let delay_interval_ms = state.config.flush_delay_offset_interval.max(100) as i64;
+    let mut delay_written_at = now_ms();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            Some(first) = requests.recv() => {
+                let mut batch = vec![first];
+                while let Ok(more) = requests.try_recv() {
+                    batch.push(more);
+                }
+                let mut files: Vec<ConfigFile> = Vec::new();
+                for request in &batch {
+                    for file in &request.files {
+                        if !files.contains(file) {
+                            files.push(*file);
+                        }
+                    }
+                }
+                let outcome = write_off_task(&state, files).await;
+                if let Err(failure) = &outcome {
+                    warn!(%failure, "config files not persisted on request");
+                }
+                for request in batch {
+                    let _ = request.done.send(outcome.clone());
+                }
+            }
+            _ = ticker.tick() => {
+                let mut files = vec![
+                    ConfigFile::ConsumerOffsets,
+                    ConfigFile::Topics,
+                    ConfigFile::SubscriptionGroups,
+                ];
+                if now_ms() - delay_written_at >= delay_interval_ms {
+                    files.push(ConfigFile::DelayOffsets);
+                    delay_written_at = now_ms();
+                }
+                if let Err(failure) = write_off_task(&state, files).await {
+                    warn!(%failure, "config files not persisted; will retry");
+                }
+            }
+        }
+    }
+    // Requests that raced the stop are answered by a write of their own.
+    requests.close();
+    while let Some(request) = requests.recv().await {
+        let outcome = write_off_task(&state, request.files.clone()).await;
+        let _ = request.done.send(outcome);
+    }
+}
