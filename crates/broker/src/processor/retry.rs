@@ -20,17 +20,15 @@ use crate::state::{now_ms, BrokerState};
 /// The level the broker picks when the consumer leaves it open: 3 + times already retried.
 const DEFAULT_RETRY_LEVEL_BASE: i32 = 3;
 
-/// A group's `retryMaxTimes` (16 unless configured), for groups that exist.
-pub(super) fn group_retry_max_times(state: &BrokerState, group: &str) -> i32 {
-    state
-        .groups
-        .get(group)
-        .map_or(16, |config| config.retry_max_times)
-}
-
 /// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
-/// schedule service stores it again in its real topic and queue once due.
-pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: i32) {
+/// schedule service stores it again in its real topic and queue once due. `properties` are the
+/// message's, encoded by the caller once routing is done.
+pub(super) fn to_schedule(
+    state: &BrokerState,
+    message: &mut NewMessage,
+    properties: &mut Properties,
+    level: i32,
+) {
     let levels = state
         .config
         .delay_levels_ms()
@@ -38,11 +36,9 @@ pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: 
         .unwrap_or(1)
         .max(1);
     let level = level.clamp(1, levels);
-    let mut properties = Properties::parse(&message.properties);
     properties.insert(property::REAL_TOPIC, message.topic.clone());
     properties.insert(property::REAL_QUEUE_ID, message.queue_id.to_string());
     properties.insert(property::DELAY_TIME_LEVEL, level.to_string());
-    message.properties = properties.encode();
     message.topic = SCHEDULE_TOPIC.to_owned();
     message.queue_id = level - 1;
 }
@@ -51,15 +47,18 @@ pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: 
 /// it; releases before apache/rocketmq#2437 made it write-only), creating the topic on first use.
 /// Returns whether it created the topic: the caller persists it before answering.
 #[must_use]
-pub(super) fn to_dead_letter(state: &BrokerState, message: &mut NewMessage, group: &str) -> bool {
+pub(super) fn to_dead_letter(
+    state: &BrokerState,
+    message: &mut NewMessage,
+    properties: &mut Properties,
+    group: &str,
+) -> bool {
     let topic = dlq_topic(group);
     let (_, created) =
         state
             .topics
             .ensure(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
-    let mut properties = Properties::parse(&message.properties);
     properties.remove(property::DELAY_TIME_LEVEL);
-    message.properties = properties.encode();
     message.topic = topic;
     message.queue_id = 0;
     created
@@ -102,13 +101,13 @@ pub(super) async fn send_back(
         .and_then(|offset| state.store.read_record(offset).ok().flatten())
         .and_then(|bytes| MessageRecord::decode(&bytes, 0, DecodeOptions::default()).ok())
         .map(|(record, _)| record);
-    let Some(original) = original else {
+    let Some(mut original) = original else {
         return error(
             ResponseCode::SystemError,
             format!("look message by offset failed, {}", header.offset),
         );
     };
-    let mut properties = original.properties.clone();
+    let mut properties = std::mem::take(&mut original.properties);
     if properties.get(property::RETRY_TOPIC).is_none() {
         properties.insert(property::RETRY_TOPIC, original.topic.clone());
     }
@@ -135,18 +134,19 @@ pub(super) async fn send_back(
         reconsume_times: original.reconsume_times + 1,
         prepared_transaction_offset: 0,
         body: original.body.clone(),
-        properties: properties.encode(),
+        properties: String::new(),
     };
     if original.reconsume_times >= max || header.delay_level < 0 {
-        metadata_created |= to_dead_letter(state, &mut message, &header.group);
+        metadata_created |= to_dead_letter(state, &mut message, &mut properties, &header.group);
     } else {
         let level = if header.delay_level > 0 {
             header.delay_level
         } else {
             DEFAULT_RETRY_LEVEL_BASE + original.reconsume_times
         };
-        to_schedule(state, &mut message, level);
+        to_schedule(state, &mut message, &mut properties, level);
     }
+    message.properties = properties.encode();
     if metadata_created {
         if let Err(failure) = state.persist_metadata_now().await {
             return super::metadata_not_durable(&failure);

@@ -9,7 +9,7 @@ use tidemark_protocol::headers::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
 use tidemark_protocol::message::{
-    decode_batch, encode_offset_msg_id, find_property, property, sys_flag, Properties,
+    decode_batch, encode_offset_msg_id, property, sys_flag, Properties,
 };
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
@@ -52,45 +52,20 @@ pub(super) async fn send(
     channel: &Channel,
     request: &RemotingCommand,
 ) -> RemotingCommand {
-    let header = match decode_header(request) {
+    let mut header = match decode_header(request) {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    if let Some(refusal) = super::refuse_writes_if_read_only(state) {
+    if let Some(refusal) = refuse_send(state, &header) {
         return refusal;
     }
-    if !is_valid_topic_name(&header.topic) {
-        return error(
-            ResponseCode::SystemError,
-            format!("the specified topic[{}] is not valid", header.topic),
-        );
-    }
-    if is_system_topic_for_send(&header.topic) {
-        return error(
-            ResponseCode::NoPermission,
-            format!("Sending message to topic[{}] is forbidden.", header.topic),
-        );
-    }
-    let mut header = header;
-    if let Some(refusal) = refuse_transactional(&state.config.broker_ip1, &mut header) {
+    // Parsed once here; routing reads this value and the store gets it encoded once.
+    let properties = Properties::parse(header.properties.as_deref().unwrap_or(""));
+    if let Some(refusal) = refuse_transactional(&state.config.broker_ip1, &mut header, &properties)
+    {
         return refusal;
     }
-    // (config, whether this send created the topic)
-    let created = if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
-        Some(
-            state
-                .topics
-                .ensure(&header.topic, 1, perm::READ | perm::WRITE, now_ms()),
-        )
-    } else {
-        state.topics.get_or_create_from_template(
-            &header.topic,
-            &header.default_topic,
-            header.default_topic_queue_nums,
-            now_ms(),
-        )
-    };
-    let Some((topic_config, topic_created)) = created else {
+    let Some((topic_config, topic_created)) = resolve_topic(state, &header) else {
         return error(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist, apply first please!", header.topic),
@@ -113,84 +88,27 @@ pub(super) async fn send(
             ),
         );
     }
-
-    let store_host = state.store_host();
-    let mut metadata_created = topic_created;
-    let messages = if header.batch || request.request_code() == RequestCode::SendBatchMessage {
-        let entries = match decode_batch(&request.body) {
-            Ok(entries) => entries,
-            Err(failure) => {
-                return error(
-                    ResponseCode::MessageIllegal,
-                    format!("bad batch body: {failure}"),
-                )
-            }
-        };
-        if entries.is_empty() {
-            return error(ResponseCode::MessageIllegal, "empty batch");
-        }
-        if entries.iter().any(|entry| {
-            entry
-                .properties
-                .get(property::DELAY_TIME_LEVEL)
-                .is_some_and(|level| level != "0")
-        }) {
-            return error(
-                ResponseCode::MessageIllegal,
-                "a batch message cannot be delayed",
-            );
-        }
-        entries
-            .into_iter()
-            .map(|entry| {
-                new_message(
-                    state,
-                    &header,
-                    queue_id,
-                    entry.flag,
-                    entry.body,
-                    entry.properties,
-                    channel,
-                    store_host,
-                )
-            })
-            .collect()
+    let target = Target {
+        header: &header,
+        queue_id,
+        born_host: channel.peer_addr(),
+    };
+    let prepared = if header.batch || request.request_code() == RequestCode::SendBatchMessage {
+        batch_messages(state, &target, &request.body)
     } else {
-        let properties = Properties::parse(header.properties.as_deref().unwrap_or(""));
-        let mut message = new_message(
+        Ok(single_message(
             state,
-            &header,
-            queue_id,
-            header.flag,
+            &target,
             request.body.clone(),
             properties,
-            channel,
-            store_host,
-        );
-        // A retried message past its group's limit goes to the dead-letter topic instead.
-        if let Some(group) = header.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) {
-            let from_header = if request.version >= version::V3_4_9 {
-                header.max_reconsume_times
-            } else {
-                None
-            };
-            let max =
-                from_header.unwrap_or_else(|| super::retry::group_retry_max_times(state, group));
-            if message.reconsume_times >= max {
-                metadata_created |= super::retry::to_dead_letter(state, &mut message, group);
-            }
-        }
-        let delay = Properties::parse(&message.properties)
-            .get(property::DELAY_TIME_LEVEL)
-            .and_then(|level| level.parse::<i32>().ok())
-            .unwrap_or(0);
-        if delay > 0 && !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
-            super::retry::to_schedule(state, &mut message, delay);
-        }
-        vec![message]
+            request.version,
+        ))
     };
-
-    if metadata_created {
+    let prepared = match prepared {
+        Ok(prepared) => prepared,
+        Err(refusal) => return refusal,
+    };
+    if topic_created || prepared.topic_created {
         // A topic created by this send must outlive a crash before the send is acknowledged:
         // otherwise the stored messages are unreachable after a restart.
         if let Err(failure) = state.persist_metadata_now().await {
@@ -199,31 +117,184 @@ pub(super) async fn send(
         // Tell the name servers now, not at the next 30 s registration.
         state.topics_changed.notify_one();
     }
-    let stored_in = messages
+    let stored_in = prepared
+        .messages
         .first()
         .map(|message| (message.topic.clone(), message.queue_id));
-    // WAIT=false: the producer does not want to wait for the slave. Only a SYNC_MASTER asks.
-    let wait_for_slave = state.config.broker_role == BrokerRole::SyncMaster
-        && messages.iter().all(|message| {
-            find_property(&message.properties, property::WAIT_STORE_MSG_OK) != Some("false")
-        });
-    let appended = match put(state, messages).await {
+    let wait_for_slave =
+        state.config.broker_role == BrokerRole::SyncMaster && prepared.producer_waits_for_slave;
+    let appended = match put(state, prepared.messages).await {
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),
     };
     if let Some((topic, queue)) = stored_in {
         state.held_pulls.notify(&topic, queue);
     }
+    acknowledge(state, queue_id, &appended, wait_for_slave).await
+}
+
+/// Sends the broker does not take at all: a read-only broker or slave, a bad topic name, a
+/// system topic.
+fn refuse_send(state: &BrokerState, header: &SendMessageRequestHeader) -> Option<RemotingCommand> {
+    if let Some(refusal) = super::refuse_writes_if_read_only(state) {
+        return Some(refusal);
+    }
+    if !is_valid_topic_name(&header.topic) {
+        return Some(error(
+            ResponseCode::SystemError,
+            format!("the specified topic[{}] is not valid", header.topic),
+        ));
+    }
+    if is_system_topic_for_send(&header.topic) {
+        return Some(error(
+            ResponseCode::NoPermission,
+            format!("Sending message to topic[{}] is forbidden.", header.topic),
+        ));
+    }
+    None
+}
+
+/// The topic's config, created on first send (a `%RETRY%` topic, or from the producer's
+/// template topic), with whether this send created it; `None` when it may not be created.
+fn resolve_topic(
+    state: &BrokerState,
+    header: &SendMessageRequestHeader,
+) -> Option<(tidemark_protocol::body::TopicConfig, bool)> {
+    if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+        return Some(
+            state
+                .topics
+                .ensure(&header.topic, 1, perm::READ | perm::WRITE, now_ms()),
+        );
+    }
+    state.topics.get_or_create_from_template(
+        &header.topic,
+        &header.default_topic,
+        header.default_topic_queue_nums,
+        now_ms(),
+    )
+}
+
+/// Where the messages of one send go, and what every one of them shares.
+struct Target<'a> {
+    header: &'a SendMessageRequestHeader,
+    queue_id: i32,
+    born_host: std::net::SocketAddr,
+}
+
+/// The messages of one send, ready for the store.
+struct Prepared {
+    messages: Vec<NewMessage>,
+    /// Routing created a dead-letter topic.
+    topic_created: bool,
+    /// No message said `WAIT=false`.
+    producer_waits_for_slave: bool,
+}
+
+fn waits_for_slave(properties: &Properties) -> bool {
+    properties.get(property::WAIT_STORE_MSG_OK) != Some("false")
+}
+
+/// One message: stamped with the cluster, routed to the dead-letter topic (a retried message
+/// past its group's limit) or a delay level's schedule queue, then encoded once.
+fn single_message(
+    state: &BrokerState,
+    target: &Target<'_>,
+    body: Bytes,
+    mut properties: Properties,
+    request_version: i32,
+) -> Prepared {
+    let header = target.header;
+    let mut message = new_message(state, target, header.flag, body);
+    properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+    let producer_waits_for_slave = waits_for_slave(&properties);
+    let mut topic_created = false;
+    if let Some(group) = header.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) {
+        let from_header = if request_version >= version::V3_4_9 {
+            header.max_reconsume_times
+        } else {
+            None
+        };
+        let max = from_header.unwrap_or_else(|| state.groups.retry_max_times(group));
+        if message.reconsume_times >= max {
+            topic_created =
+                super::retry::to_dead_letter(state, &mut message, &mut properties, group);
+        }
+    }
+    let delay = properties
+        .get(property::DELAY_TIME_LEVEL)
+        .and_then(|level| level.parse::<i32>().ok())
+        .unwrap_or(0);
+    if delay > 0 && !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
+        super::retry::to_schedule(state, &mut message, &mut properties, delay);
+    }
+    message.properties = properties.encode();
+    Prepared {
+        messages: vec![message],
+        topic_created,
+        producer_waits_for_slave,
+    }
+}
+
+/// A batch: every entry stamped with the cluster and encoded once; delays are refused.
+fn batch_messages(
+    state: &BrokerState,
+    target: &Target<'_>,
+    body: &Bytes,
+) -> Result<Prepared, RemotingCommand> {
+    let entries = decode_batch(body).map_err(|failure| {
+        error(
+            ResponseCode::MessageIllegal,
+            format!("bad batch body: {failure}"),
+        )
+    })?;
+    if entries.is_empty() {
+        return Err(error(ResponseCode::MessageIllegal, "empty batch"));
+    }
+    let mut producer_waits_for_slave = true;
+    let mut messages = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let mut properties = entry.properties;
+        if properties
+            .get(property::DELAY_TIME_LEVEL)
+            .is_some_and(|level| level != "0")
+        {
+            return Err(error(
+                ResponseCode::MessageIllegal,
+                "a batch message cannot be delayed",
+            ));
+        }
+        producer_waits_for_slave &= waits_for_slave(&properties);
+        properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+        let mut message = new_message(state, target, entry.flag, entry.body);
+        message.properties = properties.encode();
+        messages.push(message);
+    }
+    Ok(Prepared {
+        messages,
+        topic_created: false,
+        producer_waits_for_slave,
+    })
+}
+
+/// The SEND response: offset message ids, and — a SYNC_MASTER's promise — whether a slave has
+/// the messages (they are stored either way).
+async fn acknowledge(
+    state: &BrokerState,
+    queue_id: i32,
+    appended: &[Appended],
+    wait_for_slave: bool,
+) -> RemotingCommand {
     let Some(first) = appended.first() else {
         return error(ResponseCode::SystemError, "nothing appended");
     };
+    let store_host = state.store_host();
     let message_ids: Vec<String> = appended
         .iter()
         .map(|one| encode_offset_msg_id(store_host, one.commit_log_offset as i64))
         .collect();
     let mut code = ResponseCode::Success;
     if wait_for_slave {
-        // The message is stored either way; the code tells the producer it is not yet on a slave.
         let end = appended
             .iter()
             .map(|one| one.commit_log_offset + u64::from(one.size))
@@ -262,17 +333,19 @@ pub(super) async fn send(
 fn refuse_transactional(
     broker_ip: &str,
     header: &mut SendMessageRequestHeader,
+    properties: &Properties,
 ) -> Option<RemotingCommand> {
     let prepared_flag =
         header.sys_flag & sys_flag::TRANSACTION_MASK == sys_flag::TRANSACTION_PREPARED_TYPE;
-    let properties = header.properties.as_deref().unwrap_or("");
-    let prepared_property = find_property(properties, property::TRANSACTION_PREPARED)
+    let prepared_property = properties
+        .get(property::TRANSACTION_PREPARED)
         .is_some_and(|value| value.eq_ignore_ascii_case("true"));
     if !prepared_flag && !prepared_property {
         return None;
     }
     let retried = header.reconsume_times.unwrap_or(0) > 0
-        && find_property(properties, property::DELAY_TIME_LEVEL)
+        && properties
+            .get(property::DELAY_TIME_LEVEL)
             .and_then(|level| level.parse::<i32>().ok())
             .is_some_and(|level| level > 0);
     if retried {
@@ -289,30 +362,21 @@ fn refuse_transactional(
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn new_message(
-    state: &BrokerState,
-    header: &SendMessageRequestHeader,
-    queue_id: i32,
-    flag: i32,
-    body: Bytes,
-    mut properties: Properties,
-    channel: &Channel,
-    store_host: std::net::SocketAddr,
-) -> NewMessage {
-    properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+/// A message of this send with its properties still to be encoded.
+fn new_message(state: &BrokerState, target: &Target<'_>, flag: i32, body: Bytes) -> NewMessage {
+    let header = target.header;
     NewMessage {
         topic: header.topic.clone(),
-        queue_id,
+        queue_id: target.queue_id,
         flag,
         sys_flag: header.sys_flag,
         born_timestamp: header.born_timestamp,
-        born_host: channel.peer_addr(),
-        store_host,
+        born_host: target.born_host,
+        store_host: state.store_host(),
         reconsume_times: header.reconsume_times.unwrap_or(0),
         prepared_transaction_offset: 0,
         body,
-        properties: properties.encode(),
+        properties: String::new(),
     }
 }
 
@@ -366,8 +430,9 @@ mod tests {
                 "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}P\u{2}",
             ),
         ] {
-            let refusal = refuse_transactional("10.0.0.1", &mut header(flag, properties, 0))
-                .expect("refused");
+            let mut sent = header(flag, properties, 0);
+            let parsed = Properties::parse(properties);
+            let refusal = refuse_transactional("10.0.0.1", &mut sent, &parsed).expect("refused");
             assert_eq!(refusal.response_code(), ResponseCode::NoPermission);
             let remark = refusal.remark.unwrap_or_default();
             assert!(
@@ -380,7 +445,8 @@ mod tests {
             (sys_flag::COMPRESSED, "TRAN_MSG\u{1}false\u{2}"),
             (sys_flag::TRANSACTION_COMMIT_TYPE, ""),
         ] {
-            assert!(refuse_transactional("b", &mut header(flag, properties, 0)).is_none());
+            let parsed = Properties::parse(properties);
+            assert!(refuse_transactional("b", &mut header(flag, properties, 0), &parsed).is_none());
         }
     }
 
@@ -393,9 +459,10 @@ mod tests {
             "TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}",
             1,
         );
-        assert!(refuse_transactional("b", &mut retried).is_none());
+        let parsed = Properties::parse("TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}");
+        assert!(refuse_transactional("b", &mut retried, &parsed).is_none());
         assert_eq!(retried.sys_flag & sys_flag::TRANSACTION_MASK, 0);
         let mut first_try = header(0, "TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}", 0);
-        assert!(refuse_transactional("b", &mut first_try).is_some());
+        assert!(refuse_transactional("b", &mut first_try, &parsed).is_some());
     }
 }
