@@ -13,17 +13,18 @@
 //! sends its whole retained log, so a new slave holds every message. The slave's store indexes
 //! what it receives ([`MessageStore::append_replicated`](tidemark_store::MessageStore)).
 //!
-//! [`HaState`] is what SYNC_MASTER sends wait on: the highest offset any slave confirmed.
+//! [`HaState`](crate::ha_progress::HaState) is what SYNC_MASTER sends wait on: the highest
+//! offset any slave confirmed.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::state::BrokerState;
@@ -33,78 +34,6 @@ const HEADER_BYTES: usize = 12;
 const FRAME_BODY_MAX: usize = 4 * 1024 * 1024;
 /// Pause before a slave reconnects.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
-
-/// Replication progress as a master sees it.
-#[derive(Debug, Default)]
-pub struct HaState {
-    /// The highest commit-log offset any slave has confirmed (Java `push2SlaveMaxOffset`;
-    /// never lowered, not even when the slave goes away).
-    acked: AtomicU64,
-    /// Live slave connections.
-    connections: AtomicUsize,
-    /// Woken when `acked` moves.
-    acked_changed: Notify,
-    /// Woken when the log grows (a put), so transfers need not poll.
-    new_data: Notify,
-}
-
-/// How a SYNC_MASTER send's wait for the slave ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplicaWait {
-    Replicated,
-    /// No slave connected, or the slave is too far behind to wait for.
-    SlaveNotAvailable,
-    /// The slave did not confirm within `slave_timeout`.
-    Timeout,
-}
-
-impl HaState {
-    pub fn acked(&self) -> u64 {
-        self.acked.load(Ordering::Acquire)
-    }
-
-    pub fn connections(&self) -> usize {
-        self.connections.load(Ordering::Acquire)
-    }
-
-    /// Called after every put: transfers have something new to send.
-    pub fn notify_new_data(&self) {
-        self.new_data.notify_waiters();
-    }
-
-    fn confirm(&self, offset: u64) {
-        if self.acked.fetch_max(offset, Ordering::AcqRel) < offset {
-            self.acked_changed.notify_waiters();
-        }
-    }
-
-    /// Waits until a slave has everything below `end`.
-    pub async fn wait_replicated(
-        &self,
-        end: u64,
-        log_end: u64,
-        fallbehind_max: u64,
-        timeout: Duration,
-    ) -> ReplicaWait {
-        if self.connections() == 0 || log_end.saturating_sub(self.acked()) >= fallbehind_max {
-            return ReplicaWait::SlaveNotAvailable;
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let changed = self.acked_changed.notified();
-            if self.acked() >= end {
-                return ReplicaWait::Replicated;
-            }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return if self.acked() >= end {
-                    ReplicaWait::Replicated
-                } else {
-                    ReplicaWait::Timeout
-                };
-            }
-        }
-    }
-}
 
 fn transfer_header(offset: u64, size: usize) -> [u8; HEADER_BYTES] {
     let mut header = [0u8; HEADER_BYTES];
@@ -132,11 +61,11 @@ pub async fn serve_master(
                 info!(%peer, "slave connected to the HA port");
                 let state = state.clone();
                 tokio::spawn(async move {
-                    state.ha.connections.fetch_add(1, Ordering::AcqRel);
+                    state.ha.slave_connected();
                     if let Err(error) = serve_slave(&state, stream).await {
                         debug!(%peer, %error, "HA connection ended");
                     }
-                    state.ha.connections.fetch_sub(1, Ordering::AcqRel);
+                    state.ha.slave_disconnected();
                     info!(%peer, "slave disconnected from the HA port");
                 });
             }
@@ -202,7 +131,7 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: TcpStream) -> std::io::Re
         let mut last_write = tokio::time::Instant::now();
         let batch = state.config.ha_transfer_batch_size.max(1);
         loop {
-            let new_data = state.ha.new_data.notified();
+            let new_data = state.ha.new_data();
             let chunk = state
                 .store
                 .replication_chunk(next, batch)

@@ -7,7 +7,9 @@
 
 pub mod clients;
 pub mod config;
+pub mod delay_offsets;
 pub mod ha;
+pub mod ha_progress;
 mod long_poll;
 pub mod metadata;
 pub mod offsets;

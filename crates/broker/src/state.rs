@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tidemark_protocol::body::{
     ConsumerOffsetWrapper, DelayOffsetWrapper, SubscriptionGroupWrapper,
@@ -19,20 +18,15 @@ use tracing::warn;
 
 use crate::clients::{ClientRegistry, QueueLocks};
 use crate::config::BrokerConfig;
+use crate::delay_offsets::DelayOffsets;
 use crate::long_poll::HeldPulls;
 use crate::metadata::{SubscriptionGroupTable, TopicTable};
 use crate::offsets::{ConsumerOffsetTable, ConsumerOffsets};
 use crate::persist::PersistError;
 use crate::persister::{ConfigFile, Persister};
-use crate::schedule::DelayOffsets;
 use crate::BrokerError;
 
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64)
-}
+pub use tidemark_remoting::now_ms;
 
 /// Counters and rates runtime info reports.
 #[derive(Debug, Default)]
@@ -113,7 +107,7 @@ pub struct BrokerState {
     pub boot_timestamp_ms: i64,
     pub stats: BrokerStats,
     /// Master: replication progress of the slaves.
-    pub ha: crate::ha::HaState,
+    pub ha: crate::ha_progress::HaState,
     /// Slave: its master's addresses, learned at registration.
     pub master: MasterLink,
     /// Set once a name server accepted this broker's registration.
@@ -213,7 +207,7 @@ impl BrokerState {
             topics_changed: Notify::new(),
             boot_timestamp_ms: now,
             stats: BrokerStats::default(),
-            ha: crate::ha::HaState::default(),
+            ha: crate::ha_progress::HaState::default(),
             master: MasterLink::default(),
             registered: AtomicBool::new(false),
             store_host,

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tidemark_protocol::body::{
@@ -32,11 +31,7 @@ pub struct NameServerState {
     pub kv: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64)
-}
+pub(crate) use tidemark_remoting::now_ms;
 
 /// The request handler of the name server.
 #[derive(Debug, Clone)]

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Waker};
@@ -23,7 +24,30 @@ use tracing::{debug, warn};
 
 use crate::codec::RemotingCodec;
 use crate::error::RemotingError;
-use crate::handler::{Reply, RequestHandler};
+
+/// What a handler answers to a request.
+#[derive(Debug)]
+pub enum Reply {
+    /// Send this response; the channel copies the request's opaque and sets the response flag.
+    Response(RemotingCommand),
+    /// Nothing to send (the request was oneway, or the handler answered through the channel).
+    NoResponse,
+    /// This peer does not serve the request's code: answered with REQUEST_CODE_NOT_SUPPORTED.
+    Unsupported,
+}
+
+/// A boxed reply future, so handlers can be stored as trait objects.
+pub type ReplyFuture = Pin<Box<dyn Future<Output = Reply> + Send + 'static>>;
+
+/// Serves the requests that arrive on a channel (from clients on a server, from the broker on
+/// a client). Each request runs in its own task, so a slow one (a held pull) does not stall
+/// the connection; replies to oneway requests are never sent.
+pub trait RequestHandler: Send + Sync + 'static {
+    fn handle(&self, channel: Channel, request: RemotingCommand) -> ReplyFuture;
+
+    /// Called once when a channel closes, whatever the reason.
+    fn on_close(&self, _channel: &Channel) {}
+}
 
 /// Request ids are unique per process, as Java's are, so logs can be correlated.
 static NEXT_OPAQUE: AtomicI32 = AtomicI32::new(1);

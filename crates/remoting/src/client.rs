@@ -9,9 +9,9 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::channel::RequestHandler;
 use crate::channel::{Channel, ChannelConfig};
 use crate::error::RemotingError;
-use crate::handler::RequestHandler;
 
 /// Client settings.
 #[derive(Debug, Clone)]

@@ -7,14 +7,16 @@
 
 mod channel;
 mod client;
+mod clock;
 mod codec;
 mod error;
 mod handler;
 mod server;
 
-pub use channel::{Channel, ChannelConfig};
+pub use channel::{Channel, ChannelConfig, Reply, ReplyFuture, RequestHandler};
 pub use client::{ClientConfig, RemotingClient};
+pub use clock::now_ms;
 pub use codec::RemotingCodec;
 pub use error::RemotingError;
-pub use handler::{handler_fn, Reply, ReplyFuture, RequestHandler};
+pub use handler::handler_fn;
 pub use server::{serve, ServerConfig};

@@ -10,8 +10,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::channel::RequestHandler;
 use crate::channel::{Channel, ChannelConfig};
-use crate::handler::RequestHandler;
 
 /// Limits of a server.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use tidemark_client::{
@@ -13,6 +13,7 @@ use tidemark_client::{
     PushConsumer,
 };
 use tidemark_protocol::json::{self, Object, Value, WriteOptions};
+use tidemark_remoting::now_ms;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -297,13 +298,6 @@ async fn produce(
     stats.stopped.store(true, Ordering::Release);
     producer.shutdown().await;
     Ok(())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// `from_born_after`: count only messages born after the consumers started (e2e) when 1.

@@ -2,10 +2,12 @@
 //! where a request code is mapped to its handler.
 
 mod admin;
+mod append;
 pub(crate) mod consumer;
 mod offset_moved;
 mod pull;
 mod retry;
+mod routing;
 mod send;
 
 use std::sync::Arc;

@@ -1,68 +1,23 @@
-//! Failed messages: CONSUMER_SEND_MSG_BACK, and the two places a message can be sent instead of
-//! its topic — a delay level's schedule queue, or the group's dead-letter topic.
+//! CONSUMER_SEND_MSG_BACK: a message its consumer failed goes back through the group's retry
+//! topic at a delay level, or to the dead-letter topic past the group's maximum (`routing`).
 
 use std::sync::Arc;
 
 use tidemark_protocol::body::perm;
 use tidemark_protocol::code::version;
 use tidemark_protocol::headers::ConsumerSendMsgBackRequestHeader;
-use tidemark_protocol::message::{
-    encode_offset_msg_id, property, DecodeOptions, MessageRecord, Properties,
-};
+use tidemark_protocol::message::{encode_offset_msg_id, property, DecodeOptions, MessageRecord};
 use tidemark_protocol::{RemotingCommand, ResponseCode};
-use tidemark_store::{NewMessage, SCHEDULE_TOPIC};
+use tidemark_store::NewMessage;
 
-use super::send::{put, store_error_response};
+use super::append::{put, store_error_response};
+use super::routing::{to_dead_letter, to_schedule};
 use super::{bad_header, error, success};
-use crate::metadata::{dlq_topic, retry_topic, DLQ_QUEUE_NUMS};
+use crate::metadata::retry_topic;
 use crate::state::{now_ms, BrokerState};
 
 /// The level the broker picks when the consumer leaves it open: 3 + times already retried.
 const DEFAULT_RETRY_LEVEL_BASE: i32 = 3;
-
-/// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
-/// schedule service stores it again in its real topic and queue once due. `properties` are the
-/// message's, encoded by the caller once routing is done.
-pub(super) fn to_schedule(
-    state: &BrokerState,
-    message: &mut NewMessage,
-    properties: &mut Properties,
-    level: i32,
-) {
-    let levels = state
-        .config
-        .delay_levels_ms()
-        .map(|levels| levels.len() as i32)
-        .unwrap_or(1)
-        .max(1);
-    let level = level.clamp(1, levels);
-    properties.insert(property::REAL_TOPIC, message.topic.clone());
-    properties.insert(property::REAL_QUEUE_ID, message.queue_id.to_string());
-    properties.insert(property::DELAY_TIME_LEVEL, level.to_string());
-    message.topic = SCHEDULE_TOPIC.to_owned();
-    message.queue_id = level - 1;
-}
-
-/// Sends `message` to `%DLQ%{group}` (one queue, readable and writable as RocketMQ 4.9.7 creates
-/// it; releases before apache/rocketmq#2437 made it write-only), creating the topic on first use.
-/// Returns whether it created the topic: the caller persists it before answering.
-#[must_use]
-pub(super) fn to_dead_letter(
-    state: &BrokerState,
-    message: &mut NewMessage,
-    properties: &mut Properties,
-    group: &str,
-) -> bool {
-    let topic = dlq_topic(group);
-    let (_, created) =
-        state
-            .topics
-            .ensure(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
-    properties.remove(property::DELAY_TIME_LEVEL);
-    message.topic = topic;
-    message.queue_id = 0;
-    created
-}
 
 pub(super) async fn send_back(
     state: &Arc<BrokerState>,

@@ -13,11 +13,12 @@ use tidemark_protocol::message::{
 };
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
-use tidemark_store::{Appended, NewMessage, StoreError};
+use tidemark_store::{Appended, NewMessage};
 
+use super::append::{put, store_error_response};
 use super::{bad_header, error};
 use crate::config::BrokerRole;
-use crate::ha::ReplicaWait;
+use crate::ha_progress::ReplicaWait;
 use crate::metadata::{
     is_system_topic_for_send, is_valid_topic_name, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX,
 };
@@ -32,19 +33,6 @@ fn decode_header(
             .decode_header::<SendMessageRequestHeaderV2>()
             .map(SendMessageRequestHeader::from),
     }
-}
-
-/// The response code a failed append maps to.
-pub(super) fn store_error_response(failure: &StoreError) -> RemotingCommand {
-    let code = match failure {
-        StoreError::MessageTooLarge { .. } | StoreError::Message(_) => ResponseCode::MessageIllegal,
-        StoreError::DiskFull { .. }
-        | StoreError::DiskNearlyFull { .. }
-        | StoreError::SyncFailed { .. }
-        | StoreError::Closed => ResponseCode::ServiceNotAvailable,
-        _ => ResponseCode::SystemError,
-    };
-    error(code, format!("message not stored: {failure}"))
 }
 
 pub(super) async fn send(
@@ -218,7 +206,7 @@ fn single_message(
         let max = from_header.unwrap_or_else(|| state.groups.retry_max_times(group));
         if message.reconsume_times >= max {
             topic_created =
-                super::retry::to_dead_letter(state, &mut message, &mut properties, group);
+                super::routing::to_dead_letter(state, &mut message, &mut properties, group);
         }
     }
     let delay = properties
@@ -226,7 +214,7 @@ fn single_message(
         .and_then(|level| level.parse::<i32>().ok())
         .unwrap_or(0);
     if delay > 0 && !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
-        super::retry::to_schedule(state, &mut message, &mut properties, delay);
+        super::routing::to_schedule(state, &mut message, &mut properties, delay);
     }
     message.properties = properties.encode();
     Prepared {
@@ -378,23 +366,6 @@ fn new_message(state: &BrokerState, target: &Target<'_>, flag: i32, body: Bytes)
         body,
         properties: String::new(),
     }
-}
-
-/// Appends; under Sync flush the reply waits (awaits, holding no thread) for the group commit
-/// that covers the messages.
-pub(super) async fn put(
-    state: &BrokerState,
-    messages: Vec<NewMessage>,
-) -> Result<Vec<Appended>, StoreError> {
-    let count = messages.len() as u64;
-    let (appended, durable) = state.store.append_batch(&messages)?;
-    durable.await?;
-    state
-        .stats
-        .messages_put_total
-        .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
-    state.ha.notify_new_data();
-    Ok(appended)
 }
 
 #[cfg(test)]

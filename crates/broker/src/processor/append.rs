@@ -1,0 +1,39 @@
+//! Appending what a request produced: the one place a handler's messages reach the store, and
+//! how a refused append is answered.
+
+use tidemark_protocol::RemotingCommand;
+use tidemark_protocol::ResponseCode;
+use tidemark_store::{Appended, NewMessage, StoreError};
+
+use super::error;
+use crate::state::BrokerState;
+
+/// The response code a failed append maps to.
+pub(super) fn store_error_response(failure: &StoreError) -> RemotingCommand {
+    let code = match failure {
+        StoreError::MessageTooLarge { .. } | StoreError::Message(_) => ResponseCode::MessageIllegal,
+        StoreError::DiskFull { .. }
+        | StoreError::DiskNearlyFull { .. }
+        | StoreError::SyncFailed { .. }
+        | StoreError::Closed => ResponseCode::ServiceNotAvailable,
+        _ => ResponseCode::SystemError,
+    };
+    error(code, format!("message not stored: {failure}"))
+}
+
+/// Appends; under Sync flush the reply waits (awaits, holding no thread) for the group commit
+/// that covers the messages.
+pub(super) async fn put(
+    state: &BrokerState,
+    messages: Vec<NewMessage>,
+) -> Result<Vec<Appended>, StoreError> {
+    let count = messages.len() as u64;
+    let (appended, durable) = state.store.append_batch(&messages)?;
+    durable.await?;
+    state
+        .stats
+        .messages_put_total
+        .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+    state.ha.notify_new_data();
+    Ok(appended)
+}
