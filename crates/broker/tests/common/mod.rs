@@ -1,0 +1,242 @@
+//! Helpers of the broker's loopback tests: an in-process name server and broker on ephemeral
+//! loopback ports, and the raw requests the tests send.
+#![allow(dead_code, unused_imports)]
+
+pub use std::path::Path;
+pub use std::sync::atomic::{AtomicU64, Ordering};
+pub use std::sync::Arc;
+pub use std::time::Duration;
+
+pub use bytes::Bytes;
+pub use tidemark_broker::{Broker, BrokerConfig, BrokerError};
+pub use tidemark_namesrv::{NameServer, NameServerConfig};
+pub use tidemark_protocol::body::{
+    ConsumerData, HeartbeatData, MessageModel, ProducerData, SubscriptionData,
+};
+pub use tidemark_protocol::headers::{
+    pull_sys_flag, OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+};
+pub use tidemark_protocol::json::JsonBody;
+pub use tidemark_protocol::message::{decode_records, DecodeOptions, Properties};
+pub use tidemark_protocol::{frame, RemotingCommand, RequestCode, ResponseCode};
+pub use tidemark_remoting::{ClientConfig, RemotingClient};
+pub use tokio::io::{AsyncReadExt, AsyncWriteExt};
+pub use tokio::net::{TcpListener, TcpStream};
+pub use tokio::sync::watch;
+
+pub const WAIT: Duration = Duration::from_secs(10);
+pub const TOPIC: &str = "LoopbackTopic";
+pub const GROUP: &str = "loopback_group";
+
+pub struct Cluster {
+    pub namesrv: String,
+    pub broker: String,
+    pub stop_broker: watch::Sender<bool>,
+    pub broker_task: tokio::task::JoinHandle<Result<(), BrokerError>>,
+    pub stop_namesrv: watch::Sender<bool>,
+}
+
+pub fn config(dir: &Path, namesrv: &str) -> BrokerConfig {
+    BrokerConfig {
+        store_path_root_dir: dir.to_path_buf(),
+        namesrv_addr: namesrv.to_owned(),
+        listen_ip: "127.0.0.1".into(),
+        flush_consumer_offset_interval: 200,
+        mapped_file_size_commit_log: 8 << 20,
+        // Short levels keep the delay tests quick.
+        message_delay_level: "1s 2s 3s".into(),
+        flush_delay_offset_interval: 200,
+        ..BrokerConfig::default()
+    }
+}
+
+pub async fn start_namesrv() -> (String, watch::Sender<bool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("bound").to_string();
+    let (stop, mut stopping) = watch::channel(false);
+    tokio::spawn(NameServer::serve(
+        listener,
+        NameServerConfig::default(),
+        async move {
+            let _ = stopping.wait_for(|stopped| *stopped).await;
+        },
+    ));
+    (addr, stop)
+}
+
+pub async fn start_broker(
+    mut config: BrokerConfig,
+) -> (
+    String,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), BrokerError>>,
+) {
+    let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    config.listen_port = main.local_addr().expect("bound").port();
+    let addr = config.broker_addr();
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+        .await
+        .expect("task")
+        .expect("broker opens");
+    let (stop, mut stopping) = watch::channel(false);
+    let task = tokio::spawn(broker.serve(main, vip, async move {
+        let _ = stopping.wait_for(|stopped| *stopped).await;
+    }));
+    (addr, stop, task)
+}
+
+impl Cluster {
+    pub async fn start(dir: &Path) -> Cluster {
+        let (namesrv, stop_namesrv) = start_namesrv().await;
+        let (broker, stop_broker, broker_task) = start_broker(config(dir, &namesrv)).await;
+        Cluster {
+            namesrv,
+            broker,
+            stop_broker,
+            broker_task,
+            stop_namesrv,
+        }
+    }
+
+    pub async fn stop_broker(self) -> (String, watch::Sender<bool>) {
+        let _ = self.stop_broker.send(true);
+        tokio::time::timeout(Duration::from_secs(30), self.broker_task)
+            .await
+            .expect("stops")
+            .expect("task")
+            .expect("clean stop");
+        (self.namesrv, self.stop_namesrv)
+    }
+}
+
+pub fn send_request(body: &str, tag: &str, queue_id: i32) -> RemotingCommand {
+    let mut properties = Properties::new();
+    properties.insert("TAGS", tag);
+    properties.insert("UNIQ_KEY", format!("ID-{body}"));
+    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+        producer_group: "loopback_producer".into(),
+        topic: TOPIC.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(properties.encode()),
+        reconsume_times: Some(0),
+        unit_mode: false,
+        batch: false,
+        max_reconsume_times: None,
+        broker_name: Some("broker-a".into()),
+    });
+    RemotingCommand::request_with_header(RequestCode::SendMessageV2, &header)
+        .with_body(Bytes::from(body.as_bytes().to_vec()))
+}
+
+pub fn heartbeat() -> RemotingCommand {
+    let data = HeartbeatData {
+        client_id: "127.0.0.1@loopback".into(),
+        consumer_data_set: vec![ConsumerData {
+            group_name: GROUP.into(),
+            message_model: MessageModel::Clustering,
+            subscription_data_set: vec![SubscriptionData::from_expression(TOPIC, "TagA", 1)],
+            ..ConsumerData::default()
+        }],
+        producer_data_set: vec![ProducerData {
+            group_name: "loopback_producer".into(),
+        }],
+        ..HeartbeatData::default()
+    };
+    RemotingCommand::request(RequestCode::HeartBeat).with_body(data.to_json_bytes())
+}
+
+pub fn pull_request(
+    queue_offset: i64,
+    commit_offset: Option<i64>,
+    suspend_ms: i64,
+) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::PullMessage,
+        &PullMessageRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            queue_offset,
+            max_msg_nums: 32,
+            sys_flag: pull_sys_flag::build(commit_offset.is_some(), suspend_ms > 0, false, false),
+            commit_offset: commit_offset.unwrap_or(0),
+            suspend_timeout_millis: suspend_ms,
+            subscription: None,
+            sub_version: 1,
+            expression_type: Some("TAG".into()),
+            max_msg_bytes: None,
+            broker_name: None,
+        },
+    )
+}
+
+pub async fn query_offset(client: &RemotingClient, broker: &str) -> RemotingCommand {
+    let request = RemotingCommand::request_with_header(
+        RequestCode::QueryConsumerOffset,
+        &QueryConsumerOffsetRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            set_zero_if_not_found: Some(false),
+            broker_name: None,
+        },
+    );
+    client
+        .invoke(broker, request, WAIT)
+        .await
+        .expect("answered")
+}
+
+/// Send, subscribe, pull with a filter and long polling, commit two ways, restart, resume.
+pub fn with_delay(mut request: RemotingCommand, level: i32) -> RemotingCommand {
+    let mut properties = Properties::parse(request.ext_fields.get("i").unwrap_or_default());
+    properties.insert("DELAY", level.to_string());
+    request.ext_fields.insert("i", properties.encode());
+    request
+}
+
+pub fn pull_topic(topic: &str, queue_id: i32, queue_offset: i64) -> RemotingCommand {
+    let mut request = pull_request(queue_offset, None, 0);
+    request.ext_fields.insert("topic", topic);
+    request.ext_fields.insert("queueId", queue_id.to_string());
+    request.ext_fields.insert("subscription", "*");
+    request.ext_fields.insert(
+        "sysFlag",
+        pull_sys_flag::build(false, false, true, false).to_string(),
+    );
+    request
+}
+
+/// Pulls everything a queue holds (bounded wait until `expected` arrive).
+pub async fn pull_all(
+    client: &RemotingClient,
+    broker: &str,
+    topic: &str,
+    queue_id: i32,
+    expected: usize,
+) -> Vec<tidemark_protocol::message::MessageRecord> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let response = client
+            .invoke(broker, pull_topic(topic, queue_id, 0), WAIT)
+            .await
+            .expect("answered");
+        let records = if response.response_code() == ResponseCode::Success {
+            decode_records(&response.body, DecodeOptions::default()).expect("records")
+        } else {
+            Vec::new()
+        };
+        if records.len() >= expected || tokio::time::Instant::now() >= deadline {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
