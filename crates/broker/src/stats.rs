@@ -106,6 +106,23 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// Physical memory (`MemTotal`), read once; 8 GiB when it cannot be read. Both "hot data" rules
+/// use it: the young-queue answer of QUERY_CONSUMER_OFFSET and cold-read steering of pulls.
+pub fn total_memory_bytes() -> u64 {
+    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find(|line| line.starts_with("MemTotal:"))
+                    .and_then(|line| line.split_whitespace().nth(1))
+                    .and_then(|kib| kib.parse::<u64>().ok())
+            })
+            .map_or(8 << 30, |kib| kib * 1024)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! Client management and consumer progress: HEART_BEAT, UNREGISTER_CLIENT,
 //! GET_CONSUMER_LIST_BY_GROUP, QUERY/UPDATE_CONSUMER_OFFSET, LOCK/UNLOCK_BATCH_MQ.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tidemark_protocol::body::{
     perm, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
@@ -146,22 +146,6 @@ pub(super) fn consumer_list(state: &BrokerState, request: &RemotingCommand) -> R
     )
 }
 
-/// Physical memory, for the young-queue rule (data within 40 % of RAM counts as hot).
-fn total_memory_bytes() -> u64 {
-    static TOTAL: OnceLock<u64> = OnceLock::new();
-    *TOTAL.get_or_init(|| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|text| {
-                text.lines()
-                    .find(|line| line.starts_with("MemTotal:"))
-                    .and_then(|line| line.split_whitespace().nth(1))
-                    .and_then(|kib| kib.parse::<u64>().ok())
-            })
-            .map_or(8 << 30, |kib| kib * 1024)
-    })
-}
-
 pub(super) fn query_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
     let header = match request.decode_header::<QueryConsumerOffsetRequestHeader>() {
         Ok(header) => header,
@@ -182,7 +166,7 @@ pub(super) fn query_offset(state: &BrokerState, request: &RemotingCommand) -> Re
             Ok(Some(entry)) => {
                 let (_, written, _) = state.store.commit_log_positions();
                 written.saturating_sub(entry.commit_log_offset.max(0) as u64)
-                    <= total_memory_bytes() * 4 / 10
+                    <= crate::stats::total_memory_bytes() * 4 / 10
             }
             Ok(None) => true,
             Err(_) => false,

@@ -269,8 +269,9 @@ fn suggest_broker(
         .map(i64::from_be_bytes)
         .unwrap_or(log_end as i64);
     let behind = log_end.saturating_sub(read_at.max(0) as u64);
-    let cold =
-        behind > total_memory_bytes() / 100 * state.config.access_message_in_memory_max_ratio;
+    let cold = behind
+        > crate::stats::total_memory_bytes() / 100
+            * state.config.access_message_in_memory_max_ratio;
     if cold {
         group.which_broker_when_consume_slowly
     } else if state.config.is_slave() {
@@ -278,22 +279,6 @@ fn suggest_broker(
     } else {
         tidemark_protocol::body::MASTER_ID
     }
-}
-
-/// Physical memory (`MemTotal`), read once; 8 GiB when it cannot be read.
-fn total_memory_bytes() -> u64 {
-    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *TOTAL.get_or_init(|| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|text| {
-                text.lines()
-                    .find(|line| line.starts_with("MemTotal:"))
-                    .and_then(|line| line.split_whitespace().nth(1))
-                    .and_then(|kib| kib.parse::<u64>().ok())
-            })
-            .map_or(8 << 30, |kib| kib * 1024)
-    })
 }
 
 /// The pull table of the protocol notes (§3.3): store status → response code, next offset.
