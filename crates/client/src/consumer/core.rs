@@ -20,6 +20,7 @@ use super::listener::{
     ConcurrentListener, ConsumeResult, OrderlyListener, OrderlyStatus, Settlement,
 };
 use super::ConsumerSettings;
+use crate::clock::now_ms;
 use crate::config::unique_instance_name;
 use crate::error::{ClientError, Result};
 use crate::instance::{
@@ -127,13 +128,6 @@ impl std::fmt::Debug for ConsumerCore {
             .field("client_id", &self.instance.client_id())
             .finish_non_exhaustive()
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Lets the instance reach the consumer without keeping it alive.

@@ -81,10 +81,7 @@ pub struct ConsumerSettings {
 
 impl ConsumerSettings {
     pub fn new(group: impl Into<String>) -> Self {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_millis() as i64)
-            .unwrap_or(0);
+        let now = crate::clock::now_ms();
         Self {
             group: group.into(),
             client: ClientConfig::default(),
