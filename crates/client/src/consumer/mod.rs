@@ -22,9 +22,13 @@
 //! # }
 //! ```
 
+mod consume;
 mod core;
 mod listener;
 mod lite;
+mod pull;
+mod queues;
+mod rebalance;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,7 +42,8 @@ use crate::error::{ClientError, Result};
 use crate::offset_store::OffsetTable;
 use crate::process_queue::FlowLimits;
 
-pub(crate) use self::core::{ConsumerCore, Listener};
+use self::consume::ConsumeMode;
+use self::core::ConsumerCore;
 pub use listener::{
     concurrent_fn, orderly_fn, ConcurrentListener, ConsumeResult, ConsumeStatus, OrderlyListener,
     OrderlyStatus, Settlement,
@@ -244,17 +249,18 @@ impl PushConsumerBuilder {
         self,
         listener: impl ConcurrentListener,
     ) -> Result<PushConsumer> {
-        self.start(Listener::Concurrent(Arc::new(listener))).await
+        self.start(ConsumeMode::Concurrent(Arc::new(listener)))
+            .await
     }
 
     /// Starts consuming with an orderly listener (queues locked at the broker in clustering mode).
     pub async fn start_orderly(self, listener: impl OrderlyListener) -> Result<PushConsumer> {
-        self.start(Listener::Orderly(Arc::new(listener))).await
+        self.start(ConsumeMode::Orderly(Arc::new(listener))).await
     }
 
-    async fn start(self, listener: Listener) -> Result<PushConsumer> {
+    async fn start(self, mode: ConsumeMode) -> Result<PushConsumer> {
         self.settings.validate()?;
-        let core = ConsumerCore::start(self.settings, listener).await?;
+        let core = ConsumerCore::start(self.settings, mode).await?;
         Ok(PushConsumer { core })
     }
 }
