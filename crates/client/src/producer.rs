@@ -30,6 +30,7 @@ use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tokio::task::JoinHandle;
 use tracing::debug;
 
+use crate::builder::client_setters;
 use crate::clock::now_ms;
 use crate::config::{unique_instance_name, ClientConfig};
 use crate::error::{ClientError, Result};
@@ -109,15 +110,7 @@ pub struct ProducerBuilder {
 }
 
 impl ProducerBuilder {
-    pub fn namesrv_addr(mut self, addrs: impl Into<String>) -> Self {
-        self.settings.client.namesrv_addrs = ClientConfig::new(addrs).namesrv_addrs;
-        self
-    }
-
-    pub fn client_config(mut self, config: ClientConfig) -> Self {
-        self.settings.client = config;
-        self
-    }
+    client_setters!();
 
     pub fn send_timeout(mut self, timeout: Duration) -> Self {
         self.settings.send_timeout = timeout;

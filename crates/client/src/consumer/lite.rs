@@ -28,13 +28,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tidemark_protocol::body::{ConsumeFromWhere, MessageModel, MessageQueue};
+use tidemark_protocol::body::MessageQueue;
 
 use super::consume::{poll_buffer, ConsumeMode, Polled, PolledBatch};
 use super::core::ConsumerCore;
 use super::ConsumerSettings;
-use crate::allocate::AllocateStrategy;
-use crate::config::ClientConfig;
+use crate::builder::{client_setters, consumer_setters};
 use crate::error::{ClientError, Result};
 use crate::instance::lock;
 use crate::message::MessageExt;
@@ -51,48 +50,8 @@ pub struct LitePullConsumerBuilder {
 }
 
 impl LitePullConsumerBuilder {
-    pub fn namesrv_addr(mut self, addrs: impl Into<String>) -> Self {
-        self.settings.client.namesrv_addrs = ClientConfig::new(addrs).namesrv_addrs;
-        self
-    }
-
-    pub fn client_config(mut self, config: ClientConfig) -> Self {
-        self.settings.client = config;
-        self
-    }
-
-    /// Subscribe mode: queues come from the group's rebalance.
-    pub fn subscribe(mut self, topic: impl Into<String>, expression: impl Into<String>) -> Self {
-        self.settings
-            .subscriptions
-            .push((topic.into(), expression.into()));
-        self
-    }
-
-    pub fn message_model(mut self, model: MessageModel) -> Self {
-        self.settings.message_model = model;
-        self
-    }
-
-    pub fn consume_from_where(mut self, from: ConsumeFromWhere) -> Self {
-        self.settings.consume_from_where = from;
-        self
-    }
-
-    pub fn allocate_strategy(mut self, strategy: AllocateStrategy) -> Self {
-        self.settings.allocate_strategy = strategy;
-        self
-    }
-
-    pub fn pull_batch_size(mut self, size: i32) -> Self {
-        self.settings.pull_batch_size = size;
-        self
-    }
-
-    pub fn rebalance_interval(mut self, interval: Duration) -> Self {
-        self.settings.rebalance_interval = interval;
-        self
-    }
+    client_setters!();
+    consumer_setters!();
 
     /// Commit on `poll` every `auto_commit_interval` (default on, 5 s).
     pub fn auto_commit(mut self, on: bool) -> Self {
@@ -109,11 +68,6 @@ impl LitePullConsumerBuilder {
     /// How long `poll` waits for messages (default 5 s).
     pub fn poll_timeout(mut self, timeout: Duration) -> Self {
         self.poll_timeout = timeout;
-        self
-    }
-
-    pub fn offset_store_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.settings.offset_store_dir = Some(dir.into());
         self
     }
 

@@ -37,6 +37,7 @@ use std::time::Duration;
 use tidemark_protocol::body::{ConsumeFromWhere, MessageModel, MessageQueue};
 
 use crate::allocate::AllocateStrategy;
+use crate::builder::{client_setters, consumer_setters};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::offset_store::OffsetTable;
@@ -151,51 +152,16 @@ pub struct PushConsumerBuilder {
 }
 
 impl PushConsumerBuilder {
-    pub fn namesrv_addr(mut self, addrs: impl Into<String>) -> Self {
-        self.settings.client.namesrv_addrs = ClientConfig::new(addrs).namesrv_addrs;
-        self
-    }
-
-    pub fn client_config(mut self, config: ClientConfig) -> Self {
-        self.settings.client = config;
-        self
-    }
-
-    /// Subscribes to `topic` with a tag expression (`*` or `TagA || TagB`).
-    pub fn subscribe(mut self, topic: impl Into<String>, expression: impl Into<String>) -> Self {
-        self.settings
-            .subscriptions
-            .push((topic.into(), expression.into()));
-        self
-    }
-
-    pub fn message_model(mut self, model: MessageModel) -> Self {
-        self.settings.message_model = model;
-        self
-    }
-
-    pub fn consume_from_where(mut self, from: ConsumeFromWhere) -> Self {
-        self.settings.consume_from_where = from;
-        self
-    }
+    client_setters!();
+    consumer_setters!();
 
     pub fn consume_timestamp_ms(mut self, timestamp_ms: i64) -> Self {
         self.settings.consume_timestamp_ms = timestamp_ms;
         self
     }
 
-    pub fn allocate_strategy(mut self, strategy: AllocateStrategy) -> Self {
-        self.settings.allocate_strategy = strategy;
-        self
-    }
-
     pub fn consume_batch_max_size(mut self, size: usize) -> Self {
         self.settings.consume_batch_max_size = size;
-        self
-    }
-
-    pub fn pull_batch_size(mut self, size: i32) -> Self {
-        self.settings.pull_batch_size = size;
         self
     }
 
@@ -221,16 +187,6 @@ impl PushConsumerBuilder {
 
     pub fn suspend_current_queue_time(mut self, pause: Duration) -> Self {
         self.settings.suspend_current_queue_time = pause;
-        self
-    }
-
-    pub fn rebalance_interval(mut self, interval: Duration) -> Self {
-        self.settings.rebalance_interval = interval;
-        self
-    }
-
-    pub fn offset_store_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.settings.offset_store_dir = Some(dir.into());
         self
     }
 
