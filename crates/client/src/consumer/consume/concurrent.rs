@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
-use crate::clock::now_ms;
 use crate::consumer::core::ConsumerCore;
 use crate::consumer::listener::{ConcurrentListener, ConsumeResult, Settlement};
 use crate::consumer::queues::QueueSlot;
@@ -44,21 +43,13 @@ impl ConsumerCore {
         if slot.is_dropped() {
             return;
         }
-        let started = now_ms().to_string();
-        let delivered = batch
-            .iter()
-            .map(|message| self.delivered(message, &started))
-            .collect();
-        let result =
-            match tokio::time::timeout(self.settings.consume_timeout, listener.consume(delivered))
-                .await
-            {
-                Ok(result) => result,
-                Err(_) => {
-                    warn!(queue = ?slot.queue, "listener timed out; the batch is retried");
-                    ConsumeResult::reconsume_later()
-                }
-            };
+        let (result, started) = self
+            .call_listener(&batch, |messages| listener.consume(messages))
+            .await;
+        let result = result.unwrap_or_else(|| {
+            warn!(queue = ?slot.queue, "listener timed out; the batch is retried");
+            ConsumeResult::reconsume_later()
+        });
         slot.with_process(|process| process.record_consume(Instant::now()));
         // A queue given up meanwhile belongs to someone else now: commit nothing.
         if slot.is_dropped() {

@@ -23,8 +23,10 @@ use super::core::ConsumerCore;
 use super::listener::{ConcurrentListener, OrderlyListener};
 use super::queues::QueueSlot;
 use super::ConsumerSettings;
+use crate::clock::now_ms;
 use crate::message::MessageExt;
 use crate::offset_store::ReadOffsetType;
+use crate::BoxFuture;
 
 pub(crate) use poll::{poll_buffer, PollBuffer, Polled, PolledBatch};
 
@@ -119,6 +121,25 @@ impl ConsumerCore {
             // Waits while the buffer is full: backpressure on pulling.
             ConsumeMode::Poll(buffer) => buffer.push(slot, messages).await,
         }
+    }
+
+    /// One listener call over `messages`, bounded by `consume_timeout` (`None`: it timed out).
+    /// Also returns the consume-start stamp the listener's copies carry, so failures can be
+    /// settled as they were delivered.
+    pub(super) async fn call_listener<T>(
+        &self,
+        messages: &[Arc<MessageExt>],
+        consume: impl FnOnce(Vec<MessageExt>) -> BoxFuture<'static, T>,
+    ) -> (Option<T>, String) {
+        let started = now_ms().to_string();
+        let delivered = messages
+            .iter()
+            .map(|message| self.delivered(message, &started))
+            .collect();
+        let outcome = tokio::time::timeout(self.settings.consume_timeout, consume(delivered))
+            .await
+            .ok();
+        (outcome, started)
     }
 
     /// The listener's own copy of `message`, as the Java client hands it over: the original

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use tidemark_protocol::body::MessageQueue;
 use tracing::{debug, warn};
 
-use crate::clock::now_ms;
 use crate::consumer::core::ConsumerCore;
 use crate::consumer::listener::{OrderlyListener, OrderlyStatus};
 use crate::consumer::queues::QueueSlot;
@@ -54,23 +53,13 @@ impl ConsumerCore {
             let Ok(permit) = self.permits.clone().acquire_owned().await else {
                 return;
             };
-            let started = now_ms().to_string();
-            let delivered = taken
-                .iter()
-                .map(|message| self.delivered(message, &started))
-                .collect();
-            let status = match tokio::time::timeout(
-                self.settings.consume_timeout,
-                listener.consume(delivered),
-            )
-            .await
-            {
-                Ok(status) => status,
-                Err(_) => {
-                    warn!(queue = ?slot.queue, "orderly listener timed out; suspending the queue");
-                    OrderlyStatus::SuspendCurrentQueueAMoment
-                }
-            };
+            let (status, started) = self
+                .call_listener(&taken, |messages| listener.consume(messages))
+                .await;
+            let status = status.unwrap_or_else(|| {
+                warn!(queue = ?slot.queue, "orderly listener timed out; suspending the queue");
+                OrderlyStatus::SuspendCurrentQueueAMoment
+            });
             if slot.is_dropped() {
                 return;
             }
