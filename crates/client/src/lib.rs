@@ -13,6 +13,8 @@ use std::pin::Pin;
 
 mod admin;
 mod allocate;
+mod builder;
+mod clock;
 mod config;
 mod consumer;
 mod error;

@@ -371,36 +371,47 @@ impl OffsetFile {
         self.replace(&text)
     }
 
-    /// tmp written and synced → current copied to `.bak` → tmp renamed over the file.
+    /// Atomic replace: tmp written and synced → current renamed to `.bak` → tmp renamed into
+    /// place → directory synced. Renames, not copies: a copy of the current file could itself
+    /// be torn by a crash, and between the two renames the previous content is still whole in
+    /// `.bak`, where [`OffsetFile::read`] looks when the file is missing.
     fn replace(&self, content: &[u8]) -> Result<()> {
         let path = &self.path;
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|error| Self::error(path, error))?;
-        }
-        let tmp = self.sibling(".tmp");
-        let write = |target: &Path, bytes: &[u8]| -> std::io::Result<()> {
-            let mut file = fs::File::create(target)?;
-            file.write_all(bytes)?;
-            file.sync_data()
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
         };
-        write(&tmp, content).map_err(|error| Self::error(&tmp, error))?;
-        match fs::read(path) {
-            Ok(previous) => {
-                let backup = self.sibling(".bak");
-                write(&backup, &previous).map_err(|error| Self::error(&backup, error))?;
-            }
+        fs::create_dir_all(dir).map_err(|error| Self::error(path, error))?;
+        let tmp = self.sibling(".tmp");
+        let write = || -> std::io::Result<()> {
+            let mut file = fs::File::create(&tmp)?;
+            file.write_all(content)?;
+            file.sync_all()
+        };
+        write().map_err(|error| Self::error(&tmp, error))?;
+        let backup = self.sibling(".bak");
+        match fs::rename(path, &backup) {
+            Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(Self::error(path, error)),
+            Err(error) => return Err(Self::error(&backup, error)),
         }
         fs::rename(&tmp, path).map_err(|error| Self::error(path, error))?;
-        if let Some(dir) = path.parent() {
-            // Makes the rename itself durable; not every platform can open a directory.
-            if let Ok(handle) = fs::File::open(dir) {
-                let _ = handle.sync_all();
-            }
-        }
-        Ok(())
+        sync_dir(dir).map_err(|error| Self::error(dir, error))
     }
+}
+
+/// Makes renames in `dir` durable. A failure is an error: the caller would otherwise report
+/// offsets as persisted that a power loss could still take back.
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+/// Other platforms cannot open a directory to sync it; their renames are as durable as the
+/// file system makes them.
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> std::io::Result<()> {
+    Ok(())
 }
 
 #[cfg(test)]
@@ -636,6 +647,61 @@ mod tests {
             message.contains("offsets.json") && message.contains("backup"),
             "{message}"
         );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn local_file_rotates_the_previous_file_to_bak_by_rename() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("offsets.json");
+        let store = OffsetStore::local_file("G", &path);
+        store.update(&mq(0), 1, true);
+        store.persist(&mq(0)).await.expect("persist");
+        let first = fs::metadata(&path).expect("file").ino();
+        store.update(&mq(0), 2, true);
+        store.persist(&mq(0)).await.expect("persist");
+        let backup = dir.path().join("offsets.json.bak");
+        assert_eq!(
+            fs::metadata(&backup).expect("bak").ino(),
+            first,
+            "the previous file itself became the .bak, not a copy of it"
+        );
+        assert!(
+            !dir.path().join("offsets.json.tmp").exists(),
+            "the temp file was renamed into place"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_crash_between_the_renames_loads_the_bak() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("offsets.json");
+        let store = OffsetStore::local_file("G", &path);
+        store.update(&mq(0), 5, true);
+        store.persist(&mq(0)).await.expect("persist");
+        store.update(&mq(0), 6, true);
+        store.persist(&mq(0)).await.expect("persist");
+        // The state after `offsets.json` → `.bak` and before `.tmp` → `offsets.json`.
+        fs::rename(&path, dir.path().join("offsets.json.bak")).expect("rotate");
+        fs::write(dir.path().join("offsets.json.tmp"), b"{\"offsetTa").expect("torn tmp");
+        let reopened = OffsetStore::local_file("G", &path);
+        reopened.load().expect("load from bak");
+        assert_eq!(reopened.snapshot().get(&mq(0)), Some(6));
+        // The next persist completes the replace.
+        reopened.update(&mq(0), 7, true);
+        reopened.persist(&mq(0)).await.expect("persist");
+        let fresh = OffsetStore::local_file("G", &path);
+        fresh.load().expect("load");
+        assert_eq!(fresh.snapshot().get(&mq(0)), Some(7));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_directory_sync_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(sync_dir(dir.path()).is_ok());
+        assert!(sync_dir(&dir.path().join("gone")).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - `highest_offset` is at least every offset ever put (−1 before the first put).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::message::MessageExt;
@@ -49,11 +50,14 @@ pub enum FlowControl {
 }
 
 /// In-flight messages of one assigned queue (RocketMQ's `ProcessQueue`).
+///
+/// Messages are held as `Arc`s: the consumer shares them with the task consuming them instead
+/// of copying each one.
 #[derive(Debug)]
 pub struct ProcessQueue {
-    waiting: BTreeMap<i64, MessageExt>,
+    waiting: BTreeMap<i64, Arc<MessageExt>>,
     /// Orderly consumption: taken but not yet committed.
-    consuming: BTreeMap<i64, MessageExt>,
+    consuming: BTreeMap<i64, Arc<MessageExt>>,
     cached_bytes: u64,
     highest_offset: i64,
     dropped: bool,
@@ -84,8 +88,9 @@ impl ProcessQueue {
     /// Takes in pulled messages. Offsets already held are ignored (a re-pull after an error).
     /// Returns whether an orderly consume task must be started for this queue (none is busy
     /// and there is something to consume); concurrent consumers ignore it.
-    pub fn put(&mut self, messages: impl IntoIterator<Item = MessageExt>) -> bool {
+    pub fn put<M: Into<Arc<MessageExt>>>(&mut self, messages: impl IntoIterator<Item = M>) -> bool {
         for message in messages {
+            let message = message.into();
             let offset = message.queue_offset;
             if self.waiting.contains_key(&offset) || self.consuming.contains_key(&offset) {
                 continue;
@@ -206,7 +211,7 @@ impl ProcessQueue {
 
     /// Takes up to `count` waiting messages, lowest offsets first, for an orderly consume task.
     /// When nothing is waiting the queue is marked idle so the next put starts a new task.
-    pub fn take(&mut self, count: usize) -> Vec<MessageExt> {
+    pub fn take(&mut self, count: usize) -> Vec<Arc<MessageExt>> {
         let mut taken = Vec::with_capacity(count.min(self.waiting.len()));
         while taken.len() < count {
             let Some((offset, message)) = self.waiting.pop_first() else {
@@ -236,8 +241,9 @@ impl ProcessQueue {
     }
 
     /// Orderly failure: puts `messages` back to be taken again, in order, ahead of the rest.
-    pub fn requeue(&mut self, messages: impl IntoIterator<Item = MessageExt>) {
+    pub fn requeue<M: Into<Arc<MessageExt>>>(&mut self, messages: impl IntoIterator<Item = M>) {
         for message in messages {
+            let message = message.into();
             // The caller's copy replaces the held one: it carries the new reconsume count.
             if self.consuming.remove(&message.queue_offset).is_some() {
                 self.waiting.insert(message.queue_offset, message);
@@ -276,7 +282,7 @@ impl ProcessQueue {
                 .waiting
                 .values()
                 .chain(self.consuming.values())
-                .map(MessageExt::size_bytes)
+                .map(|message| message.size_bytes())
                 .sum();
             debug_assert_eq!(bytes, self.cached_bytes, "cached bytes drifted");
             debug_assert!(

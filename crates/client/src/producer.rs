@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tidemark_protocol::body::{MessageQueue, TopicRouteData};
@@ -30,6 +30,8 @@ use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tokio::task::JoinHandle;
 use tracing::debug;
 
+use crate::builder::client_setters;
+use crate::clock::now_ms;
 use crate::config::{unique_instance_name, ClientConfig};
 use crate::error::{ClientError, Result};
 use crate::instance::{bad_response, broker_error, lock, ClientInstance, AUTO_CREATE_TOPIC};
@@ -108,15 +110,7 @@ pub struct ProducerBuilder {
 }
 
 impl ProducerBuilder {
-    pub fn namesrv_addr(mut self, addrs: impl Into<String>) -> Self {
-        self.settings.client.namesrv_addrs = ClientConfig::new(addrs).namesrv_addrs;
-        self
-    }
-
-    pub fn client_config(mut self, config: ClientConfig) -> Self {
-        self.settings.client = config;
-        self
-    }
+    client_setters!();
 
     pub fn send_timeout(mut self, timeout: Duration) -> Self {
         self.settings.send_timeout = timeout;
@@ -270,13 +264,6 @@ impl std::fmt::Debug for SendCore {
             .field("group", &self.settings.group)
             .finish_non_exhaustive()
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl SendCore {

@@ -100,10 +100,7 @@ impl PublishQueues {
 
 /// Spreads the first queue chosen by different producers (Java starts from a random index).
 fn start_index() -> usize {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.subsec_nanos())
-        .unwrap_or(0);
+    let nanos = crate::clock::since_epoch().subsec_nanos();
     (nanos as usize) ^ (std::process::id() as usize)
 }
 

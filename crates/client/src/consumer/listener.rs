@@ -1,6 +1,7 @@
 //! What the application plugs into a push consumer, and the pure rules for what a consume
 //! result means.
 
+use std::borrow::Borrow;
 use std::future::Future;
 
 use crate::message::MessageExt;
@@ -100,15 +101,16 @@ impl Settlement {
     /// Removes the batch from the process queue, except the messages whose send-back failed
     /// (they are consumed again locally and keep pinning the offset). Returns the offset to
     /// commit, or `None` when nothing may be committed (the queue was empty or is dropped).
-    pub fn finish(
+    /// `batch` holds the messages themselves or shared ones (`Arc<MessageExt>`).
+    pub fn finish<M: Borrow<MessageExt>>(
         &self,
         process: &mut crate::process_queue::ProcessQueue,
-        batch: &[MessageExt],
+        batch: &[M],
         send_back_failed: &[i64],
     ) -> Option<i64> {
         let done = batch
             .iter()
-            .map(|message| message.queue_offset)
+            .map(|message| message.borrow().queue_offset)
             .filter(|offset| !send_back_failed.contains(offset));
         let commit = process.remove(done);
         (commit >= 0 && !process.is_dropped()).then_some(commit)

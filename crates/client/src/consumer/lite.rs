@@ -28,22 +28,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tidemark_protocol::body::{ConsumeFromWhere, MessageModel, MessageQueue};
-use tokio::sync::mpsc;
+use tidemark_protocol::body::MessageQueue;
 
-use super::core::{ConsumerCore, Listener, LiteBatch};
+use super::consume::{poll_buffer, ConsumeMode, Polled, PolledBatch};
+use super::core::ConsumerCore;
 use super::ConsumerSettings;
-use crate::allocate::AllocateStrategy;
-use crate::config::ClientConfig;
+use crate::builder::{client_setters, consumer_setters};
 use crate::error::{ClientError, Result};
 use crate::instance::lock;
 use crate::message::MessageExt;
 use crate::offset_store::{CommitDelivery, OffsetTable, ReadOffsetType};
 use crate::route::subscribe_queues;
-
-/// Pulled batches buffered for `poll` (Java `pullThresholdForAll` counts messages; this counts
-/// pull results of up to `pull_batch_size` each).
-const POLL_BUFFER_BATCHES: usize = 1000;
 
 /// Builds and starts a [`LitePullConsumer`].
 #[derive(Debug, Clone)]
@@ -55,48 +50,8 @@ pub struct LitePullConsumerBuilder {
 }
 
 impl LitePullConsumerBuilder {
-    pub fn namesrv_addr(mut self, addrs: impl Into<String>) -> Self {
-        self.settings.client.namesrv_addrs = ClientConfig::new(addrs).namesrv_addrs;
-        self
-    }
-
-    pub fn client_config(mut self, config: ClientConfig) -> Self {
-        self.settings.client = config;
-        self
-    }
-
-    /// Subscribe mode: queues come from the group's rebalance.
-    pub fn subscribe(mut self, topic: impl Into<String>, expression: impl Into<String>) -> Self {
-        self.settings
-            .subscriptions
-            .push((topic.into(), expression.into()));
-        self
-    }
-
-    pub fn message_model(mut self, model: MessageModel) -> Self {
-        self.settings.message_model = model;
-        self
-    }
-
-    pub fn consume_from_where(mut self, from: ConsumeFromWhere) -> Self {
-        self.settings.consume_from_where = from;
-        self
-    }
-
-    pub fn allocate_strategy(mut self, strategy: AllocateStrategy) -> Self {
-        self.settings.allocate_strategy = strategy;
-        self
-    }
-
-    pub fn pull_batch_size(mut self, size: i32) -> Self {
-        self.settings.pull_batch_size = size;
-        self
-    }
-
-    pub fn rebalance_interval(mut self, interval: Duration) -> Self {
-        self.settings.rebalance_interval = interval;
-        self
-    }
+    client_setters!();
+    consumer_setters!();
 
     /// Commit on `poll` every `auto_commit_interval` (default on, 5 s).
     pub fn auto_commit(mut self, on: bool) -> Self {
@@ -116,18 +71,13 @@ impl LitePullConsumerBuilder {
         self
     }
 
-    pub fn offset_store_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.settings.offset_store_dir = Some(dir.into());
-        self
-    }
-
     pub async fn start(self) -> Result<LitePullConsumer> {
         self.settings.validate_lite()?;
-        let (buffer, polled) = mpsc::channel(POLL_BUFFER_BATCHES);
-        let core = ConsumerCore::start(self.settings, Listener::Lite(buffer)).await?;
+        let (buffer, polled) = poll_buffer();
+        let core = ConsumerCore::start(self.settings, ConsumeMode::Poll(buffer)).await?;
         Ok(LitePullConsumer {
             core,
-            polled: tokio::sync::Mutex::new(polled),
+            polled,
             consumed: Mutex::new(BTreeMap::new()),
             auto_commit: self.auto_commit,
             auto_commit_interval: self.auto_commit_interval,
@@ -141,7 +91,7 @@ impl LitePullConsumerBuilder {
 #[derive(Debug)]
 pub struct LitePullConsumer {
     core: Arc<ConsumerCore>,
-    polled: tokio::sync::Mutex<mpsc::Receiver<LiteBatch>>,
+    polled: Polled,
     /// Per queue: the offset up to which polled messages count as consumed.
     consumed: Mutex<BTreeMap<MessageQueue, i64>>,
     auto_commit: bool,
@@ -198,28 +148,18 @@ impl LitePullConsumer {
     pub async fn poll_for(&self, timeout: Duration) -> Vec<MessageExt> {
         self.maybe_auto_commit();
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut polled = self.polled.lock().await;
-        loop {
-            let next = tokio::time::timeout_at(deadline, polled.recv()).await;
-            let Ok(Some((slot, messages))) = next else {
-                return Vec::new();
-            };
-            // Batches of queues given up or seeked away from are stale.
-            if slot.is_dropped() {
-                continue;
-            }
-            let consumed =
-                lock(&slot.process).remove(messages.iter().map(|message| message.queue_offset));
-            if consumed >= 0 {
-                lock(&self.consumed).insert(slot.queue.clone(), consumed);
-            }
-            let group = self.core.group().to_owned();
-            let mut messages = messages;
-            for message in &mut messages {
-                message.restore_retry_topic(&group);
-            }
-            return messages;
+        let Some(PolledBatch {
+            queue,
+            consumed,
+            messages,
+        }) = self.polled.next(deadline, self.core.group()).await
+        else {
+            return Vec::new();
+        };
+        if consumed >= 0 {
+            lock(&self.consumed).insert(queue, consumed);
         }
+        messages
     }
 
     fn maybe_auto_commit(&self) {

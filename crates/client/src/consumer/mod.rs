@@ -22,9 +22,13 @@
 //! # }
 //! ```
 
+mod consume;
 mod core;
 mod listener;
 mod lite;
+mod pull;
+mod queues;
+mod rebalance;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,12 +37,14 @@ use std::time::Duration;
 use tidemark_protocol::body::{ConsumeFromWhere, MessageModel, MessageQueue};
 
 use crate::allocate::AllocateStrategy;
+use crate::builder::{client_setters, consumer_setters};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::offset_store::OffsetTable;
 use crate::process_queue::FlowLimits;
 
-pub(crate) use self::core::{ConsumerCore, Listener};
+use self::consume::ConsumeMode;
+use self::core::ConsumerCore;
 pub use listener::{
     concurrent_fn, orderly_fn, ConcurrentListener, ConsumeResult, ConsumeStatus, OrderlyListener,
     OrderlyStatus, Settlement,
@@ -81,10 +87,7 @@ pub struct ConsumerSettings {
 
 impl ConsumerSettings {
     pub fn new(group: impl Into<String>) -> Self {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_millis() as i64)
-            .unwrap_or(0);
+        let now = crate::clock::now_ms();
         Self {
             group: group.into(),
             client: ClientConfig::default(),
@@ -149,51 +152,16 @@ pub struct PushConsumerBuilder {
 }
 
 impl PushConsumerBuilder {
-    pub fn namesrv_addr(mut self, addrs: impl Into<String>) -> Self {
-        self.settings.client.namesrv_addrs = ClientConfig::new(addrs).namesrv_addrs;
-        self
-    }
-
-    pub fn client_config(mut self, config: ClientConfig) -> Self {
-        self.settings.client = config;
-        self
-    }
-
-    /// Subscribes to `topic` with a tag expression (`*` or `TagA || TagB`).
-    pub fn subscribe(mut self, topic: impl Into<String>, expression: impl Into<String>) -> Self {
-        self.settings
-            .subscriptions
-            .push((topic.into(), expression.into()));
-        self
-    }
-
-    pub fn message_model(mut self, model: MessageModel) -> Self {
-        self.settings.message_model = model;
-        self
-    }
-
-    pub fn consume_from_where(mut self, from: ConsumeFromWhere) -> Self {
-        self.settings.consume_from_where = from;
-        self
-    }
+    client_setters!();
+    consumer_setters!();
 
     pub fn consume_timestamp_ms(mut self, timestamp_ms: i64) -> Self {
         self.settings.consume_timestamp_ms = timestamp_ms;
         self
     }
 
-    pub fn allocate_strategy(mut self, strategy: AllocateStrategy) -> Self {
-        self.settings.allocate_strategy = strategy;
-        self
-    }
-
     pub fn consume_batch_max_size(mut self, size: usize) -> Self {
         self.settings.consume_batch_max_size = size;
-        self
-    }
-
-    pub fn pull_batch_size(mut self, size: i32) -> Self {
-        self.settings.pull_batch_size = size;
         self
     }
 
@@ -222,16 +190,6 @@ impl PushConsumerBuilder {
         self
     }
 
-    pub fn rebalance_interval(mut self, interval: Duration) -> Self {
-        self.settings.rebalance_interval = interval;
-        self
-    }
-
-    pub fn offset_store_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.settings.offset_store_dir = Some(dir.into());
-        self
-    }
-
     pub fn shutdown_wait(mut self, wait: Duration) -> Self {
         self.settings.shutdown_wait = wait;
         self
@@ -247,17 +205,18 @@ impl PushConsumerBuilder {
         self,
         listener: impl ConcurrentListener,
     ) -> Result<PushConsumer> {
-        self.start(Listener::Concurrent(Arc::new(listener))).await
+        self.start(ConsumeMode::Concurrent(Arc::new(listener)))
+            .await
     }
 
     /// Starts consuming with an orderly listener (queues locked at the broker in clustering mode).
     pub async fn start_orderly(self, listener: impl OrderlyListener) -> Result<PushConsumer> {
-        self.start(Listener::Orderly(Arc::new(listener))).await
+        self.start(ConsumeMode::Orderly(Arc::new(listener))).await
     }
 
-    async fn start(self, listener: Listener) -> Result<PushConsumer> {
+    async fn start(self, mode: ConsumeMode) -> Result<PushConsumer> {
         self.settings.validate()?;
-        let core = ConsumerCore::start(self.settings, listener).await?;
+        let core = ConsumerCore::start(self.settings, mode).await?;
         Ok(PushConsumer { core })
     }
 }

@@ -1,0 +1,131 @@
+//! The queues assigned to a consumer: one [`QueueSlot`] each, kept in a [`QueueTable`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tidemark_protocol::body::MessageQueue;
+use tokio_util::sync::CancellationToken;
+
+use crate::instance::lock;
+use crate::process_queue::ProcessQueue;
+
+/// One assigned queue: its process queue and the token that stops its pull loop.
+pub(crate) struct QueueSlot {
+    pub(crate) queue: MessageQueue,
+    process: Mutex<ProcessQueue>,
+    cancel: CancellationToken,
+    /// Orderly: one consume task per queue at a time, and a release waits for the batch in
+    /// progress so its commit is not lost.
+    consume_turn: tokio::sync::Mutex<()>,
+}
+
+impl QueueSlot {
+    pub(super) fn new(queue: MessageQueue) -> Arc<Self> {
+        Arc::new(Self {
+            queue,
+            process: Mutex::new(ProcessQueue::new(Instant::now())),
+            cancel: CancellationToken::new(),
+            consume_turn: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Runs `change` on the queue's process queue; the lock is held only meanwhile.
+    pub(crate) fn with_process<R>(&self, change: impl FnOnce(&mut ProcessQueue) -> R) -> R {
+        change(&mut lock(&self.process))
+    }
+
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.with_process(|process| process.is_dropped())
+    }
+
+    /// Gives the queue up: its results are no longer committed and its pull loop stops.
+    pub(crate) fn drop_queue(&self) {
+        self.with_process(ProcessQueue::drop_queue);
+        self.cancel.cancel();
+    }
+
+    /// Stops the pull loop without dropping the queue (shutdown: results still commit).
+    pub(super) fn stop(&self) {
+        self.cancel.cancel();
+    }
+
+    pub(super) fn is_stopped(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    pub(super) async fn stopped(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// Sleeps for `wait`, or less when the queue is stopped meanwhile.
+    pub(super) async fn pause(&self, wait: Duration) {
+        tokio::select! {
+            _ = self.cancel.cancelled() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+
+    /// Orderly: runs `work` as the queue's only consume task.
+    pub(super) async fn consume_exclusively<R>(&self, work: impl Future<Output = R>) -> R {
+        let _turn = self.consume_turn.lock().await;
+        work.await
+    }
+
+    /// Runs `work` once no consume task holds the queue, waiting at most `wait` for one;
+    /// `None` when it did not finish in time (and `work` did not run).
+    pub(super) async fn after_consuming<R>(
+        &self,
+        wait: Duration,
+        work: impl Future<Output = R>,
+    ) -> Option<R> {
+        let _turn = tokio::time::timeout(wait, self.consume_turn.lock())
+            .await
+            .ok()?;
+        Some(work.await)
+    }
+}
+
+/// The assigned queues by queue; the lock is never held across an await.
+#[derive(Default)]
+pub(super) struct QueueTable {
+    slots: Mutex<BTreeMap<MessageQueue, Arc<QueueSlot>>>,
+}
+
+impl QueueTable {
+    pub(super) fn get(&self, queue: &MessageQueue) -> Option<Arc<QueueSlot>> {
+        lock(&self.slots).get(queue).cloned()
+    }
+
+    pub(super) fn contains(&self, queue: &MessageQueue) -> bool {
+        lock(&self.slots).contains_key(queue)
+    }
+
+    /// Adds `slot`, replacing the slot its queue had.
+    pub(super) fn insert(&self, slot: Arc<QueueSlot>) {
+        lock(&self.slots).insert(slot.queue.clone(), slot);
+    }
+
+    pub(super) fn remove(&self, queue: &MessageQueue) {
+        lock(&self.slots).remove(queue);
+    }
+
+    /// The assigned queues, sorted.
+    pub(super) fn queues(&self) -> BTreeSet<MessageQueue> {
+        lock(&self.slots).keys().cloned().collect()
+    }
+
+    /// The slots `pick` selects (called with the table locked).
+    pub(super) fn slots_where(&self, pick: impl Fn(&QueueSlot) -> bool) -> Vec<Arc<QueueSlot>> {
+        lock(&self.slots)
+            .values()
+            .filter(|slot| pick(slot))
+            .cloned()
+            .collect()
+    }
+
+    pub(super) fn slots(&self) -> Vec<Arc<QueueSlot>> {
+        self.slots_where(|_| true)
+    }
+}
