@@ -60,7 +60,7 @@ impl Default for ClientConfig {
 pub(crate) fn unique_instance_name() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = crate::clock::since_epoch().as_nanos();
+    let nanos = tidemark_remoting::since_epoch().as_nanos();
     format!(
         "{}#{}{}",
         std::process::id(),

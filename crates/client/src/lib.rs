@@ -14,7 +14,6 @@ use std::pin::Pin;
 mod admin;
 mod allocate;
 mod builder;
-mod clock;
 mod config;
 mod consumer;
 mod error;

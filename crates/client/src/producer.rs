@@ -31,12 +31,12 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use crate::builder::client_setters;
-use crate::clock::now_ms;
 use crate::config::{unique_instance_name, ClientConfig};
 use crate::error::{ClientError, Result};
 use crate::instance::{bad_response, broker_error, lock, ClientInstance, AUTO_CREATE_TOPIC};
 use crate::message::{Message, RETRY_TOPIC_PREFIX};
 use crate::route::PublishQueues;
+use tidemark_remoting::now_ms;
 
 /// How the broker stored a message (Java `SendStatus`). Anything but `SendOk` means the
 /// message is stored but not yet as durable as the broker is configured to make it.

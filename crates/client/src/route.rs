@@ -100,7 +100,7 @@ impl PublishQueues {
 
 /// Spreads the first queue chosen by different producers (Java starts from a random index).
 fn start_index() -> usize {
-    let nanos = crate::clock::since_epoch().subsec_nanos();
+    let nanos = tidemark_remoting::since_epoch().subsec_nanos();
     (nanos as usize) ^ (std::process::id() as usize)
 }
 

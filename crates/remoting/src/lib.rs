@@ -15,7 +15,7 @@ mod server;
 
 pub use channel::{Channel, ChannelConfig, Reply, ReplyFuture, RequestHandler};
 pub use client::{ClientConfig, RemotingClient};
-pub use clock::now_ms;
+pub use clock::{now_ms, since_epoch};
 pub use codec::RemotingCodec;
 pub use error::RemotingError;
 pub use handler::handler_fn;

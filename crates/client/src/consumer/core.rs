@@ -16,7 +16,6 @@ use super::consume::{ConsumeMode, Rules};
 use super::queues::{QueueSlot, QueueTable};
 use super::rebalance::RebalanceState;
 use super::ConsumerSettings;
-use crate::clock::now_ms;
 use crate::config::unique_instance_name;
 use crate::error::Result;
 use crate::instance::{
@@ -26,6 +25,7 @@ use crate::message::retry_topic;
 use crate::offset_store::{CommitDelivery, OffsetStore, OffsetTable};
 use crate::producer::{ProducerSettings, SendCore};
 use crate::BoxFuture;
+use tidemark_remoting::now_ms;
 
 pub(crate) struct ConsumerCore {
     pub(super) settings: ConsumerSettings,

@@ -87,7 +87,7 @@ pub struct ConsumerSettings {
 
 impl ConsumerSettings {
     pub fn new(group: impl Into<String>) -> Self {
-        let now = crate::clock::now_ms();
+        let now = tidemark_remoting::now_ms();
         Self {
             group: group.into(),
             client: ClientConfig::default(),

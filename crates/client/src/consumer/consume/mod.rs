@@ -23,10 +23,10 @@ use super::core::ConsumerCore;
 use super::listener::{ConcurrentListener, OrderlyListener};
 use super::queues::QueueSlot;
 use super::ConsumerSettings;
-use crate::clock::now_ms;
 use crate::message::MessageExt;
 use crate::offset_store::ReadOffsetType;
 use crate::BoxFuture;
+use tidemark_remoting::now_ms;
 
 pub(crate) use poll::{poll_buffer, PollBuffer, Polled, PolledBatch};
 
