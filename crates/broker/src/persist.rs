@@ -61,12 +61,15 @@ pub fn backup_path(path: &Path) -> PathBuf {
     sibling(path, ".bak")
 }
 
-/// Replaces `path` with `contents` crash-safely, keeping the previous version as `.bak`.
+/// Replaces `path` with `contents` crash-safely, keeping the previous version as `.bak` — unless
+/// `keep_backup` says the current file must not become the backup (it was unusable at load and
+/// the backup is the good copy): then the current file is simply replaced and `.bak` stays.
 /// Callers serialise writes of one file (the broker's persister task does all of them).
 pub fn write_atomically(
     storage: &dyn Storage,
     path: &Path,
     contents: &[u8],
+    keep_backup: bool,
 ) -> Result<(), PersistError> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     storage
@@ -86,7 +89,7 @@ pub fn write_atomically(
         .map_err(io_error("write", &temp))?;
     file.sync().map_err(io_error("sync", &temp))?;
     drop(file);
-    if storage.exists(path) {
+    if storage.exists(path) && !keep_backup {
         let backup = backup_path(path);
         storage
             .rename(path, &backup)
@@ -138,6 +141,15 @@ fn try_candidate<T, E: std::fmt::Display>(
     })
 }
 
+/// Which file a table was loaded from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The file itself, or nothing (a fresh start): the next write may rotate it to `.bak`.
+    File,
+    /// The backup, because the file was missing or unusable: the next write must keep `.bak`.
+    Backup,
+}
+
 /// Loads `path` (or its backup) with `parse`. `Ok(None)` only when neither exists: a fresh
 /// start.
 pub fn load<T, E: std::fmt::Display>(
@@ -145,9 +157,18 @@ pub fn load<T, E: std::fmt::Display>(
     path: &Path,
     parse: impl Fn(&[u8]) -> Result<T, E>,
 ) -> Result<Option<T>, PersistError> {
+    Ok(load_with_source(storage, path, parse)?.map(|(value, _)| value))
+}
+
+/// [`load`], saying which file the value came from.
+pub fn load_with_source<T, E: std::fmt::Display>(
+    storage: &dyn Storage,
+    path: &Path,
+    parse: impl Fn(&[u8]) -> Result<T, E>,
+) -> Result<Option<(T, Source)>, PersistError> {
     let backup = backup_path(path);
     let main = match try_candidate(storage, path, &parse)? {
-        Candidate::Loaded(value) => return Ok(Some(value)),
+        Candidate::Loaded(value) => return Ok(Some((value, Source::File))),
         Candidate::Missing => None,
         Candidate::Unusable(reason) => {
             warn!(file = %path.display(), %reason, backup = %backup.display(), "config file is unusable; loading its backup");
@@ -159,7 +180,7 @@ pub fn load<T, E: std::fmt::Display>(
             if reason.is_none() {
                 warn!(file = %path.display(), backup = %backup.display(), "config file is missing; loaded its backup");
             }
-            Ok(Some(value))
+            Ok(Some((value, Source::Backup)))
         }
         (Candidate::Missing, None) => Ok(None),
         (backup_state, main) => Err(PersistError::BothCorrupt {
@@ -200,8 +221,8 @@ mod tests {
         let storage = FsStorage;
         let path = dir.path().join("config/consumerOffset.json");
         assert_eq!(load(&storage, &path, parse).expect("fresh"), None);
-        write_atomically(&storage, &path, b"{1}").expect("write");
-        write_atomically(&storage, &path, b"{2}").expect("write");
+        write_atomically(&storage, &path, b"{1}", false).expect("write");
+        write_atomically(&storage, &path, b"{2}", false).expect("write");
         assert_eq!(std::fs::read(backup_path(&path)).expect("backup"), b"{1}");
         assert_eq!(
             load(&storage, &path, parse).expect("load").as_deref(),
@@ -258,6 +279,40 @@ mod tests {
         );
     }
 
+    /// A file that was unusable at load (the backup was loaded) is replaced without becoming
+    /// the backup: a crash between the renames must still find the good backup.
+    #[test]
+    fn an_unusable_file_never_replaces_a_good_backup() {
+        let path = Path::new("/store/config/topics.json");
+        for crash_after in 1..12 {
+            let storage = SimStorage::new();
+            write_atomically(&storage, path, b"{good}", false).expect("write");
+            write_atomically(&storage, path, b"{newer}", false).expect("write");
+            storage
+                .open(path, false)
+                .and_then(|file| file.write_at(0, b"xx"))
+                .expect("tear");
+            storage
+                .open(path, false)
+                .and_then(|file| file.sync())
+                .expect("sync");
+            let (loaded, source) = load_with_source(&storage, path, parse)
+                .expect("loads")
+                .expect("something");
+            assert_eq!((loaded.as_str(), source), ("{good}", Source::Backup));
+            storage.crash_after(crash_after);
+            let _ = write_atomically(&storage, path, b"{next}", true);
+            let rebooted = storage.crash(crash_after);
+            let after = load(&rebooted, path, parse)
+                .expect("the backup is still good")
+                .expect("something");
+            assert!(
+                after == "{good}" || after == "{next}",
+                "crash after {crash_after}: {after}"
+            );
+        }
+    }
+
     /// Every operation of a sequence of replacements as the crash point, several tear seeds
     /// each: after any crash the file or its backup loads, never neither, and what loads is the
     /// last acknowledged version or the one being written when the process died.
@@ -269,11 +324,11 @@ mod tests {
         for crash_after in 1..80 {
             for seed in 0..6 {
                 let storage = SimStorage::new();
-                write_atomically(&storage, path, versions[0].as_bytes()).expect("first");
+                write_atomically(&storage, path, versions[0].as_bytes(), false).expect("first");
                 storage.crash_after(crash_after);
                 let mut acknowledged = 0;
                 for (index, version) in versions.iter().enumerate().skip(1) {
-                    if write_atomically(&storage, path, version.as_bytes()).is_err() {
+                    if write_atomically(&storage, path, version.as_bytes(), false).is_err() {
                         break;
                     }
                     acknowledged = index;

@@ -89,6 +89,12 @@ impl ConfigFile {
 /// Topics and subscription groups: what a request that created either must make durable.
 pub const METADATA: &[ConfigFile] = &[ConfigFile::Topics, ConfigFile::SubscriptionGroups];
 
+#[derive(Debug, Clone, Copy, Default)]
+struct Written {
+    revision: Option<u64>,
+    keep_backup: bool,
+}
+
 struct FlushRequest {
     files: Vec<ConfigFile>,
     done: oneshot::Sender<Result<(), PersistError>>,
@@ -99,9 +105,10 @@ struct FlushRequest {
 pub struct Persister {
     storage: Arc<dyn Storage>,
     dir: PathBuf,
-    /// Revision of each file's table last written, by [`ConfigFile::index`]. Only the
+    /// Per file, by [`ConfigFile::index`]: the revision of its table last written, and whether
+    /// the file on disk may become the backup (not when it was unusable at load). Only the
     /// persister task (and the final write at shutdown, after it stopped) take this.
-    written: Mutex<[Option<u64>; 4]>,
+    written: Mutex<[Written; 4]>,
     requests: mpsc::UnboundedSender<FlushRequest>,
     /// Taken by the task when the broker starts serving.
     receiver: Mutex<Option<mpsc::UnboundedReceiver<FlushRequest>>>,
@@ -122,7 +129,7 @@ impl Persister {
         Self {
             storage,
             dir: store_root.join("config"),
-            written: Mutex::new([None; 4]),
+            written: Mutex::new([Written::default(); 4]),
             requests,
             receiver: Mutex::new(Some(receiver)),
         }
@@ -136,20 +143,25 @@ impl Persister {
         self.storage.as_ref()
     }
 
-    /// Loads a config file (or its backup) with `parse`; `None` on a fresh start.
+    /// Loads a config file (or its backup) with `parse`; `None` on a fresh start. A file
+    /// loaded from its backup is replaced without rotating, so the good backup survives.
     pub fn load<T, E: std::fmt::Display>(
         &self,
         file: ConfigFile,
         parse: impl Fn(&[u8]) -> Result<T, E>,
     ) -> Result<Option<T>, PersistError> {
-        persist::load(self.storage.as_ref(), &self.path(file), parse)
+        let loaded = persist::load_with_source(self.storage.as_ref(), &self.path(file), parse)?;
+        let from_backup = matches!(loaded, Some((_, persist::Source::Backup)));
+        self.written.lock().unwrap_or_else(PoisonError::into_inner)[file.index()].keep_backup =
+            from_backup;
+        Ok(loaded.map(|(value, _)| value))
     }
 
     /// Counts what the tables hold now as written: they were just loaded from these files.
     pub(crate) fn mark_loaded(&self, state: &BrokerState) {
         let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
         for file in ConfigFile::ALL {
-            written[file.index()] = Some(file.revision(state));
+            written[file.index()].revision = Some(file.revision(state));
         }
     }
 
@@ -163,12 +175,21 @@ impl Persister {
     ) -> Result<(), PersistError> {
         let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
         for &file in files {
-            if !force && written[file.index()] == Some(file.revision(state)) {
+            let slot = &mut written[file.index()];
+            if !force && slot.revision == Some(file.revision(state)) {
                 continue;
             }
             let (revision, text) = file.snapshot(state);
-            persist::write_atomically(self.storage.as_ref(), &self.path(file), &text)?;
-            written[file.index()] = Some(revision);
+            persist::write_atomically(
+                self.storage.as_ref(),
+                &self.path(file),
+                &text,
+                slot.keep_backup,
+            )?;
+            *slot = Written {
+                revision: Some(revision),
+                keep_backup: false,
+            };
         }
         Ok(())
     }
