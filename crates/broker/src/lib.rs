@@ -13,7 +13,6 @@ pub mod ha_progress;
 mod long_poll;
 pub mod metadata;
 pub mod offsets;
-pub mod persist;
 pub mod persister;
 mod processor;
 mod registration;
@@ -44,7 +43,7 @@ pub enum BrokerError {
     #[error("store: {0}")]
     Store(#[from] StoreError),
     #[error("config file: {0}")]
-    Config(#[from] persist::PersistError),
+    Config(#[from] tidemark_storage::atomic_file::PersistError),
     #[error(transparent)]
     Settings(#[from] ConfigError),
 }

@@ -3,7 +3,7 @@
 //! delay offsets every `flush_delay_offset_interval`, topics and groups on the same tick), and
 //! on request it writes at once and tells the requester when the files are durable (a send
 //! that created a topic awaits that before it is acknowledged). Writes run on a blocking
-//! thread through the store's `Storage` seam ([`persist::write_atomically`]); concurrent
+//! thread through the `Storage` seam ([`persist::write_atomically`]); concurrent
 //! requests are served by one write. Tables are copied under their lock and encoded after it
 //! is released.
 
@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tidemark_protocol::json::{JsonBody, WriteOptions};
-use tidemark_store::io::Storage;
+use tidemark_storage::io::Storage;
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
-use crate::persist::{self, PersistError};
 use crate::state::{now_ms, BrokerState};
+use tidemark_storage::atomic_file::{self as persist, PersistError};
 
 /// One of the broker's config files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

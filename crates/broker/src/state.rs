@@ -11,7 +11,7 @@ use tidemark_protocol::body::{
     TopicConfigSerializeWrapper,
 };
 use tidemark_protocol::json::JsonBody;
-use tidemark_store::io::{FsStorage, Storage};
+use tidemark_storage::io::{FsStorage, Storage};
 use tidemark_store::MessageStore;
 use tokio::sync::Notify;
 use tracing::warn;
@@ -22,9 +22,9 @@ use crate::delay_offsets::DelayOffsets;
 use crate::long_poll::HeldPulls;
 use crate::metadata::{SubscriptionGroupTable, TopicTable};
 use crate::offsets::{ConsumerOffsetTable, ConsumerOffsets};
-use crate::persist::PersistError;
 use crate::persister::{ConfigFile, Persister};
 use crate::BrokerError;
+use tidemark_storage::atomic_file::PersistError;
 
 pub use tidemark_remoting::now_ms;
 

@@ -7,13 +7,13 @@
 //! next offset to consume.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tidemark_protocol::body::{MessageQueue, MessageQueueOffsets};
 use tidemark_protocol::json::{JsonBody, WriteOptions};
+use tidemark_storage::atomic_file;
+use tidemark_storage::io::FsStorage;
 use tracing::{debug, warn};
 
 use crate::error::{ClientError, Result};
@@ -180,7 +180,7 @@ impl OffsetStore {
     /// error.
     pub fn load(&self) -> Result<()> {
         if let Backend::Local(file) = &self.backend {
-            let loaded = file.read()?;
+            let loaded = file.load()?;
             let mut table = self.lock();
             for (queue, offset) in loaded {
                 table.update(&queue, offset, false);
@@ -211,7 +211,7 @@ impl OffsetStore {
         }
         let stored = match &self.backend {
             Backend::Remote(broker) => broker.query(&self.group, queue).await?,
-            Backend::Local(file) => file.read()?.get(queue).copied(),
+            Backend::Local(file) => file.load()?.get(queue).copied(),
         };
         if let Some(offset) = stored {
             self.lock().update(queue, offset, false);
@@ -286,26 +286,27 @@ impl OffsetStore {
     }
 }
 
-/// RocketMQ's `offsets.json` of a broadcasting consumer, written so that a crash at any point
-/// leaves either the old or the new content readable.
+/// RocketMQ's `offsets.json` of a broadcasting consumer, written through the storage crate's
+/// crash-safe replacement (the broker's config files use the same), so a crash at any point
+/// leaves the old or the new content readable.
 struct OffsetFile {
     path: PathBuf,
-    /// Serialises writers within this process (persist timer vs. shutdown).
-    write_lock: Mutex<()>,
+    /// Serialises writers within this process (persist timer vs. shutdown), and remembers
+    /// whether the file on disk may become the `.bak` (not when it was unusable at load).
+    writer: Mutex<WriterState>,
+}
+
+#[derive(Debug, Default)]
+struct WriterState {
+    keep_backup: bool,
 }
 
 impl OffsetFile {
     fn new(path: PathBuf) -> Self {
         Self {
             path,
-            write_lock: Mutex::new(()),
+            writer: Mutex::new(WriterState::default()),
         }
-    }
-
-    fn sibling(&self, suffix: &str) -> PathBuf {
-        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
-        name.push(suffix);
-        self.path.with_file_name(name)
     }
 
     fn error(path: &Path, detail: impl std::fmt::Display) -> ClientError {
@@ -315,49 +316,37 @@ impl OffsetFile {
         }
     }
 
-    fn parse(path: &Path) -> Result<Option<BTreeMap<MessageQueue, i64>>> {
-        let bytes = match fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(Self::error(path, error)),
-        };
+    fn parse(bytes: &[u8]) -> std::result::Result<BTreeMap<MessageQueue, i64>, String> {
         // Java writes nothing for an empty table; an empty file is an empty table.
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Some(BTreeMap::new()));
+            return Ok(BTreeMap::new());
         }
-        MessageQueueOffsets::from_json_bytes(&bytes)
-            .map(|wrapper| Some(wrapper.offset_table))
-            .map_err(|error| Self::error(path, format!("not a valid offsets file: {error}")))
+        MessageQueueOffsets::from_json_bytes(bytes)
+            .map(|wrapper| wrapper.offset_table)
+            .map_err(|error| format!("not a valid offsets file: {error}"))
     }
 
     /// The file's offsets; the `.bak` when the file is missing or corrupt; empty when neither
     /// exists. Both unreadable is an error naming both.
-    fn read(&self) -> Result<BTreeMap<MessageQueue, i64>> {
-        let backup = self.sibling(".bak");
-        match Self::parse(&self.path) {
-            Ok(Some(table)) => Ok(table),
-            Ok(None) => Ok(Self::parse(&backup)?.unwrap_or_default()),
-            Err(main_error) => match Self::parse(&backup) {
-                Ok(Some(table)) => {
-                    warn!(path = %self.path.display(), error = %main_error,
-                        "offset file unreadable; using its .bak");
-                    Ok(table)
-                }
-                Ok(None) => Err(main_error),
-                Err(backup_error) => Err(Self::error(
-                    &self.path,
-                    format!("{main_error}; and the backup: {backup_error}"),
-                )),
-            },
+    fn read(&self, writer: &mut WriterState) -> Result<BTreeMap<MessageQueue, i64>> {
+        match atomic_file::load_with_source(&FsStorage, &self.path, Self::parse) {
+            Ok(Some((table, source))) => {
+                writer.keep_backup = source == atomic_file::Source::Backup;
+                Ok(table)
+            }
+            Ok(None) => Ok(BTreeMap::new()),
+            Err(error) => Err(Self::error(&self.path, error)),
         }
     }
 
+    fn load(&self) -> Result<BTreeMap<MessageQueue, i64>> {
+        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        self.read(&mut writer)
+    }
+
     fn merge_and_write(&self, entries: &[(MessageQueue, i64)]) -> Result<()> {
-        let _writer = self
-            .write_lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut table = self.read().unwrap_or_else(|error| {
+        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = self.read(&mut writer).unwrap_or_else(|error| {
             warn!(%error, "rewriting an unreadable offset file from memory");
             BTreeMap::new()
         });
@@ -368,54 +357,17 @@ impl OffsetFile {
             offset_table: table,
         }
         .to_json_bytes_with(WriteOptions::PRETTY);
-        self.replace(&text)
+        atomic_file::write_atomically(&FsStorage, &self.path, &text, writer.keep_backup)
+            .map_err(|error| Self::error(&self.path, error))?;
+        writer.keep_backup = false;
+        Ok(())
     }
-
-    /// Atomic replace: tmp written and synced → current renamed to `.bak` → tmp renamed into
-    /// place → directory synced. Renames, not copies: a copy of the current file could itself
-    /// be torn by a crash, and between the two renames the previous content is still whole in
-    /// `.bak`, where [`OffsetFile::read`] looks when the file is missing.
-    fn replace(&self, content: &[u8]) -> Result<()> {
-        let path = &self.path;
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        fs::create_dir_all(dir).map_err(|error| Self::error(path, error))?;
-        let tmp = self.sibling(".tmp");
-        let write = || -> std::io::Result<()> {
-            let mut file = fs::File::create(&tmp)?;
-            file.write_all(content)?;
-            file.sync_all()
-        };
-        write().map_err(|error| Self::error(&tmp, error))?;
-        let backup = self.sibling(".bak");
-        match fs::rename(path, &backup) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(Self::error(&backup, error)),
-        }
-        fs::rename(&tmp, path).map_err(|error| Self::error(path, error))?;
-        sync_dir(dir).map_err(|error| Self::error(dir, error))
-    }
-}
-
-/// Makes renames in `dir` durable. A failure is an error: the caller would otherwise report
-/// offsets as persisted that a power loss could still take back.
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    fs::File::open(dir)?.sync_all()
-}
-
-/// Other platforms cannot open a directory to sync it; their renames are as durable as the
-/// file system makes them.
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> std::io::Result<()> {
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     /// A broker that keeps commits in a map, as the broker's ConsumerOffsetManager does.
@@ -696,12 +648,29 @@ mod tests {
         assert_eq!(fresh.snapshot().get(&mq(0)), Some(7));
     }
 
-    #[cfg(unix)]
-    #[test]
-    fn a_failed_directory_sync_is_an_error() {
+    /// A torn file loaded through its `.bak` is replaced without becoming the `.bak`: the
+    /// good backup stays until a good file is in place.
+    #[tokio::test]
+    async fn a_torn_file_never_becomes_the_backup() {
         let dir = tempfile::tempdir().expect("tempdir");
-        assert!(sync_dir(dir.path()).is_ok());
-        assert!(sync_dir(&dir.path().join("gone")).is_err());
+        let path = dir.path().join("offsets.json");
+        let store = OffsetStore::local_file("G", &path);
+        for offset in [1, 2] {
+            store.update(&mq(0), offset, true);
+            store.persist(&mq(0)).await.expect("persist");
+        }
+        fs::write(&path, b"{\"offsetTa").expect("tear");
+        let reopened = OffsetStore::local_file("G", &path);
+        reopened.load().expect("load from bak");
+        assert_eq!(reopened.snapshot().get(&mq(0)), Some(1));
+        reopened.update(&mq(0), 3, true);
+        reopened.persist(&mq(0)).await.expect("persist");
+        let backup = fs::read(dir.path().join("offsets.json.bak")).expect("bak");
+        let kept = MessageQueueOffsets::from_json_bytes(&backup).expect("the bak is still good");
+        assert_eq!(kept.offset_table.get(&mq(0)), Some(&1));
+        let fresh = OffsetStore::local_file("G", &path);
+        fresh.load().expect("load");
+        assert_eq!(fresh.snapshot().get(&mq(0)), Some(3));
     }
 
     #[test]

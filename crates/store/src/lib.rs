@@ -2,20 +2,20 @@
 //! on-disk layout (so an Apache RocketMQ store can be opened, and pull bodies are records copied
 //! straight out of the log), flush policies with group commit, crash recovery, and retention.
 //!
-//! It never sees sockets. All file access goes through the [`io::Storage`] seam, which
-//! [`sim::SimStorage`] implements for crash tests.
+//! It never sees sockets. All file access goes through the [`io::Storage`] seam (from
+//! `tidemark-storage`), which [`sim::SimStorage`] implements for crash tests.
 
 pub mod checkpoint;
 pub mod commit_log;
 pub mod config;
 pub mod consume_queue;
 pub mod error;
-pub mod io;
 pub mod recovery;
 pub mod retention;
-pub mod sim;
 mod store;
-mod write_map;
+
+/// The file-system seam, re-exported: the store's modules and its users name it `io`.
+pub use tidemark_storage::{io, sim};
 
 pub use config::{FlushPolicy, StoreConfig, RECORD_OVERHEAD_MAX};
 pub use consume_queue::QueueEntry;

@@ -67,7 +67,9 @@ pub(crate) fn refuse_writes_if_read_only(state: &BrokerState) -> Option<Remoting
 
 /// A topic or group this request created could not be made durable: the request is not
 /// acknowledged (its effect would not survive a crash).
-pub(crate) fn metadata_not_durable(failure: &crate::persist::PersistError) -> RemotingCommand {
+pub(crate) fn metadata_not_durable(
+    failure: &tidemark_storage::atomic_file::PersistError,
+) -> RemotingCommand {
     error(
         ResponseCode::SystemError,
         format!("topic or group created but not persisted, request not applied: {failure}"),

@@ -1,7 +1,7 @@
-//! Config files (`consumerOffset.json`, `topics.json`, `subscriptionGroup.json`,
-//! `delayOffset.json`) written so that a crash at any point leaves a complete file to load, and
-//! loaded so that a corrupt or empty file is never silently replaced by an empty table. All I/O
-//! goes through the store's [`Storage`] seam, so the simulated file system crash-tests it.
+//! Small files that hold state (the broker's config files, a broadcasting consumer's offsets)
+//! written so that a crash at any point leaves a complete file to load, and loaded so that a
+//! corrupt or empty file is never silently replaced by an empty table. All I/O goes through the
+//! [`Storage`] seam, so the simulated file system crash-tests it.
 //!
 //! Write: the new text goes to `<file>.tmp` and is synced; the current file is renamed to
 //! `<file>.bak`; the temp file is renamed into place; the directory is synced. (Java's
@@ -14,8 +14,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::io::Storage;
 use thiserror::Error;
-use tidemark_store::io::Storage;
 use tracing::warn;
 
 /// Why a config file could not be written or loaded.
@@ -64,7 +64,7 @@ pub fn backup_path(path: &Path) -> PathBuf {
 /// Replaces `path` with `contents` crash-safely, keeping the previous version as `.bak` — unless
 /// `keep_backup` says the current file must not become the backup (it was unusable at load and
 /// the backup is the good copy): then the current file is simply replaced and `.bak` stays.
-/// Callers serialise writes of one file (the broker's persister task does all of them).
+/// Callers serialise writes of one file (the broker's persister task does all of its writes).
 pub fn write_atomically(
     storage: &dyn Storage,
     path: &Path,
@@ -129,13 +129,15 @@ fn try_candidate<T, E: std::fmt::Display>(
     path: &Path,
     parse: &impl Fn(&[u8]) -> Result<T, E>,
 ) -> Result<Candidate<T>, PersistError> {
+    // An empty file is whatever `parse` makes of it: the broker's tables refuse it (an empty
+    // file is not an empty table), a broadcasting consumer's offsets read it as none.
     Ok(match read(storage, path)? {
         None => Candidate::Missing,
-        Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
-            Candidate::Unusable("empty".to_owned())
-        }
         Some(bytes) => match parse(&bytes) {
             Ok(value) => Candidate::Loaded(value),
+            Err(_) if bytes.iter().all(u8::is_ascii_whitespace) => {
+                Candidate::Unusable("empty".to_owned())
+            }
             Err(error) => Candidate::Unusable(error.to_string()),
         },
     })
@@ -201,10 +203,9 @@ pub fn load_with_source<T, E: std::fmt::Display>(
 
 #[cfg(test)]
 mod tests {
-    use tidemark_store::io::FsStorage;
-    use tidemark_store::sim::SimStorage;
-
     use super::*;
+    use crate::io::FsStorage;
+    use crate::sim::SimStorage;
 
     fn parse(bytes: &[u8]) -> Result<String, String> {
         let text = String::from_utf8(bytes.to_vec()).map_err(|_| "not utf8".to_owned())?;
