@@ -23,6 +23,7 @@ pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use retention::{disk_usage_ratio, DiskUsage, RetentionReport};
 pub use store::{
-    store_timestamp_of, Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage,
-    SCHEDULE_TOPIC,
+    Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage, SCHEDULE_TOPIC,
 };
+/// The STORETIMESTAMP field of a raw record (read in place by the protocol crate's layout).
+pub use tidemark_protocol::message::store_timestamp_of;

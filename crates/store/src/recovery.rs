@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tidemark_protocol::message::{
-    DecodeOptions, MessageRecord, BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2,
+    magic_code_of, total_size_of, DecodeOptions, MessageRecord, BLANK_MAGIC_CODE, MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
 };
 use tracing::{info, warn};
 
@@ -218,12 +219,13 @@ fn next_record(reader: &mut SegmentReader, position: u64) -> Result<Found> {
         // Fewer than 8 bytes left cannot hold anything but the end of the segment.
         return Ok(Found::EndOfSegment);
     }
-    let Some(head) = reader.slice(position, 8)? else {
+    let Some((size, magic)) = reader
+        .slice(position, 8)?
+        .and_then(|head| Some((total_size_of(&head)?, magic_code_of(&head)?)))
+    else {
         // The file is shorter than its segment: nothing was written here.
         return Ok(Found::Zeros);
     };
-    let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-    let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
     if size == 0 && magic == 0 {
         return Ok(Found::Zeros);
     }
@@ -259,8 +261,10 @@ fn resync(reader: &mut SegmentReader, from: u64) -> Result<Option<u64>> {
     let mut position = from;
     while position + 8 <= reader.len() {
         // Records cannot start in the last 8 bytes, and a resync never crosses a segment.
-        if let Some(head) = reader.slice(position, 8)? {
-            let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if let Some(magic) = reader
+            .slice(position, 8)?
+            .and_then(|head| magic_code_of(&head))
+        {
             if magic == MAGIC_CODE_V1 || magic == MAGIC_CODE_V2 {
                 if let Found::Record(..) = next_record(reader, position)? {
                     return Ok(Some(position));

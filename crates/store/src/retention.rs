@@ -5,13 +5,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use tidemark_protocol::message::store_timestamp_of;
 use tracing::{error, info, warn};
 
 use crate::commit_log::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::error::{Result, StoreError};
-use crate::store::{store_timestamp_of, MessageStore};
+use crate::store::MessageStore;
 
 /// Segments one pass deletes at most (RocketMQ's `DELETE_FILES_BATCH_MAX`); the pass repeats
 /// every `retention_check_interval_ms`.

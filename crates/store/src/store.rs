@@ -14,8 +14,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use tidemark_protocol::message::{
-    find_property, property, tags_code, DecodeOptions, MessageRecord, RecordRef, RecordVersion,
-    BLANK_MAGIC_CODE, PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION,
+    find_property, magic_code_of, property, store_timestamp_of, tags_code, total_size_of,
+    DecodeOptions, MessageRecord, RecordRef, RecordVersion, BLANK_MAGIC_CODE,
+    PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION,
 };
 use tracing::{error, warn};
 
@@ -880,18 +881,6 @@ impl Drop for MessageStore {
     }
 }
 
-/// The STORETIMESTAMP field of a raw record.
-pub fn store_timestamp_of(record: &[u8]) -> Option<i64> {
-    let sys_flag = i32::from_be_bytes(record.get(36..40)?.try_into().ok()?);
-    let at = 48
-        + if sys_flag & tidemark_protocol::message::sys_flag::BORNHOST_V6 != 0 {
-            20
-        } else {
-            8
-        };
-    Some(i64::from_be_bytes(record.get(at..at + 8)?.try_into().ok()?))
-}
-
 fn open_queues(
     storage: &Arc<dyn Storage>,
     dir: &Path,
@@ -967,11 +956,12 @@ impl Inner {
                 position += left_in_segment;
                 continue;
             }
-            let Some(head) = log.read(position, 8)? else {
+            let Some((size, magic)) = log
+                .read(position, 8)?
+                .and_then(|head| Some((total_size_of(&head)?, magic_code_of(&head)?)))
+            else {
                 break;
             };
-            let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-            let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
             if magic == BLANK_MAGIC_CODE {
                 position += left_in_segment;
                 continue;
