@@ -27,7 +27,7 @@ use crate::consume_queue::{ConsumeQueue, QueueEntry};
 use crate::error::{Result, StoreError};
 use crate::io::{FsStorage, Storage};
 use crate::recovery::{self, RecoveryMode, RecoveryReport, ScannedRecord};
-use crate::retention;
+use crate::retention::{self, DiskUsage, RetentionReport};
 
 /// A message to append; the store assigns offsets and the store timestamp.
 #[derive(Debug, Clone)]
@@ -855,21 +855,31 @@ impl MessageStore {
             .map_err(io_error("sync", &self.inner.config.root))
     }
 
-    /// The commit log, for retention and tests.
-    pub(crate) fn commit_log(&self) -> &CommitLog {
-        &self.inner.commit_log
+    /// One retention pass with an explicit time, hour of day and disk usage (tests and tools);
+    /// the usage also moves the write refusal, as a measured one does. The store's background
+    /// task runs one every `retention_check_interval_ms` with the store clock's UTC hour and
+    /// the disk usage measured before and after every deletion.
+    pub fn delete_expired(
+        &self,
+        now_ms: i64,
+        hour_of_day: u32,
+        disk_usage_ratio: f64,
+    ) -> Result<RetentionReport> {
+        let inner = &self.inner;
+        inner.disk.record(disk_usage_ratio, &inner.config);
+        retention::delete_expired(
+            &inner.commit_log,
+            &inner.config,
+            inner.all_queues(),
+            now_ms,
+            hour_of_day,
+            &mut || disk_usage_ratio,
+        )
     }
 
-    pub(crate) fn config(&self) -> &StoreConfig {
-        &self.inner.config
-    }
-
-    pub(crate) fn disk_guard(&self) -> &retention::DiskGuard {
-        &self.inner.disk
-    }
-
-    pub(crate) fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
-        self.inner.all_queues()
+    /// The disk usage the last retention pass measured, and whether appends are refused.
+    pub fn disk_usage(&self) -> DiskUsage {
+        self.inner.disk.usage()
     }
 }
 
