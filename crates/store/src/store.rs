@@ -1,5 +1,7 @@
 //! `MessageStore`: appends, reads, flushing and the lifecycle around them.
 
+mod lifecycle;
+
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
@@ -7,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -28,6 +30,7 @@ use crate::error::{Result, StoreError};
 use crate::io::{FsStorage, Storage};
 use crate::recovery::{self, RecoveryMode, RecoveryReport, ScannedRecord};
 use crate::retention::{self, DiskUsage, RetentionReport};
+use lifecycle::{Lifecycle, LifecycleCell};
 
 /// A message to append; the store assigns offsets and the store timestamp.
 #[derive(Debug, Clone)]
@@ -158,13 +161,6 @@ struct AppendState {
     replica_dispatched: u64,
 }
 
-#[derive(Default)]
-struct SyncState {
-    failed: Option<String>,
-    /// Set at shutdown: the group-commit thread exits.
-    stopping: bool,
-}
-
 /// Who waits for the commit log to be durable up to an offset.
 enum SyncWaiter {
     /// A thread blocked in [`Durable::wait`].
@@ -179,7 +175,8 @@ struct Inner {
     commit_log: CommitLog,
     queues: RwLock<QueueTable>,
     append: Mutex<AppendState>,
-    sync_state: Mutex<SyncState>,
+    /// Why a commit-log sync failed, once one has: nothing is acknowledged after it.
+    sync_failure: Mutex<Option<String>>,
     /// Appenders parked until the commit log is durable up to their end offset. Parking (not a
     /// condition variable) lets the group-commit thread wake exactly the satisfied appenders
     /// without them queueing on a mutex on the way out.
@@ -199,9 +196,7 @@ struct Inner {
     last_checkpoint: Mutex<Checkpoint>,
     /// Disk usage from the last retention pass; above the warning level appends are refused.
     disk: retention::DiskGuard,
-    stopping: Mutex<bool>,
-    stop_signal: Condvar,
-    closed: AtomicBool,
+    lifecycle: LifecycleCell,
     clock: Box<Clock>,
     _lock: Box<dyn Debug + Send + Sync>,
 }
@@ -311,7 +306,7 @@ impl MessageStore {
                 last_store_timestamp: 0,
                 replica_dispatched: 0,
             }),
-            sync_state: Mutex::new(SyncState::default()),
+            sync_failure: Mutex::new(None),
             sync_waiters: Mutex::new(Vec::new()),
             synced_unwoken: Mutex::new(Vec::new()),
             group_commit_thread: std::sync::OnceLock::new(),
@@ -320,9 +315,7 @@ impl MessageStore {
             checkpoint: checkpoint_file,
             last_checkpoint: Mutex::new(checkpoint),
             disk: retention::DiskGuard::default(),
-            stopping: Mutex::new(false),
-            stop_signal: Condvar::new(),
-            closed: AtomicBool::new(false),
+            lifecycle: LifecycleCell::new(),
             clock,
             _lock: lock,
         };
@@ -372,13 +365,7 @@ impl MessageStore {
 
     /// Stops the background threads (idempotent).
     fn stop_threads(&self) {
-        *self
-            .inner
-            .stopping
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
-        self.inner.stop_signal.notify_all();
-        self.inner.sync_state().stopping = true;
+        self.inner.lifecycle.advance(Lifecycle::Stopping);
         for thread in [
             self.inner.group_commit_thread.get(),
             self.inner.prefault_thread.get(),
@@ -393,6 +380,7 @@ impl MessageStore {
         for thread in threads {
             let _ = thread.join();
         }
+        self.inner.lifecycle.advance(Lifecycle::Closed);
     }
 
     /// Appends one message.
@@ -415,10 +403,10 @@ impl MessageStore {
     /// the messages at once, as RocketMQ's do.
     pub fn append_batch(&self, messages: &[NewMessage]) -> Result<(Vec<Appended>, Durable)> {
         let inner = &self.inner;
-        if inner.closed.load(Ordering::Acquire) {
+        if !inner.lifecycle.is_running() {
             return Err(StoreError::Closed);
         }
-        if let Some(reason) = inner.sync_state().failed.clone() {
+        if let Some(reason) = inner.sync_failure().clone() {
             return Err(StoreError::SyncFailed { reason });
         }
         if let Some(refusal) = inner.disk.refusal(&inner.config) {
@@ -797,7 +785,7 @@ impl MessageStore {
     /// complete into its consume queue, exactly as the master did. Returns the new end.
     pub fn append_replicated(&self, offset: u64, bytes: &[u8]) -> Result<u64> {
         let inner = &self.inner;
-        if inner.closed.load(Ordering::Acquire) {
+        if !inner.lifecycle.is_running() {
             return Err(StoreError::Closed);
         }
         let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
@@ -832,7 +820,7 @@ impl MessageStore {
 
     /// Stops the flush thread, syncs everything and removes the `abort` marker.
     pub fn shutdown(&self) -> Result<()> {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
+        if self.inner.lifecycle.advance(Lifecycle::Stopping) != Lifecycle::Running {
             return Ok(());
         }
         self.stop_threads();
@@ -887,7 +875,9 @@ impl Drop for MessageStore {
     /// Dropping without `shutdown` behaves like a crash as far as the files go (the abort
     /// marker stays), but the flush thread is stopped.
     fn drop(&mut self) {
-        self.stop_threads();
+        if self.inner.lifecycle.get() != Lifecycle::Closed {
+            self.stop_threads();
+        }
     }
 }
 
@@ -929,8 +919,8 @@ fn open_queues(
 }
 
 impl Inner {
-    fn sync_state(&self) -> MutexGuard<'_, SyncState> {
-        self.sync_state
+    fn sync_failure(&self) -> MutexGuard<'_, Option<String>> {
+        self.sync_failure
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -1048,8 +1038,8 @@ impl Inner {
     /// or a failed sync), `None` to keep waiting. At shutdown the group-commit thread may be
     /// gone, so the caller's bytes are synced here.
     fn durable_outcome(&self, end: u64) -> Option<Result<()>> {
-        let state = self.sync_state();
-        if let Some(reason) = &state.failed {
+        let failure = self.sync_failure();
+        if let Some(reason) = &*failure {
             return Some(Err(StoreError::SyncFailed {
                 reason: reason.clone(),
             }));
@@ -1057,8 +1047,8 @@ impl Inner {
         if self.commit_log.flushed() >= end {
             return Some(Ok(()));
         }
-        if state.stopping {
-            drop(state);
+        if !self.lifecycle.is_running() {
+            drop(failure);
             return Some(self.commit_log.sync_to(end));
         }
         None
@@ -1148,17 +1138,15 @@ impl Inner {
 
     fn group_commit_loop(&self) {
         loop {
-            let (failed, stopping) = {
-                let state = self.sync_state();
-                (state.failed.is_some(), state.stopping)
-            };
+            let failed = self.sync_failure().is_some();
+            let stopping = !self.lifecycle.is_running();
             let target = self.commit_log.written();
             if !failed && target > self.commit_log.flushed() {
                 if let Err(error) = self.commit_log.sync_to(target) {
                     // After a failed fsync the page cache may have dropped the data
                     // (fsyncgate): nothing can be promised durable until the store is reopened.
                     error!(%error, "commit-log sync failed; refusing further writes");
-                    self.sync_state().failed = Some(error.to_string());
+                    *self.sync_failure() = Some(error.to_string());
                     self.wake_synced(true);
                     continue;
                 }
@@ -1192,7 +1180,7 @@ impl Inner {
         let mut failing = false;
         loop {
             std::thread::park_timeout(IDLE_WAIT);
-            if *self.stopping.lock().unwrap_or_else(PoisonError::into_inner) {
+            if !self.lifecycle.is_running() {
                 break;
             }
             if !self.prefault_wanted.swap(false, Ordering::AcqRel) {
@@ -1243,17 +1231,7 @@ impl Inner {
     fn flush_loop(&self) {
         let interval = self.config.background_flush_interval();
         let mut last_retention = (self.clock)();
-        let mut stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
-        while !*stopping {
-            let (guard, _) = self
-                .stop_signal
-                .wait_timeout(stopping, interval)
-                .unwrap_or_else(PoisonError::into_inner);
-            stopping = guard;
-            if *stopping {
-                break;
-            }
-            drop(stopping);
+        while self.lifecycle.sleep_while_running(interval) {
             if let Err(error) = self.flush_all() {
                 warn!(%error, "background flush failed; will retry");
             }
@@ -1262,7 +1240,6 @@ impl Inner {
                 last_retention = now;
                 self.retention_pass(now);
             }
-            stopping = self.stopping.lock().unwrap_or_else(PoisonError::into_inner);
         }
     }
 
