@@ -9,8 +9,10 @@ pub mod checkpoint;
 pub mod commit_log;
 pub mod config;
 pub mod consume_queue;
+mod dispatch;
 pub mod error;
 pub mod io;
+mod queues;
 pub mod recovery;
 pub mod retention;
 pub mod sim;
@@ -19,11 +21,10 @@ mod write_map;
 
 pub use config::{FlushPolicy, StoreConfig, RECORD_OVERHEAD_MAX};
 pub use consume_queue::QueueEntry;
+pub use dispatch::SCHEDULE_TOPIC;
 pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use retention::{disk_usage_ratio, DiskUsage, RetentionReport};
-pub use store::{
-    Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage, SCHEDULE_TOPIC,
-};
+pub use store::{Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage};
 /// The STORETIMESTAMP field of a raw record (read in place by the protocol crate's layout).
 pub use tidemark_protocol::message::store_timestamp_of;
