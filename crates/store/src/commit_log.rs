@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
-use tidemark_protocol::message::BLANK_MAGIC_CODE;
+use tidemark_protocol::message::{total_size_of, BLANK_MAGIC_CODE};
 use tracing::warn;
 
 use crate::error::{Result, StoreError};
@@ -350,10 +350,9 @@ impl CommitLog {
 
     /// The whole record starting at `offset`.
     pub fn read_record(&self, offset: u64) -> Result<Option<Bytes>> {
-        let Some(size) = self.read(offset, 4)? else {
+        let Some(size) = self.read(offset, 4)?.and_then(|head| total_size_of(&head)) else {
             return Ok(None);
         };
-        let size = i32::from_be_bytes([size[0], size[1], size[2], size[3]]);
         if size < 4 {
             return Ok(None);
         }

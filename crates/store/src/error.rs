@@ -1,5 +1,5 @@
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 use tidemark_protocol::MessageError;
@@ -63,6 +63,14 @@ impl StoreError {
             StoreError::Io { op, path, source }
         }
     }
+}
+
+/// [`StoreError::io`] for `map_err`: `.map_err(io_error("sync", &root))`.
+pub(crate) fn io_error<'a>(
+    op: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |error| StoreError::io(op, path, error)
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

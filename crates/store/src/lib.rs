@@ -9,7 +9,9 @@ pub mod checkpoint;
 pub mod commit_log;
 pub mod config;
 pub mod consume_queue;
+mod dispatch;
 pub mod error;
+mod queues;
 pub mod recovery;
 pub mod retention;
 mod store;
@@ -19,10 +21,10 @@ pub use tidemark_storage::{io, sim};
 
 pub use config::{FlushPolicy, StoreConfig, RECORD_OVERHEAD_MAX};
 pub use consume_queue::QueueEntry;
+pub use dispatch::SCHEDULE_TOPIC;
 pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use retention::{disk_usage_ratio, DiskUsage, RetentionReport};
-pub use store::{
-    store_timestamp_of, Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage,
-    SCHEDULE_TOPIC,
-};
+pub use store::{Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage};
+/// The STORETIMESTAMP field of a raw record (read in place by the protocol crate's layout).
+pub use tidemark_protocol::message::store_timestamp_of;

@@ -15,17 +15,23 @@
 //!   acknowledged records after it are kept;
 //! - otherwise it is a torn tail: the log ends there.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tidemark_protocol::message::{
-    DecodeOptions, MessageRecord, BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2,
+    magic_code_of, total_size_of, DecodeOptions, MessageRecord, BLANK_MAGIC_CODE, MAGIC_CODE_V1,
+    MAGIC_CODE_V2,
 };
 use tracing::{info, warn};
 
 use crate::checkpoint::Checkpoint;
 use crate::commit_log::{CommitLog, Segment, SegmentReader};
+use crate::config::StoreConfig;
+use crate::consume_queue::{ConsumeQueue, QueueEntry};
+use crate::dispatch::DispatchRequest;
 use crate::error::Result;
+use crate::queues::QueueTable;
 
 /// Whether the previous run shut down cleanly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,12 +224,13 @@ fn next_record(reader: &mut SegmentReader, position: u64) -> Result<Found> {
         // Fewer than 8 bytes left cannot hold anything but the end of the segment.
         return Ok(Found::EndOfSegment);
     }
-    let Some(head) = reader.slice(position, 8)? else {
+    let Some((size, magic)) = reader
+        .slice(position, 8)?
+        .and_then(|head| Some((total_size_of(&head)?, magic_code_of(&head)?)))
+    else {
         // The file is shorter than its segment: nothing was written here.
         return Ok(Found::Zeros);
     };
-    let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-    let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
     if size == 0 && magic == 0 {
         return Ok(Found::Zeros);
     }
@@ -259,8 +266,10 @@ fn resync(reader: &mut SegmentReader, from: u64) -> Result<Option<u64>> {
     let mut position = from;
     while position + 8 <= reader.len() {
         // Records cannot start in the last 8 bytes, and a resync never crosses a segment.
-        if let Some(head) = reader.slice(position, 8)? {
-            let magic = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if let Some(magic) = reader
+            .slice(position, 8)?
+            .and_then(|head| magic_code_of(&head))
+        {
             if magic == MAGIC_CODE_V1 || magic == MAGIC_CODE_V2 {
                 if let Found::Record(..) = next_record(reader, position)? {
                     return Ok(Some(position));
@@ -301,6 +310,91 @@ pub fn scan_start(log: &CommitLog, checkpoint: &Checkpoint, mode: RecoveryMode) 
         }
         (None, RecoveryMode::Abnormal) => (first, 0),
     }
+}
+
+/// Recovers an opened store: scans the commit log from where `checkpoint` and `mode` say,
+/// cuts it where the valid data ends, and rebuilds the consume queues from the records found.
+pub(crate) fn recover(
+    log: &CommitLog,
+    queues: &QueueTable,
+    config: &StoreConfig,
+    mode: RecoveryMode,
+    checkpoint: &Checkpoint,
+) -> Result<RecoveryReport> {
+    let (start, durable_end) = scan_start(log, checkpoint, mode);
+    // Consume queues are derived data: everything they say about the log from the scan
+    // start on is dropped and rebuilt from the records themselves.
+    for queue in &queues.all() {
+        queue.truncate_past(start)?;
+    }
+    // A queue's offsets follow each other in log order. The CRC covers only the body, so a
+    // record breaking the sequence had its header damaged; a jump is allowed only where a
+    // corrupt range was skipped since the queue's previous record (its slots become holes).
+    let log_span = log.segments().len() as u64 * log.segment_bytes();
+    let mut expected: HashMap<(String, i32), (i64, usize)> = HashMap::new();
+    let outcome = scan(log, start, durable_end, |scanned: ScannedRecord| {
+        let key = (scanned.record.topic.clone(), scanned.record.queue_id);
+        let queue = queues.get_or_create(&key.0, key.1)?;
+        let offset = scanned.record.queue_offset;
+        let (next, corrupt_seen) = expected
+            .get(&key)
+            .copied()
+            .unwrap_or((queue.write_end(), 0));
+        let jump_allowed = scanned.corrupt_ranges_before > corrupt_seen
+            && offset > next
+            && ((offset - next) as u64) <= log_span / 64;
+        if offset != next && !jump_allowed {
+            return Ok(false);
+        }
+        expected.insert(key, (offset + 1, scanned.corrupt_ranges_before));
+        let request = DispatchRequest::of_record(&scanned.record, scanned.offset, scanned.size);
+        queue.put(offset, request.queue_entry(config))?;
+        queue.publish(offset + 1);
+        Ok(true)
+    })?;
+    let (end, corrupt, records) = (outcome.end, outcome.corrupt_ranges, outcome.records);
+    let bytes_truncated = log.truncate(end)?;
+    let commit_log_min = log.min_offset();
+    let mut queue_entries_truncated = 0;
+    let queues = queues.all();
+    for queue in &queues {
+        queue_entries_truncated += queue.truncate_past(end)?;
+        queue.correct_min_offset(commit_log_min)?;
+        queue.sync()?;
+    }
+    if !corrupt.is_empty() {
+        punch_holes(&queues, &corrupt)?;
+    }
+    Ok(RecoveryReport {
+        mode,
+        scan_start: start,
+        records_recovered: records,
+        commit_log_end: end,
+        bytes_truncated,
+        corrupt_ranges: corrupt,
+        queue_entries_truncated,
+    })
+}
+
+/// Queue entries pointing into corrupt ranges become holes: never served.
+fn punch_holes(queues: &[Arc<ConsumeQueue>], corrupt: &[(u64, u64)]) -> Result<()> {
+    for queue in queues {
+        let (min, max) = (queue.min_offset(), queue.max_offset());
+        let mut offset = min;
+        while offset < max {
+            let Some(entries) = queue.read(offset, 1024)? else {
+                break;
+            };
+            for (index, entry) in entries.iter().enumerate() {
+                let at = entry.commit_log_offset as u64;
+                if !entry.is_hole() && corrupt.iter().any(|(from, to)| at >= *from && at < *to) {
+                    queue.put(offset + index as i64, QueueEntry::HOLE)?;
+                }
+            }
+            offset += entries.len().max(1) as i64;
+        }
+    }
+    Ok(())
 }
 
 pub fn log_report(report: &RecoveryReport) {

@@ -5,13 +5,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use tidemark_protocol::message::store_timestamp_of;
 use tracing::{error, info, warn};
 
 use crate::commit_log::CommitLog;
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::error::{Result, StoreError};
-use crate::store::{store_timestamp_of, MessageStore};
 
 /// Segments one pass deletes at most (RocketMQ's `DELETE_FILES_BATCH_MAX`); the pass repeats
 /// every `retention_check_interval_ms`.
@@ -179,34 +179,6 @@ pub(crate) fn delete_expired(
         );
     }
     Ok(report)
-}
-
-impl MessageStore {
-    /// One retention pass with an explicit time, hour of day and disk usage (tests and tools);
-    /// the usage also moves the write refusal, as a measured one does. The store's background
-    /// task runs one every `retention_check_interval_ms` with the store clock's UTC hour and
-    /// the disk usage measured before and after every deletion.
-    pub fn delete_expired(
-        &self,
-        now_ms: i64,
-        hour_of_day: u32,
-        disk_usage_ratio: f64,
-    ) -> Result<RetentionReport> {
-        self.disk_guard().record(disk_usage_ratio, self.config());
-        delete_expired(
-            self.commit_log(),
-            self.config(),
-            self.all_queues(),
-            now_ms,
-            hour_of_day,
-            &mut || disk_usage_ratio,
-        )
-    }
-
-    /// The disk usage the last retention pass measured, and whether appends are refused.
-    pub fn disk_usage(&self) -> DiskUsage {
-        self.disk_guard().usage()
-    }
 }
 
 #[cfg(test)]

@@ -247,6 +247,34 @@ fn the_directory_lock_is_exclusive() {
     MessageStore::open(config).expect("free again");
 }
 
+/// After `shutdown` appends are refused (sent and replicated alike) while reads go on, a
+/// second `shutdown` does nothing, and a `Durable` taken before it still resolves.
+#[test]
+fn shutdown_refuses_appends_and_is_idempotent() {
+    let storage = SimStorage::new();
+    let (store, _) = open_sim(&storage, FlushPolicy::Sync).expect("open");
+    let (_, durable) = store
+        .append_batch(&[message("T", 0, vec![1; 10], None)])
+        .expect("append");
+    store.shutdown().expect("shutdown");
+    durable.wait().expect("durable after shutdown");
+    assert!(matches!(
+        store.put(&message("T", 0, vec![2; 10], None)),
+        Err(StoreError::Closed)
+    ));
+    let end = store.commit_log_positions().1;
+    assert!(matches!(
+        store.append_replicated(end, &[]),
+        Err(StoreError::Closed)
+    ));
+    assert_eq!(read_all(&store, "T", 0).len(), 1);
+    store.shutdown().expect("second shutdown");
+    drop(store);
+    let (store, report) = open_sim(&storage, FlushPolicy::Sync).expect("reopen");
+    assert_eq!(report.mode, RecoveryMode::Normal);
+    assert_eq!(store.max_offset("T", 0), 1);
+}
+
 /// A full disk fails the append with a typed error; the store stays readable, consistent, and
 /// accepts writes again once space is back.
 #[test]

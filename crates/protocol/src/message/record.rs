@@ -142,11 +142,45 @@ pub struct RecordRef<'a> {
 pub const QUEUE_OFFSET_POSITION: usize = 20;
 /// Byte position of PHYSICALOFFSET in every record.
 pub const PHYSICAL_OFFSET_POSITION: usize = 28;
+/// Byte position of SYSFLAG in every record.
+const SYS_FLAG_POSITION: usize = 36;
+/// Byte position of BORNHOST in every record; the fields after it move with its width.
+const BORN_HOST_POSITION: usize = 48;
+
+// Fields read in place from encoded bytes, without decoding the record: a store reads them
+// from partial reads (a record's first bytes) and on paths where a full decode would cost.
+
+/// The TOTALSIZE field at the start of `bytes` (a record, or the blank record ending a
+/// commit-log segment); `None` when `bytes` is too short to hold it.
+#[inline]
+pub fn total_size_of(bytes: &[u8]) -> Option<i32> {
+    field(bytes, 0).map(i32::from_be_bytes)
+}
+
+/// The MAGICCODE field at the start of `bytes`; `None` when `bytes` is too short to hold it.
+#[inline]
+pub fn magic_code_of(bytes: &[u8]) -> Option<u32> {
+    field(bytes, 4).map(u32::from_be_bytes)
+}
+
+/// The STORETIMESTAMP field of an encoded record; `None` when `record` is too short to hold it.
+#[inline]
+pub fn store_timestamp_of(record: &[u8]) -> Option<i64> {
+    let sys_flag = i32::from_be_bytes(field(record, SYS_FLAG_POSITION)?);
+    let born_host_length = host_length_for(sys_flag & sys_flag::BORNHOST_V6 != 0);
+    field(record, BORN_HOST_POSITION + born_host_length).map(i64::from_be_bytes)
+}
+
+/// The `N` bytes at `at`, if `bytes` holds them.
+#[inline]
+fn field<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
+    bytes.get(at..at.checked_add(N)?)?.try_into().ok()
+}
 
 impl RecordRef<'_> {
     /// Where STORETIMESTAMP sits: after the born host, whose width depends on its family.
     pub fn store_timestamp_position(&self) -> usize {
-        48 + host_length(&self.born_host)
+        BORN_HOST_POSITION + host_length(&self.born_host)
     }
 
     /// Appends the record; returns its length. The body CRC is computed from the body.
@@ -245,9 +279,16 @@ pub fn body_crc(body: &[u8]) -> u32 {
 }
 
 fn host_length(address: &SocketAddr) -> usize {
-    match address {
-        SocketAddr::V4(_) => 8,
-        SocketAddr::V6(_) => 20,
+    host_length_for(address.is_ipv6())
+}
+
+/// Bytes of an encoded host: address and port.
+#[inline]
+fn host_length_for(ipv6: bool) -> usize {
+    if ipv6 {
+        20
+    } else {
+        8
     }
 }
 
@@ -571,6 +612,24 @@ mod tests {
                 ..record
             }
         );
+    }
+
+    #[test]
+    fn fields_read_in_place_match_the_decoded_record() {
+        for born_host in ["127.0.0.1:50001", "[::1]:50001"] {
+            let record = MessageRecord {
+                born_host: born_host.parse().expect("addr"),
+                ..sample()
+            };
+            let bytes = record.encode_to_bytes().expect("encodes");
+            assert_eq!(total_size_of(&bytes), Some(bytes.len() as i32));
+            assert_eq!(magic_code_of(&bytes), Some(MAGIC_CODE_V1));
+            assert_eq!(store_timestamp_of(&bytes), Some(record.store_timestamp));
+            let store_timestamp_end = BORN_HOST_POSITION + host_length(&record.born_host) + 8;
+            assert_eq!(store_timestamp_of(&bytes[..store_timestamp_end - 1]), None);
+        }
+        assert_eq!(total_size_of(&[0, 0, 1]), None);
+        assert_eq!(magic_code_of(&[0; 7]), None);
     }
 
     #[test]

@@ -1,0 +1,115 @@
+//! Replication: a master serves its commit log in chunks; a slave writes them at the same
+//! offsets and indexes every record they complete, as the master did.
+
+use std::sync::PoisonError;
+
+use bytes::Bytes;
+use tidemark_protocol::message::{
+    magic_code_of, total_size_of, DecodeOptions, MessageRecord, BLANK_MAGIC_CODE,
+};
+
+use super::{AppendState, Inner, MessageStore};
+use crate::commit_log::END_OF_SEGMENT_MIN_BYTES;
+use crate::dispatch::DispatchRequest;
+use crate::error::{Result, StoreError};
+
+impl MessageStore {
+    /// Replication, master side: up to `max_bytes` of the commit log from `from`, never across
+    /// a segment end (a slave writes them at the same offsets). `None` when nothing is new;
+    /// an error when `from` is no longer retained.
+    pub fn replication_chunk(&self, from: u64, max_bytes: usize) -> Result<Option<Bytes>> {
+        let log = &self.inner.commit_log;
+        let end = log.written();
+        if from >= end {
+            return Ok(None);
+        }
+        let segment_end = from - from % log.segment_bytes() + log.segment_bytes();
+        let length = (end.min(segment_end) - from).min(max_bytes as u64) as usize;
+        log.read(from, length)?
+            .map(Some)
+            .ok_or_else(|| StoreError::ReplicationGap {
+                expected: log.min_offset(),
+                got: from,
+            })
+    }
+
+    /// Replication, slave side: appends bytes copied from the master's commit log at `offset`
+    /// — the end of this log, or anywhere when this log is empty — and puts every record they
+    /// complete into its consume queue, exactly as the master did. Returns the new end.
+    pub fn append_replicated(&self, offset: u64, bytes: &[u8]) -> Result<u64> {
+        let inner = &self.inner;
+        if !inner.lifecycle.is_running() {
+            return Err(StoreError::Closed);
+        }
+        let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+        let end = inner.commit_log.written();
+        let empty = inner.commit_log.segments().is_empty();
+        if offset != end && !empty {
+            return Err(StoreError::ReplicationGap {
+                expected: end,
+                got: offset,
+            });
+        }
+        if empty {
+            state.replica_dispatched = offset;
+        }
+        let new_end = inner.commit_log.write_replicated(offset, bytes)?;
+        inner.dispatch_replicated(&mut state)?;
+        drop(state);
+        inner.ask_for_prefault(new_end);
+        Ok(new_end)
+    }
+}
+
+impl Inner {
+    /// Indexes the replicated records that are complete: from the dispatch cursor to the last
+    /// whole record below the log's end. Blank records end their segment.
+    fn dispatch_replicated(&self, state: &mut AppendState) -> Result<()> {
+        let log = &self.commit_log;
+        let end = log.written();
+        let segment_bytes = log.segment_bytes();
+        let mut position = state.replica_dispatched;
+        while position < end {
+            let left_in_segment = segment_bytes - position % segment_bytes;
+            if left_in_segment < END_OF_SEGMENT_MIN_BYTES {
+                position += left_in_segment;
+                continue;
+            }
+            let Some((size, magic)) = log
+                .read(position, 8)?
+                .and_then(|head| Some((total_size_of(&head)?, magic_code_of(&head)?)))
+            else {
+                break;
+            };
+            if magic == BLANK_MAGIC_CODE {
+                position += left_in_segment;
+                continue;
+            }
+            if size < 8 || size as u64 > left_in_segment {
+                return Err(StoreError::Unrecoverable {
+                    reason: format!("replicated record at {position} has size {size}"),
+                });
+            }
+            let Some(bytes) = log.read(position, size as usize)? else {
+                break;
+            };
+            let (record, _) = MessageRecord::decode(&bytes, 0, DecodeOptions::default())?;
+            if record.physical_offset != position as i64 {
+                return Err(StoreError::Unrecoverable {
+                    reason: format!(
+                        "replicated record at {position} names offset {}",
+                        record.physical_offset
+                    ),
+                });
+            }
+            let queue = self.queues.get_or_create(&record.topic, record.queue_id)?;
+            let request = DispatchRequest::of_record(&record, position, size as u32);
+            queue.put(record.queue_offset, request.queue_entry(&self.config))?;
+            queue.publish(record.queue_offset + 1);
+            state.last_store_timestamp = state.last_store_timestamp.max(record.store_timestamp);
+            position += size as u64;
+        }
+        state.replica_dispatched = position;
+        Ok(())
+    }
+}
