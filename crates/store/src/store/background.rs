@@ -131,6 +131,9 @@ impl Inner {
 
     pub(super) fn flush_all(&self) -> Result<()> {
         self.commit_log.sync_to(self.commit_log.written())?;
+        // Appenders this sync made durable are woken now, not when the group-commit thread
+        // next syncs something itself (it would not, with nothing new written).
+        self.wake_synced(false);
         // Every record below `dispatched` has its queue entry written (entries go first).
         let dispatched = self.commit_log.written();
         let queues = self.queues.all();

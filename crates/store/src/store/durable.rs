@@ -181,7 +181,7 @@ impl Inner {
 
     /// Wakes the appenders whose bytes are now durable; all of them after a failure or at
     /// shutdown (they find out which on waking).
-    fn wake_synced(&self, wake_all: bool) {
+    pub(super) fn wake_synced(&self, wake_all: bool) {
         let flushed = self.commit_log.flushed();
         let mut satisfied = Vec::new();
         let mut tasks = Vec::new();
@@ -217,6 +217,10 @@ impl Inner {
     }
 
     pub(super) fn group_commit_loop(&self) {
+        // How far the waiters have been woken for. The flush loop syncs the commit log too
+        // (under Sync, with the queues and checkpoint); a waiter its sync covered must not wait
+        // for the next append to be woken.
+        let mut woken_up_to = self.commit_log.flushed();
         loop {
             let failed = self.group_commit.failure().is_some();
             let stopping = !self.lifecycle.is_running();
@@ -231,7 +235,13 @@ impl Inner {
                     continue;
                 }
                 self.wake_synced(false);
+                woken_up_to = self.commit_log.flushed();
                 continue;
+            }
+            let flushed = self.commit_log.flushed();
+            if flushed > woken_up_to {
+                self.wake_synced(false);
+                woken_up_to = flushed;
             }
             if stopping {
                 // Waiters left are synced by themselves (see `durable_outcome`).
