@@ -43,7 +43,7 @@ pub fn redelivery(record: &MessageRecord) -> Option<NewMessage> {
         reconsume_times: record.reconsume_times,
         prepared_transaction_offset: record.prepared_transaction_offset,
         body: record.body.clone(),
-        properties: properties.encode(),
+        properties,
     })
 }
 

@@ -80,12 +80,18 @@ fn message(body_bytes: usize, index: u64) -> NewMessage {
         reconsume_times: 0,
         prepared_transaction_offset: 0,
         body: Bytes::from(vec![b'x'; body_bytes]),
-        properties: properties.encode(),
+        properties,
     }
 }
 
 fn record_bytes(body_bytes: usize) -> usize {
-    message(body_bytes, 0).properties.len() + body_bytes + "BenchmarkTopic".len() + 1 + 2 + 4 + 88
+    message(body_bytes, 0).properties.encode().len()
+        + body_bytes
+        + "BenchmarkTopic".len()
+        + 1
+        + 2
+        + 4
+        + 88
 }
 
 /// Messages per second and MB/s of record bytes.

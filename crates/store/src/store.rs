@@ -19,8 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use tidemark_protocol::message::{
-    find_property, property, RecordRef, RecordVersion, PHYSICAL_OFFSET_POSITION,
-    QUEUE_OFFSET_POSITION,
+    Properties, RecordRef, RecordVersion, PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION,
 };
 
 use crate::checkpoint::{Checkpoint, CheckpointFile};
@@ -50,8 +49,9 @@ pub struct NewMessage {
     pub reconsume_times: i32,
     pub prepared_transaction_offset: i64,
     pub body: Bytes,
-    /// The encoded properties string, as it arrives in a send request.
-    pub properties: String,
+    /// Parsed once by whoever builds the message; the store encodes them once into the record
+    /// and reads `TAGS` from them.
+    pub properties: Properties,
 }
 
 /// Where an appended message landed.
@@ -253,6 +253,7 @@ impl MessageStore {
         let mut encoded = BytesMut::new();
         let mut layout = Vec::with_capacity(messages.len());
         for message in messages {
+            let properties = message.properties.encode();
             let record = RecordRef {
                 version: if message.topic.len() > 127 {
                     RecordVersion::V2
@@ -272,7 +273,7 @@ impl MessageStore {
                 prepared_transaction_offset: message.prepared_transaction_offset,
                 body: &message.body,
                 topic: &message.topic,
-                properties: &message.properties,
+                properties: &properties,
             };
             // RocketMQ 4.9.4+ limits the body to maxMessageSize and the record to 64 KiB more;
             // properties have their own 32767-byte limit, checked by the encoder.
@@ -296,7 +297,7 @@ impl MessageStore {
                 start,
                 size,
                 record.store_timestamp_position(),
-                find_property(&message.properties, property::TAGS),
+                message.properties.tags(),
             ));
         }
         let total = encoded.len() as u64;

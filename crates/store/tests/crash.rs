@@ -76,7 +76,11 @@ fn verify_after_crash(
             record.store_timestamp, appended.store_timestamp,
             "{context}"
         );
-        assert_eq!(record.properties.encode(), message.properties, "{context}");
+        assert_eq!(
+            record.properties.encode(),
+            message.properties.encode(),
+            "{context}"
+        );
         let entry = store
             .queue_entry(&message.topic, message.queue_id, appended.queue_offset)
             .expect("readable");

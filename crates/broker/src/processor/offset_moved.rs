@@ -55,7 +55,7 @@ pub(super) fn record(state: &BrokerState, header: &PullMessageRequestHeader, new
         reconsume_times: 0,
         prepared_transaction_offset: 0,
         body: Bytes::from(event.to_json_bytes()),
-        properties: properties.encode(),
+        properties,
     };
     // Not awaited for durability: the event is a report, and the pull that caused it must not
     // wait for a group commit.

@@ -89,19 +89,18 @@ pub(super) async fn send_back(
         reconsume_times: original.reconsume_times + 1,
         prepared_transaction_offset: 0,
         body: original.body.clone(),
-        properties: String::new(),
+        properties,
     };
     if original.reconsume_times >= max || header.delay_level < 0 {
-        metadata_created |= to_dead_letter(state, &mut message, &mut properties, &header.group);
+        metadata_created |= to_dead_letter(state, &mut message, &header.group);
     } else {
         let level = if header.delay_level > 0 {
             header.delay_level
         } else {
             DEFAULT_RETRY_LEVEL_BASE + original.reconsume_times
         };
-        to_schedule(state, &mut message, &mut properties, level);
+        to_schedule(state, &mut message, level);
     }
-    message.properties = properties.encode();
     if metadata_created {
         if let Err(failure) = state.persist_metadata_now().await {
             return super::metadata_not_durable(&failure);

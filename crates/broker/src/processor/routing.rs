@@ -1,23 +1,17 @@
 //! Where a message goes instead of its topic: a delay level's schedule queue, or its group's
 //! dead-letter topic. Used by sends and by CONSUMER_SEND_MSG_BACK alike; both edit the
-//! message's parsed properties, which the caller encodes once.
+//! message's parsed properties, which the store encodes once.
 
 use tidemark_protocol::body::perm;
-use tidemark_protocol::message::{property, Properties};
+use tidemark_protocol::message::property;
 use tidemark_store::{NewMessage, SCHEDULE_TOPIC};
 
 use crate::metadata::{dlq_topic, DLQ_QUEUE_NUMS};
 use crate::state::{now_ms, BrokerState};
 
 /// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
-/// schedule service stores it again in its real topic and queue once due. `properties` are the
-/// message's, encoded by the caller once routing is done.
-pub(super) fn to_schedule(
-    state: &BrokerState,
-    message: &mut NewMessage,
-    properties: &mut Properties,
-    level: i32,
-) {
+/// schedule service stores it again in its real topic and queue once due.
+pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: i32) {
     let levels = state
         .config
         .delay_levels_ms()
@@ -25,6 +19,7 @@ pub(super) fn to_schedule(
         .unwrap_or(1)
         .max(1);
     let level = level.clamp(1, levels);
+    let properties = &mut message.properties;
     properties.insert(property::REAL_TOPIC, message.topic.clone());
     properties.insert(property::REAL_QUEUE_ID, message.queue_id.to_string());
     properties.insert(property::DELAY_TIME_LEVEL, level.to_string());
@@ -36,18 +31,13 @@ pub(super) fn to_schedule(
 /// it; releases before apache/rocketmq#2437 made it write-only), creating the topic on first use.
 /// Returns whether it created the topic: the caller persists it before answering.
 #[must_use]
-pub(super) fn to_dead_letter(
-    state: &BrokerState,
-    message: &mut NewMessage,
-    properties: &mut Properties,
-    group: &str,
-) -> bool {
+pub(super) fn to_dead_letter(state: &BrokerState, message: &mut NewMessage, group: &str) -> bool {
     let topic = dlq_topic(group);
     let (_, created) =
         state
             .topics
             .ensure(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
-    properties.remove(property::DELAY_TIME_LEVEL);
+    message.properties.remove(property::DELAY_TIME_LEVEL);
     message.topic = topic;
     message.queue_id = 0;
     created

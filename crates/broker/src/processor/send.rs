@@ -184,7 +184,7 @@ fn waits_for_slave(properties: &Properties) -> bool {
 }
 
 /// One message: stamped with the cluster, routed to the dead-letter topic (a retried message
-/// past its group's limit) or a delay level's schedule queue, then encoded once.
+/// past its group's limit) or a delay level's schedule queue; the store encodes it once.
 fn single_message(
     state: &BrokerState,
     target: &Target<'_>,
@@ -193,9 +193,13 @@ fn single_message(
     request_version: i32,
 ) -> Prepared {
     let header = target.header;
-    let mut message = new_message(state, target, header.flag, body);
     properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
     let producer_waits_for_slave = waits_for_slave(&properties);
+    let delay = properties
+        .get(property::DELAY_TIME_LEVEL)
+        .and_then(|level| level.parse::<i32>().ok())
+        .unwrap_or(0);
+    let mut message = new_message(state, target, header.flag, body, properties);
     let mut topic_created = false;
     if let Some(group) = header.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) {
         let from_header = if request_version >= version::V3_4_9 {
@@ -205,18 +209,12 @@ fn single_message(
         };
         let max = from_header.unwrap_or_else(|| state.groups.retry_max_times(group));
         if message.reconsume_times >= max {
-            topic_created =
-                super::routing::to_dead_letter(state, &mut message, &mut properties, group);
+            topic_created = super::routing::to_dead_letter(state, &mut message, group);
         }
     }
-    let delay = properties
-        .get(property::DELAY_TIME_LEVEL)
-        .and_then(|level| level.parse::<i32>().ok())
-        .unwrap_or(0);
     if delay > 0 && !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
-        super::routing::to_schedule(state, &mut message, &mut properties, delay);
+        super::routing::to_schedule(state, &mut message, delay);
     }
-    message.properties = properties.encode();
     Prepared {
         messages: vec![message],
         topic_created,
@@ -224,7 +222,7 @@ fn single_message(
     }
 }
 
-/// A batch: every entry stamped with the cluster and encoded once; delays are refused.
+/// A batch: every entry stamped with the cluster; delays are refused.
 fn batch_messages(
     state: &BrokerState,
     target: &Target<'_>,
@@ -254,9 +252,9 @@ fn batch_messages(
         }
         producer_waits_for_slave &= waits_for_slave(&properties);
         properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
-        let mut message = new_message(state, target, entry.flag, entry.body);
-        message.properties = properties.encode();
-        messages.push(message);
+        messages.push(new_message(
+            state, target, entry.flag, entry.body, properties,
+        ));
     }
     Ok(Prepared {
         messages,
@@ -350,8 +348,14 @@ fn refuse_transactional(
     ))
 }
 
-/// A message of this send with its properties still to be encoded.
-fn new_message(state: &BrokerState, target: &Target<'_>, flag: i32, body: Bytes) -> NewMessage {
+/// A message of this send.
+fn new_message(
+    state: &BrokerState,
+    target: &Target<'_>,
+    flag: i32,
+    body: Bytes,
+    properties: Properties,
+) -> NewMessage {
     let header = target.header;
     NewMessage {
         topic: header.topic.clone(),
@@ -364,7 +368,7 @@ fn new_message(state: &BrokerState, target: &Target<'_>, flag: i32, body: Bytes)
         reconsume_times: header.reconsume_times.unwrap_or(0),
         prepared_transaction_offset: 0,
         body,
-        properties: String::new(),
+        properties,
     }
 }
 

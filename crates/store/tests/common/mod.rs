@@ -64,7 +64,7 @@ pub fn message(topic: &str, queue_id: i32, body: Vec<u8>, tag: Option<&str>) -> 
         reconsume_times: 0,
         prepared_transaction_offset: 0,
         body: Bytes::from(body),
-        properties: properties.encode(),
+        properties,
     }
 }
 
