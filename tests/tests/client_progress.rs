@@ -407,6 +407,53 @@ async fn scenario08c_lite_pull_auto_commit_reaches_the_broker() {
     producer.shutdown().await;
 }
 
+/// A deliberate rewind by the queue's own consumer is stored, as RocketMQ stores it: a lite pull
+/// consumer that seeks back and commits the lower offset finds it at the broker, and a
+/// successor starts there. (Tidemark ignores lower commits only from a group member that no
+/// longer pulls the queue.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_rewinds_its_own_commit_is_believed() {
+    init_logging();
+    let server = DevServer::start("client-rewind", &[]);
+    let topic = unique("SRew");
+    let group = unique("GRew");
+    let producer = producer(&server).await;
+    let expected = send(&producer, &topic, "a", 20).await;
+    let consumer =
+        lite_consumer_that_polled(&server, &group, &topic, Duration::from_secs(600), 20).await;
+    consumer
+        .commit_and_persist(expected.clone())
+        .await
+        .expect("commit everything");
+    let admin = Admin::connect(ClientConfig::new(server.namesrv_addr()))
+        .await
+        .expect("admin");
+    assert_eq!(
+        wait_for_commits(&admin, &group, &topic, &expected).await,
+        expected
+    );
+    let (queue, end) = expected
+        .iter()
+        .find(|(_, end)| **end >= 2)
+        .map(|(queue, end)| (queue.clone(), *end))
+        .expect("a queue with two messages");
+    consumer.seek(&queue, 1).await.expect("seek back");
+    consumer
+        .commit_and_persist([(queue.clone(), 1)].into())
+        .await
+        .expect("commit the rewind");
+    let mut rewound = expected.clone();
+    rewound.insert(queue.clone(), 1);
+    assert_eq!(
+        wait_for_commits(&admin, &group, &topic, &rewound).await,
+        rewound,
+        "the broker stores the consumer's deliberate rewind on {queue:?} (was {end})"
+    );
+    consumer.shutdown().await;
+    admin.shutdown().await;
+    producer.shutdown().await;
+}
+
 /// A push consumer dropped without `shutdown` shuts itself down in the background: its last
 /// progress reaches the broker and it leaves the group, so a successor resumes exactly where
 /// it stopped.

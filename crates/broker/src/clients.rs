@@ -102,6 +102,14 @@ impl ClientRegistry {
         self.lock().consumer_ids(group)
     }
 
+    /// Whether the connection belongs to a consumer of the group (its heartbeats said so).
+    pub fn is_member(&self, group: &str, channel_id: u64) -> bool {
+        self.lock()
+            .consumers
+            .get(group)
+            .is_some_and(|entry| entry.channels.contains_key(&channel_id))
+    }
+
     pub fn group_channels(&self, group: &str) -> Vec<Channel> {
         self.lock().group_channels(group)
     }

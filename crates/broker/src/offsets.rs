@@ -6,13 +6,18 @@
 //! The stored value is the next offset the group will consume in that queue.
 //!
 //! Rules:
-//! - [`commit`](ConsumerOffsetTable::commit) (UPDATE_CONSUMER_OFFSET, and the offset a pull
-//!   carries): progress only moves forward. Java stores a smaller value and logs a warning;
-//!   Tidemark keeps the larger one, because a smaller commit from a client is always stale (a
-//!   late oneway sent before a rebalance, a consumer that has not yet seen another's progress) and
-//!   clients never move their own progress back. The one exception is a stored offset past the
-//!   end of the queue (the log lost its tail in a crash): then the commit corrects it downwards,
-//!   otherwise the group would skip messages written after the crash.
+//! - [`commit`](ConsumerOffsetTable::commit) (the offset a pull carries, and
+//!   UPDATE_CONSUMER_OFFSET from a member of the group that no longer pulls the queue):
+//!   progress only moves forward. Java stores a smaller value and logs a warning; Tidemark keeps
+//!   the larger one, because such a smaller commit is stale (a late oneway sent before a
+//!   rebalance, a consumer that has not yet seen another's progress). The one exception is a
+//!   stored offset past the end of the queue (the log lost its tail in a crash): then the commit
+//!   corrects it downwards, otherwise the group would skip messages written after the crash.
+//! - [`commit_by`](ConsumerOffsetTable::commit_by) a [`Committer`] that means it: a lower
+//!   UPDATE_CONSUMER_OFFSET from an admin tool (a connection that is not a consumer of the
+//!   group: `updateConsumeOffset`) or from the queue's current consumer (the connection that
+//!   last pulled it: a lite pull consumer that sought back) is a deliberate rewind, stored as
+//!   RocketMQ stores it, with the reset epoch raised so slaves take it.
 //! - [`reset`](ConsumerOffsetTable::reset) (an operator's INVOKE_BROKER_TO_RESET_OFFSET): may move
 //!   backwards; it is the only way to. A reset also puts up a *fence* on the queue: until a
 //!   client commits exactly the reset offset (which every RocketMQ client does once it has
@@ -32,7 +37,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tidemark_protocol::body::{split_topic_at_group, topic_at_group, ConsumerOffsetWrapper};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// What a commit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +54,23 @@ pub enum CommitOutcome {
     Rejected,
     /// The queue was reset and no client has confirmed the reset offset yet: ignored.
     IgnoredDuringReset { reset_offset: i64 },
+    /// A deliberate rewind (an admin tool, or the queue's current consumer) moved it back.
+    Rewound { previous: i64 },
+}
+
+/// Who a commit comes from, as far as moving progress back is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committer {
+    /// A pull's piggy-backed commit, a slave passing on progress, or a member of the group
+    /// that is not the queue's current consumer (a former owner): forward only.
+    Progress,
+    /// UPDATE_CONSUMER_OFFSET from the connection that last pulled the queue for the group:
+    /// a lower value is a deliberate rewind (a lite pull consumer that sought back).
+    CurrentConsumer,
+    /// UPDATE_CONSUMER_OFFSET from a connection that is not a consumer of the group (an admin
+    /// tool's `updateConsumeOffset`): a lower value is a deliberate rewind, even while a reset
+    /// is unconfirmed.
+    Admin,
 }
 
 impl CommitOutcome {
@@ -59,6 +81,7 @@ impl CommitOutcome {
             CommitOutcome::Created
                 | CommitOutcome::Advanced { .. }
                 | CommitOutcome::Corrected { .. }
+                | CommitOutcome::Rewound { .. }
         )
     }
 }
@@ -83,6 +106,9 @@ pub struct QueueProgress {
     /// Up after a reset until a client confirms it. Not persisted: after a restart clients
     /// re-read the stored (reset) offset anyway.
     fence: Option<Fence>,
+    /// The connection that last pulled the queue for the group: its current consumer. Not
+    /// persisted (connections do not outlive the broker).
+    last_puller: Option<u64>,
 }
 
 impl QueueProgress {
@@ -91,7 +117,17 @@ impl QueueProgress {
             offset,
             reset_epoch: 0,
             fence: None,
+            last_puller: None,
         }
+    }
+
+    /// A deliberate move (reset or rewind) raises the epoch, so slaves take the value.
+    fn raise_epoch(&mut self, now_ms: i64) {
+        self.reset_epoch = if self.reset_epoch == 0 {
+            now_ms
+        } else {
+            now_ms.max(self.reset_epoch + 1)
+        };
     }
 }
 
@@ -148,6 +184,30 @@ impl ConsumerOffsetTable {
         queue_max_offset: i64,
         now_ms: i64,
     ) -> CommitOutcome {
+        self.commit_by(
+            topic,
+            group,
+            queue_id,
+            offset,
+            queue_max_offset,
+            now_ms,
+            Committer::Progress,
+        )
+    }
+
+    /// [`commit`](Self::commit), where a lower value from `committer` may be a deliberate
+    /// rewind (see [`Committer`]): stored, and the queue's reset epoch raised so slaves take it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn commit_by(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        offset: i64,
+        queue_max_offset: i64,
+        now_ms: i64,
+        committer: Committer,
+    ) -> CommitOutcome {
         if offset < 0 {
             return CommitOutcome::Rejected;
         }
@@ -162,7 +222,7 @@ impl ConsumerOffsetTable {
             return CommitOutcome::Created;
         };
         if let Some(fence) = progress.fence {
-            if now_ms < fence.until_ms && offset != fence.offset {
+            if now_ms < fence.until_ms && offset != fence.offset && committer != Committer::Admin {
                 return CommitOutcome::IgnoredDuringReset {
                     reset_offset: fence.offset,
                 };
@@ -179,6 +239,12 @@ impl ConsumerOffsetTable {
             progress.offset = offset;
             return CommitOutcome::Corrected { previous };
         }
+        if committer != Committer::Progress {
+            progress.offset = offset;
+            progress.fence = None;
+            progress.raise_epoch(now_ms);
+            return CommitOutcome::Rewound { previous };
+        }
         CommitOutcome::IgnoredBackwards { stored: previous }
     }
 
@@ -190,11 +256,7 @@ impl ConsumerOffsetTable {
             .queues_mut(topic, group)
             .entry(queue_id)
             .or_insert(QueueProgress::new(offset));
-        progress.reset_epoch = if progress.reset_epoch == 0 {
-            now_ms
-        } else {
-            now_ms.max(progress.reset_epoch + 1)
-        };
+        progress.raise_epoch(now_ms);
         progress.offset = offset;
         progress.fence = Some(Fence {
             offset,
@@ -205,6 +267,31 @@ impl ConsumerOffsetTable {
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
         self.progress(topic, group, queue_id)
             .map(|progress| progress.offset)
+    }
+
+    /// Records the connection that pulled the queue for the group (only where the group has
+    /// progress: before that, no commit can be lower than anything).
+    pub fn note_puller(&mut self, topic: &str, group: &str, queue_id: i32, connection: u64) {
+        if let Some(progress) = self
+            .topics
+            .get_mut(topic)
+            .and_then(|groups| groups.get_mut(group))
+            .and_then(|queues| queues.get_mut(&queue_id))
+        {
+            progress.last_puller = Some(connection);
+        }
+    }
+
+    /// Whether `connection` is the last to have pulled the queue for the group.
+    pub fn is_current_consumer(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        connection: u64,
+    ) -> bool {
+        self.progress(topic, group, queue_id)
+            .is_some_and(|progress| progress.last_puller == Some(connection))
     }
 
     /// The epoch of the queue's last reset (0: never reset).
@@ -411,6 +498,7 @@ impl ConsumerOffsets {
 
     /// The one way a commit is applied, from UPDATE_CONSUMER_OFFSET and from a pull alike:
     /// [`ConsumerOffsetTable::commit`]; a stored value moves the revision.
+    #[allow(clippy::too_many_arguments)]
     pub fn commit(
         &self,
         topic: &str,
@@ -419,19 +507,50 @@ impl ConsumerOffsets {
         offset: i64,
         queue_max_offset: i64,
         now_ms: i64,
+        committer: Committer,
     ) -> CommitOutcome {
         let mut inner = self.lock();
-        let outcome = inner
-            .table
-            .commit(topic, group, queue_id, offset, queue_max_offset, now_ms);
+        let outcome = inner.table.commit_by(
+            topic,
+            group,
+            queue_id,
+            offset,
+            queue_max_offset,
+            now_ms,
+            committer,
+        );
         if outcome.stored() {
             inner.revision += 1;
         }
         drop(inner);
-        if let CommitOutcome::IgnoredBackwards { stored } = outcome {
-            debug!(%group, %topic, queue = queue_id, commit = offset, stored, "backwards commit ignored");
+        match outcome {
+            CommitOutcome::IgnoredBackwards { stored } => {
+                debug!(%group, %topic, queue = queue_id, commit = offset, stored, "backwards commit from a former consumer ignored");
+            }
+            CommitOutcome::Rewound { previous } => {
+                info!(%group, %topic, queue = queue_id, from = previous, to = offset, ?committer, "consumer offset rewound deliberately");
+            }
+            _ => {}
         }
         outcome
+    }
+
+    pub fn note_puller(&self, topic: &str, group: &str, queue_id: i32, connection: u64) {
+        self.lock()
+            .table
+            .note_puller(topic, group, queue_id, connection);
+    }
+
+    pub fn is_current_consumer(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        connection: u64,
+    ) -> bool {
+        self.lock()
+            .table
+            .is_current_consumer(topic, group, queue_id, connection)
     }
 
     pub fn reset(&self, topic: &str, group: &str, queue_id: i32, offset: i64, now_ms: i64) {
@@ -532,6 +651,47 @@ mod tests {
             Some(2),
             "an operator may move backwards"
         );
+    }
+
+    /// A lower commit moves progress back only when it is deliberate: from an admin tool (even
+    /// through an unconfirmed reset's fence) or from the queue's current consumer. A former
+    /// owner's late commit is still ignored. A rewind raises the epoch, so slaves take it.
+    #[test]
+    fn deliberate_rewinds_are_stored_stale_commits_are_not() {
+        let mut table = ConsumerOffsetTable::new();
+        table.commit("T", "g", 0, 8, 100, 0);
+        assert_eq!(
+            table.commit_by("T", "g", 0, 5, 100, 1, Committer::Progress),
+            CommitOutcome::IgnoredBackwards { stored: 8 }
+        );
+        assert_eq!(
+            table.commit_by("T", "g", 0, 3, 100, 2, Committer::Admin),
+            CommitOutcome::Rewound { previous: 8 }
+        );
+        assert_eq!(table.query("T", "g", 0), Some(3));
+        let epoch = table.reset_epoch("T", "g", 0);
+        assert!(epoch > 0, "a rewind raises the epoch");
+        table.commit("T", "g", 0, 9, 100, 3);
+        table.note_puller("T", "g", 0, 42);
+        assert!(table.is_current_consumer("T", "g", 0, 42));
+        assert!(!table.is_current_consumer("T", "g", 0, 7));
+        assert_eq!(
+            table.commit_by("T", "g", 0, 4, 100, 4, Committer::CurrentConsumer),
+            CommitOutcome::Rewound { previous: 9 }
+        );
+        assert!(table.reset_epoch("T", "g", 0) > epoch);
+        // Through an operator reset's fence: the current consumer waits like everyone else,
+        // an admin tool does not.
+        table.reset("T", "g", 0, 6, 10);
+        assert!(matches!(
+            table.commit_by("T", "g", 0, 2, 100, 11, Committer::CurrentConsumer),
+            CommitOutcome::IgnoredDuringReset { .. }
+        ));
+        assert_eq!(
+            table.commit_by("T", "g", 0, 1, 100, 12, Committer::Admin),
+            CommitOutcome::Rewound { previous: 6 }
+        );
+        assert_eq!(table.query("T", "g", 0), Some(1));
     }
 
     #[test]

@@ -113,8 +113,13 @@ pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, maste
             commit_offset: entry.offset,
             broker_name: Some(state.config.broker_name.clone()),
         };
-        let request =
+        let mut request =
             RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header);
+        // Passing progress on, never rewinding: the master may have moved on meanwhile.
+        request.ext_fields.insert(
+            crate::processor::consumer::FORWARD_ONLY_FIELD.to_owned(),
+            "true".to_owned(),
+        );
         if let Err(error) = client.invoke_oneway(master, request).await {
             debug!(%master, %error, "could not tell the master a newer offset");
             break;

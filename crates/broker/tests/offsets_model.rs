@@ -79,6 +79,7 @@ proptest! {
                         CommitOutcome::Corrected { previous } => prop_assert!(previous > queue_max),
                         CommitOutcome::Created | CommitOutcome::Advanced { .. } => {}
                         CommitOutcome::IgnoredDuringReset { .. } => prop_assert!(false, "no fence was up"),
+                        CommitOutcome::Rewound { .. } => prop_assert!(false, "plain commits never rewind"),
                     }
                     if let Some(value) = expected {
                         model.insert((topic, group, queue), value);

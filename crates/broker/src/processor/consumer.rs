@@ -19,6 +19,7 @@ use tracing::debug;
 use super::{bad_header, error, success};
 use crate::clients::ClientChannel;
 use crate::metadata::retry_topic;
+use crate::offsets::Committer;
 use crate::state::{now_ms, BrokerState};
 
 /// A lock not renewed for this long is free (`rocketmq.broker.rebalance.lockMaxLiveTime`).
@@ -181,19 +182,45 @@ pub(super) fn query_offset(state: &BrokerState, request: &RemotingCommand) -> Re
     )
 }
 
-pub(super) fn update_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+/// An ext field Tidemark's slaves add when they pass progress on to their master: such a commit
+/// only ever moves forward (Apache brokers ignore unknown fields).
+pub(crate) const FORWARD_ONLY_FIELD: &str = "tidemarkForwardOnly";
+
+/// UPDATE_CONSUMER_OFFSET. A value lower than the stored one is a deliberate rewind when it
+/// comes from an admin tool (a connection that is not a consumer of the group) or from the
+/// queue's current consumer (the connection that last pulled it), and is stored; from any
+/// other member of the group — a former owner whose commit arrives late — it is ignored.
+pub(super) fn update_offset(
+    state: &BrokerState,
+    channel: &Channel,
+    request: &RemotingCommand,
+) -> RemotingCommand {
     let header = match request.decode_header::<UpdateConsumerOffsetRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let max = state.store.max_offset(&header.topic, header.queue_id);
+    let (topic, group, queue_id) = (&header.topic, &header.consumer_group, header.queue_id);
+    let committer = if request.ext_fields.get(FORWARD_ONLY_FIELD).is_some() {
+        Committer::Progress
+    } else if !state.clients.is_member(group, channel.id()) {
+        Committer::Admin
+    } else if state
+        .offsets
+        .is_current_consumer(topic, group, queue_id, channel.id())
+    {
+        Committer::CurrentConsumer
+    } else {
+        Committer::Progress
+    };
+    let max = state.store.max_offset(topic, queue_id);
     state.offsets.commit(
-        &header.topic,
-        &header.consumer_group,
-        header.queue_id,
+        topic,
+        group,
+        queue_id,
         header.commit_offset,
         max,
         now_ms(),
+        committer,
     );
     success()
 }

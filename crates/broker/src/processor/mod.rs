@@ -89,13 +89,13 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::SendMessage | RequestCode::SendMessageV2 | RequestCode::SendBatchMessage => {
                     send::send(&state, &channel, &request).await
                 }
-                RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(&state, &request).await,
+                RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(&state, &channel, &request).await,
                 RequestCode::ConsumerSendMsgBack => retry::send_back(&state, &request).await,
                 RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request).await,
                 RequestCode::UnregisterClient => consumer::unregister_client(&state, &channel, &request),
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
                 RequestCode::QueryConsumerOffset => consumer::query_offset(&state, &request),
-                RequestCode::UpdateConsumerOffset => consumer::update_offset(&state, &request),
+                RequestCode::UpdateConsumerOffset => consumer::update_offset(&state, &channel, &request),
                 RequestCode::LockBatchMq => consumer::lock(&state, &request),
                 RequestCode::UnlockBatchMq => consumer::unlock(&state, &request),
                 RequestCode::CheckClientConfig => consumer::check_client_config(&request),

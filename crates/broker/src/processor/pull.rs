@@ -11,10 +11,12 @@ use tidemark_protocol::headers::{
 };
 use tidemark_protocol::message::{SubscriptionExpression, PHYSICAL_OFFSET_POSITION};
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::Channel;
 use tidemark_store::{GetResult, GetStatus};
 
 use super::{bad_header, error, offset_moved};
 use crate::config::BrokerRole;
+use crate::offsets::Committer;
 use crate::state::{now_ms, BrokerState};
 
 /// Messages and bytes one pull returns at most (RocketMQ's limits for data in memory).
@@ -23,7 +25,11 @@ const PULL_BYTES_MAX: usize = 256 * 1024;
 /// Longest a pull is held, whatever the client asks.
 const SUSPEND_MAX: Duration = Duration::from_secs(30);
 
-pub(super) async fn pull(state: &Arc<BrokerState>, request: &RemotingCommand) -> RemotingCommand {
+pub(super) async fn pull(
+    state: &Arc<BrokerState>,
+    channel: &Channel,
+    request: &RemotingCommand,
+) -> RemotingCommand {
     let header = match request.decode_header::<PullMessageRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
@@ -60,6 +66,13 @@ pub(super) async fn pull(state: &Arc<BrokerState>, request: &RemotingCommand) ->
             )
         }
     };
+    // This connection consumes the queue now: a rewind it commits is deliberate.
+    state.offsets.note_puller(
+        &header.topic,
+        &header.consumer_group,
+        header.queue_id,
+        channel.id(),
+    );
     match process(state, &header, &group, true) {
         Outcome::Respond(response) => response,
         Outcome::Hold => {
@@ -206,6 +219,7 @@ fn process(
             header.commit_offset,
             result.max_offset,
             now_ms(),
+            Committer::Progress,
         );
     }
 
