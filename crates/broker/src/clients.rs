@@ -39,6 +39,8 @@ struct ConsumerGroup {
 pub struct GroupSubscription {
     pub message_model: MessageModel,
     pub subscription: Option<SubscriptionData>,
+    /// Whether the group subscribes to anything (an assign-mode lite pull consumer does not).
+    pub subscribes_anything: bool,
 }
 
 /// Connected clients. Owns its lock; every operation is atomic and returns copies.
@@ -94,6 +96,7 @@ impl ClientRegistry {
         Some(GroupSubscription {
             message_model: entry.message_model,
             subscription: entry.subscriptions.get(topic).cloned(),
+            subscribes_anything: !entry.subscriptions.is_empty(),
         })
     }
 

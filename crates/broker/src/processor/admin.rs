@@ -250,11 +250,12 @@ pub(super) fn consume_stats(state: &BrokerState, request: &RemotingCommand) -> R
         let Some(config) = state.topics.get(&topic) else {
             continue;
         };
-        // An online group that does not subscribe a topic is skipped, as Java does.
+        // An online group that subscribes to other topics but not this one is skipped, as
+        // Java does; one that subscribes to nothing (assign-mode lite pull) is not.
         if state
             .clients
             .group_subscription(&group, &topic)
-            .is_some_and(|online| online.subscription.is_none())
+            .is_some_and(|online| online.subscribes_anything && online.subscription.is_none())
         {
             continue;
         }
