@@ -129,10 +129,6 @@ impl TopicTable {
         self.lock().topics.get(topic).cloned()
     }
 
-    pub fn contains(&self, topic: &str) -> bool {
-        self.lock().topics.contains_key(topic)
-    }
-
     pub fn data_version(&self) -> DataVersion {
         self.lock().data_version.clone()
     }

@@ -139,10 +139,6 @@ impl Persister {
         self.dir.join(file.file_name())
     }
 
-    pub fn storage(&self) -> &dyn Storage {
-        self.storage.as_ref()
-    }
-
     /// Loads a config file (or its backup) with `parse`; `None` on a fresh start. A file
     /// loaded from its backup is replaced without rotating, so the good backup survives.
     pub fn load<T, E: std::fmt::Display>(
