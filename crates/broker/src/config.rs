@@ -104,8 +104,16 @@ pub struct BrokerConfig {
     pub auto_create_subscription_group: bool,
     #[serde(alias = "defaultTopicQueueNums")]
     pub default_topic_queue_nums: i32,
+    /// How often `consumerOffset.json` (the RocketMQ-format export of consumer progress) is
+    /// rewritten, ms. Progress itself is durable through the offset journal, not this file.
     #[serde(alias = "flushConsumerOffsetInterval")]
     pub flush_consumer_offset_interval: u64,
+    /// Extra wait before each offset-journal sync to gather more changes into it, ms. 0: sync as
+    /// soon as the previous sync ended (changes arriving meanwhile share the next one).
+    pub offset_journal_group_commit_ms: u64,
+    /// The offset journal is compacted into a snapshot once this many bytes were appended since
+    /// the last snapshot (and at least twice the snapshot's size).
+    pub offset_journal_compact_bytes: u64,
     #[serde(alias = "registerNameServerPeriod")]
     pub register_name_server_period: u64,
     #[serde(alias = "longPollingEnable")]
@@ -187,6 +195,8 @@ impl Default for BrokerConfig {
             auto_create_subscription_group: true,
             default_topic_queue_nums: 8,
             flush_consumer_offset_interval: 5000,
+            offset_journal_group_commit_ms: 0,
+            offset_journal_compact_bytes: 16 << 20,
             register_name_server_period: 30_000,
             long_polling_enable: true,
             short_polling_time_mills: 1000,
@@ -207,6 +217,15 @@ impl Default for BrokerConfig {
             access_message_in_memory_max_ratio: 40,
             slave_sync_interval_ms: 10_000,
         }
+    }
+}
+
+impl BrokerConfig {
+    /// Where the offset journal lives: `<store root>/config/offsetJournal/`.
+    pub fn offset_journal_dir(&self) -> std::path::PathBuf {
+        self.store_path_root_dir
+            .join("config")
+            .join("offsetJournal")
     }
 }
 

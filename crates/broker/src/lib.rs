@@ -46,6 +46,8 @@ pub enum BrokerError {
     Config(#[from] tidemark_storage::atomic_file::PersistError),
     #[error(transparent)]
     Settings(#[from] ConfigError),
+    #[error("offset journal: {0}")]
+    OffsetJournal(#[from] tidemark_storage::journal::JournalError),
 }
 
 /// Clients silent this long are dropped (Java: 120 s, scanned every 10 s).
@@ -162,6 +164,7 @@ impl Broker {
             let state = state.clone();
             move || -> Result<(), BrokerError> {
                 state.persist_all()?;
+                state.offsets.close();
                 state.store.shutdown()?;
                 Ok(())
             }

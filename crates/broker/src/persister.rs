@@ -2,7 +2,9 @@
 //! writes the tables whose revision moved (offsets every `flush_consumer_offset_interval`,
 //! delay offsets every `flush_delay_offset_interval`, topics and groups on the same tick), and
 //! on request it writes at once and tells the requester when the files are durable (a send
-//! that created a topic awaits that before it is acknowledged). Writes run on a blocking
+//! that created a topic awaits that before it is acknowledged). It also compacts the offset
+//! journal when due. `consumerOffset.json` is an export of the journaled progress in
+//! RocketMQ's format, for tools and migration. Writes run on a blocking
 //! thread through the `Storage` seam ([`persist::write_atomically`]); concurrent
 //! requests are served by one write. Tables are copied under their lock and encoded after it
 //! is released.
@@ -280,6 +282,12 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
                 }
                 if let Err(failure) = write_off_task(&state, files).await {
                     warn!(%failure, "config files not persisted; will retry");
+                }
+                let compacting = state.clone();
+                match tokio::task::spawn_blocking(move || compacting.offsets.compact_if_due()).await {
+                    Ok(Err(failure)) => warn!(%failure, "offset journal not compacted; will retry"),
+                    Err(failure) => warn!(%failure, "offset journal compaction stopped"),
+                    Ok(Ok(_)) => {}
                 }
             }
         }

@@ -6,15 +6,17 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use std::time::Duration;
 use tidemark_protocol::body::{
     ConsumerOffsetWrapper, DelayOffsetWrapper, SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_storage::io::{FsStorage, Storage};
+use tidemark_storage::journal::JournalOptions;
 use tidemark_store::MessageStore;
 use tokio::sync::Notify;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::clients::{ClientRegistry, QueueLocks};
 use crate::config::BrokerConfig;
@@ -146,7 +148,7 @@ impl BrokerState {
         store: Arc<MessageStore>,
         storage: Arc<dyn Storage>,
     ) -> Result<BrokerState, BrokerError> {
-        let persister = Persister::new(storage, &config.store_path_root_dir);
+        let persister = Persister::new(storage.clone(), &config.store_path_root_dir);
         let now = now_ms();
         let topics = TopicTable::with_system_topics(
             &config.broker_cluster_name,
@@ -172,14 +174,39 @@ impl BrokerState {
         )?
         .map(SubscriptionGroupTable::from_wrapper)
         .unwrap_or_default();
-        let offsets = load_or_refuse(
-            &config,
-            &persister,
-            ConfigFile::ConsumerOffsets,
-            ConsumerOffsetWrapper::from_json_bytes,
-        )?
-        .map(|wrapper| ConsumerOffsetTable::from_wrapper(&wrapper))
-        .unwrap_or_default();
+        // Consumer progress lives in the offset journal; `consumerOffset.json` is read only
+        // when there is no journal yet (an Apache store, or one from before the journal).
+        let import = || -> Result<ConsumerOffsetTable, String> {
+            load_or_refuse(
+                &config,
+                &persister,
+                ConfigFile::ConsumerOffsets,
+                ConsumerOffsetWrapper::from_json_bytes,
+            )
+            .map(|wrapper| {
+                if wrapper.is_some() {
+                    info!(
+                        "no offset journal yet: consumer offsets imported from consumerOffset.json"
+                    );
+                }
+                wrapper
+                    .map(|wrapper| ConsumerOffsetTable::from_wrapper(&wrapper))
+                    .unwrap_or_default()
+            })
+            .map_err(|error| error.to_string())
+        };
+        let (offsets, recovery) = ConsumerOffsets::open(
+            storage.clone(),
+            &config.offset_journal_dir(),
+            JournalOptions {
+                group_commit_window: Duration::from_millis(config.offset_journal_group_commit_ms),
+                compact_min_bytes: config.offset_journal_compact_bytes,
+            },
+            &import,
+        )?;
+        if let Some(damage) = &recovery.damage {
+            warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "offset journal was damaged; progress recorded after that point is lost");
+        }
         let delay_offsets = load_or_refuse(
             &config,
             &persister,
@@ -198,7 +225,7 @@ impl BrokerState {
             store,
             topics,
             groups,
-            offsets: ConsumerOffsets::new(offsets),
+            offsets,
             delay_offsets: DelayOffsets::new(delay_offsets),
             clients: ClientRegistry::default(),
             locks: QueueLocks::default(),

@@ -166,7 +166,9 @@ async fn produce_consume_commit_and_restart() {
     let _ = stop_namesrv.send(true);
 }
 
-/// A corrupt offsets file falls back to its backup; both corrupt refuses to start unless told.
+/// Importing `consumerOffset.json` (no offset journal yet): a corrupt file falls back to its
+/// backup; both corrupt refuses to start unless told. Once the journal exists it is the source
+/// of truth and the JSON file is only an export.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_offset_files_fall_back_or_refuse() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -188,7 +190,18 @@ async fn corrupt_offset_files_fall_back_or_refuse() {
     .expect("starts from the backup");
     assert_eq!(broker.state().offsets.query("T", "g", 0), Some(42));
     drop(broker);
+    std::fs::write(&file, b"garbage").expect("corrupt file");
     std::fs::write(config_dir.join("consumerOffset.json.bak"), b"garbage").expect("corrupt backup");
+    let journaled = tokio::task::spawn_blocking({
+        let config = config(dir.path(), "127.0.0.1:1");
+        move || Broker::open(config)
+    })
+    .await
+    .expect("task")
+    .expect("the journal is the truth, not the export");
+    assert_eq!(journaled.state().offsets.query("T", "g", 0), Some(42));
+    drop(journaled);
+    std::fs::remove_dir_all(config_dir.join("offsetJournal")).expect("no journal");
     let refused = tokio::task::spawn_blocking({
         let config = config(dir.path(), "127.0.0.1:1");
         move || Broker::open(config)

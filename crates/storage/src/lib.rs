@@ -6,12 +6,15 @@
 //!   unsynced writes, for crash tests;
 //! - [`atomic_file`] — replacing a small file (config files, offset files) so that a crash at
 //!   any point leaves it or its `.bak` loadable, and loading it without mistaking a corrupt or
-//!   empty file for an empty table.
+//!   empty file for an empty table;
+//! - [`journal`] — an append-only, checksummed, group-committed journal of changes with
+//!   snapshots, for state that changes in many small steps (consumer progress).
 //!
 //! The store, the broker (its config files) and the client (broadcasting offsets) all use it;
 //! it depends on no other Tidemark crate.
 
 pub mod atomic_file;
 pub mod io;
+pub mod journal;
 pub mod sim;
 mod write_map;

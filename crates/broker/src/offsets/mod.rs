@@ -38,9 +38,10 @@ use std::collections::BTreeMap;
 use tidemark_protocol::body::{split_topic_at_group, topic_at_group, ConsumerOffsetWrapper};
 use tracing::warn;
 
+mod journal;
 mod shared;
 
-pub use shared::ConsumerOffsets;
+pub use shared::{ConsumerOffsets, Journaled};
 
 /// What a commit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,9 +310,12 @@ impl ConsumerOffsetTable {
         self.merge(master).0
     }
 
-    /// The merge, and whether it changed any value here.
-    fn merge(&mut self, master: &ConsumerOffsetTable) -> (Vec<AheadOfMaster>, bool) {
-        let mut changed = false;
+    /// The merge, and the (topic, group, queue)s whose stored value it changed.
+    fn merge(
+        &mut self,
+        master: &ConsumerOffsetTable,
+    ) -> (Vec<AheadOfMaster>, Vec<(String, String, i32)>) {
+        let mut changed = Vec::new();
         for (topic, groups) in &master.topics {
             for (group, queues) in groups {
                 for (&queue_id, theirs) in queues {
@@ -327,9 +331,11 @@ impl ConsumerOffsetTable {
                         Some(_) => None,
                     };
                     if let Some((offset, reset_epoch)) = merged {
-                        changed |= ours.is_none_or(|ours| {
+                        if ours.is_none_or(|ours| {
                             (ours.offset, ours.reset_epoch) != (offset, reset_epoch)
-                        });
+                        }) {
+                            changed.push((topic.clone(), group.clone(), queue_id));
+                        }
                         let progress = self
                             .queues_mut(topic, group)
                             .entry(queue_id)
@@ -471,6 +477,59 @@ impl ConsumerOffsetTable {
 
     pub fn is_empty(&self) -> bool {
         self.topics.is_empty()
+    }
+
+    /// How many (topic, group, queue) entries there are.
+    pub fn entry_count(&self) -> usize {
+        self.topics
+            .values()
+            .flat_map(|groups| groups.values())
+            .map(BTreeMap::len)
+            .sum()
+    }
+
+    /// The stored form of one queue's progress (what the journal records after a change).
+    fn entry<'a>(
+        &self,
+        topic: &'a str,
+        group: &'a str,
+        queue_id: i32,
+    ) -> Option<journal::ProgressEntry<'a>> {
+        self.progress(topic, group, queue_id)
+            .map(|progress| journal::ProgressEntry {
+                topic,
+                group,
+                queue_id,
+                offset: progress.offset,
+                reset_epoch: progress.reset_epoch,
+            })
+    }
+
+    fn for_each_entry(&self, mut visit: impl FnMut(journal::ProgressEntry<'_>)) {
+        for (topic, groups) in &self.topics {
+            for (group, queues) in groups {
+                for (&queue_id, progress) in queues {
+                    visit(journal::ProgressEntry {
+                        topic,
+                        group,
+                        queue_id,
+                        offset: progress.offset,
+                        reset_epoch: progress.reset_epoch,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Sets one queue's stored progress as recovery read it (no rules: the journal holds
+    /// results).
+    fn restore_queue(&mut self, entry: &journal::ProgressEntry<'_>) {
+        let progress = self
+            .queues_mut(entry.topic, entry.group)
+            .entry(entry.queue_id)
+            .or_insert(QueueProgress::new(entry.offset));
+        progress.offset = entry.offset;
+        progress.reset_epoch = entry.reset_epoch;
     }
 }
 

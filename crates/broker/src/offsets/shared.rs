@@ -1,40 +1,124 @@
-//! The broker's one instance of the offset table, behind its own lock, with the revision the
-//! persister watches and the log lines a commit's outcome deserves.
+//! The broker's one instance of the offset table, behind its own lock, with the offset journal
+//! that makes every change durable, the revision the `consumerOffset.json` export watches, and
+//! the log lines a commit's outcome deserves.
+//!
+//! Lock order: the table's lock, then the journal's queue lock (inside [`Journal::append`]),
+//! so the journal holds changes in the order they were applied. Nothing else is taken inside.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tracing::{debug, info};
+use tidemark_storage::io::Storage;
+use tidemark_storage::journal::{Journal, JournalError, JournalOptions, RecoveryReport, Ticket};
+use tracing::{debug, info, warn};
 
+use super::journal::{
+    encode_snapshot, group_removed_record, queue_progress_record, topic_removed_record,
+    OffsetJournalCodec,
+};
 use super::{AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable};
 
-/// The broker's consumer offsets: a [`ConsumerOffsetTable`] behind its own lock, with a
-/// revision that moves whenever a stored value changes (persistence writes when it moved).
+/// The broker's consumer offsets: a [`ConsumerOffsetTable`] behind its own lock, journaled.
 /// Every operation is atomic and returns copies.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ConsumerOffsets {
     inner: Mutex<Revised>,
+    /// `None` only for tables that need not survive (tests of the rules).
+    journal: Option<Journal>,
 }
 
 #[derive(Debug, Default)]
 struct Revised {
     table: ConsumerOffsetTable,
+    /// Moves whenever a stored value changes; the JSON export is rewritten when it moved.
     revision: u64,
 }
 
+/// Where a change stands in the journal: what a caller that must answer only once it is durable
+/// waits on with [`ConsumerOffsets::durable`].
+#[derive(Debug, Clone)]
+pub enum Journaled {
+    /// Nothing to wait for (no journal).
+    Nothing,
+    /// Durable once this ticket is: the change's own record, or — for a change that stored
+    /// nothing new — the last record appended before it, which holds the value it confirmed.
+    Pending(Ticket),
+    /// The change is applied in memory but could not be journaled.
+    Failed(JournalError),
+}
+
 impl ConsumerOffsets {
-    pub fn new(table: ConsumerOffsetTable) -> Self {
+    /// A table kept only in memory.
+    pub fn in_memory(table: ConsumerOffsetTable) -> Self {
         Self {
             inner: Mutex::new(Revised { table, revision: 0 }),
+            journal: None,
         }
+    }
+
+    /// Recovers the table from the offset journal in `dir` (snapshot + later records). A
+    /// directory with no journal yet starts from `import` (the `consumerOffset.json` of an
+    /// Apache store or of an older Tidemark). Blocking.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: JournalOptions,
+        import: &dyn Fn() -> Result<ConsumerOffsetTable, String>,
+    ) -> Result<(Self, RecoveryReport), JournalError> {
+        let codec = OffsetJournalCodec { import };
+        let (journal, table, report) = Journal::open(storage, dir, "offsets", options, &codec)?;
+        Ok((
+            Self {
+                inner: Mutex::new(Revised { table, revision: 0 }),
+                journal: Some(journal),
+            },
+            report,
+        ))
     }
 
     fn lock(&self) -> MutexGuard<'_, Revised> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Journals a record (under the table's lock, so the journal's order is the table's).
+    fn journal(&self, record: Option<Vec<u8>>) -> Journaled {
+        let Some(journal) = &self.journal else {
+            return Journaled::Nothing;
+        };
+        let appended = match record {
+            Some(record) => journal.append(&record),
+            None => Ok(journal.last_ticket()),
+        };
+        match appended {
+            Ok(ticket) => Journaled::Pending(ticket),
+            Err(failure) => {
+                warn!(%failure, "consumer progress change not journaled; it is kept in memory and in the next consumerOffset.json");
+                Journaled::Failed(failure)
+            }
+        }
+    }
+
+    /// Records one queue's progress as it is now.
+    fn journal_queue(&self, inner: &Revised, topic: &str, group: &str, queue_id: i32) -> Journaled {
+        let record = inner
+            .table
+            .entry(topic, group, queue_id)
+            .map(|entry| queue_progress_record(&entry));
+        self.journal(record)
+    }
+
+    /// Resolves once `journaled` is durable.
+    pub async fn durable(&self, journaled: Journaled) -> Result<(), JournalError> {
+        match (journaled, &self.journal) {
+            (Journaled::Pending(ticket), Some(journal)) => journal.durable(ticket).await,
+            (Journaled::Failed(failure), _) => Err(failure),
+            _ => Ok(()),
+        }
+    }
+
     /// The one way a commit is applied, from UPDATE_CONSUMER_OFFSET and from a pull alike:
-    /// [`ConsumerOffsetTable::commit`]; a stored value moves the revision.
+    /// [`ConsumerOffsetTable::commit_by`]; a stored change is journaled and moves the revision.
     #[allow(clippy::too_many_arguments)]
     pub fn commit(
         &self,
@@ -45,7 +129,7 @@ impl ConsumerOffsets {
         queue_max_offset: i64,
         now_ms: i64,
         committer: Committer,
-    ) -> CommitOutcome {
+    ) -> (CommitOutcome, Journaled) {
         let mut inner = self.lock();
         let outcome = inner.table.commit_by(
             topic,
@@ -56,9 +140,16 @@ impl ConsumerOffsets {
             now_ms,
             committer,
         );
-        if outcome.stored() {
+        let changed = match outcome {
+            CommitOutcome::Advanced { previous } => previous != offset,
+            other => other.stored(),
+        };
+        let journaled = if changed {
             inner.revision += 1;
-        }
+            self.journal_queue(&inner, topic, group, queue_id)
+        } else {
+            self.journal(None)
+        };
         drop(inner);
         match outcome {
             CommitOutcome::IgnoredBackwards { stored } => {
@@ -69,7 +160,7 @@ impl ConsumerOffsets {
             }
             _ => {}
         }
-        outcome
+        (outcome, journaled)
     }
 
     pub fn note_puller(&self, topic: &str, group: &str, queue_id: i32, connection: u64) {
@@ -90,10 +181,18 @@ impl ConsumerOffsets {
             .is_current_consumer(topic, group, queue_id, connection)
     }
 
-    pub fn reset(&self, topic: &str, group: &str, queue_id: i32, offset: i64, now_ms: i64) {
+    pub fn reset(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        offset: i64,
+        now_ms: i64,
+    ) -> Journaled {
         let mut inner = self.lock();
         inner.table.reset(topic, group, queue_id, offset, now_ms);
         inner.revision += 1;
+        self.journal_queue(&inner, topic, group, queue_id)
     }
 
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
@@ -112,26 +211,29 @@ impl ConsumerOffsets {
         self.lock().table.groups_of_topic(topic)
     }
 
-    pub fn drop_group(&self, group: &str) -> usize {
+    pub fn drop_group(&self, group: &str) -> (usize, Journaled) {
         let mut inner = self.lock();
         let dropped = inner.table.drop_group(group);
         inner.revision += 1;
-        dropped
+        (dropped, self.journal(Some(group_removed_record(group))))
     }
 
-    pub fn drop_topic(&self, topic: &str) -> usize {
+    pub fn drop_topic(&self, topic: &str) -> (usize, Journaled) {
         let mut inner = self.lock();
         let dropped = inner.table.drop_topic(topic);
         inner.revision += 1;
-        dropped
+        (dropped, self.journal(Some(topic_removed_record(topic))))
     }
 
-    /// [`ConsumerOffsetTable::merge_from_master`].
+    /// [`ConsumerOffsetTable::merge_from_master`]; every value it changed is journaled.
     pub fn merge_from_master(&self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
         let mut inner = self.lock();
         let (ahead, changed) = inner.table.merge(master);
-        if changed {
+        if !changed.is_empty() {
             inner.revision += 1;
+            for (topic, group, queue_id) in &changed {
+                self.journal_queue(&inner, topic, group, *queue_id);
+            }
         }
         ahead
     }
@@ -149,5 +251,30 @@ impl ConsumerOffsets {
     pub fn snapshot(&self) -> (u64, ConsumerOffsetTable) {
         let inner = self.lock();
         (inner.revision, inner.table.clone())
+    }
+
+    /// Compacts the journal into a snapshot when enough was appended since the last one;
+    /// returns whether it did. The table is encoded under its lock (about as fast as copying
+    /// it), at the cut. Blocking.
+    pub fn compact_if_due(&self) -> Result<bool, JournalError> {
+        let Some(journal) = &self.journal else {
+            return Ok(false);
+        };
+        if !journal.compaction_due() {
+            return Ok(false);
+        }
+        journal.compact(|cut| {
+            let inner = self.lock();
+            cut.cut();
+            encode_snapshot(&inner.table)
+        })?;
+        Ok(true)
+    }
+
+    /// Makes everything journaled so far durable and stops the journal's writer. Blocking.
+    pub fn close(&self) {
+        if let Some(journal) = &self.journal {
+            journal.close();
+        }
     }
 }

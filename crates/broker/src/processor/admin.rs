@@ -147,7 +147,13 @@ pub(super) async fn delete_topic(
         );
     };
     state.topics.remove(&topic, now_ms());
-    state.offsets.drop_topic(&topic);
+    let (_, journaled) = state.offsets.drop_topic(&topic);
+    if let Err(failure) = state.offsets.durable(journaled).await {
+        return error(
+            ResponseCode::SystemError,
+            format!("topic deleted but its consumer offsets' removal not durable: {failure}"),
+        );
+    }
     if let Err(failure) =
         Persister::flush(state, &[ConfigFile::Topics, ConfigFile::ConsumerOffsets]).await
     {
@@ -219,7 +225,13 @@ pub(super) async fn delete_subscription_group(
     };
     state.groups.remove(&header.group_name, now_ms());
     if header.remove_offset.unwrap_or(false) || header.clean_offset.unwrap_or(false) {
-        state.offsets.drop_group(&header.group_name);
+        let (_, journaled) = state.offsets.drop_group(&header.group_name);
+        if let Err(failure) = state.offsets.durable(journaled).await {
+            return error(
+                ResponseCode::SystemError,
+                format!("group deleted but its consumer offsets' removal not durable: {failure}"),
+            );
+        }
     }
     match Persister::flush(
         state,
@@ -377,7 +389,10 @@ pub(super) fn view_message(state: &BrokerState, request: &RemotingCommand) -> Re
 /// RESET_CONSUMER_CLIENT_OFFSET, as RocketMQ 4.9 does; unlike 4.9 it also resets an offline group
 /// (4.9 answers CONSUMER_NOT_ONLINE, and the admin then falls back to plain commits, which
 /// Tidemark's forward-only rule would refuse).
-pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+pub(super) async fn reset_offset(
+    state: &BrokerState,
+    request: &RemotingCommand,
+) -> RemotingCommand {
     let header = match request.decode_header::<ResetOffsetRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
@@ -400,6 +415,7 @@ pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> Re
     };
     let now = now_ms();
     let mut offset_table = BTreeMap::new();
+    let mut journaled = crate::offsets::Journaled::Nothing;
     for queue_id in queues {
         let target = match header.offset {
             Some(offset) if offset >= 0 => {
@@ -425,7 +441,8 @@ pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> Re
             Some(current) if !header.is_force && target >= current => current,
             _ => target,
         };
-        state
+        // Tickets only grow: waiting for the last reset's covers the others.
+        journaled = state
             .offsets
             .reset(&header.topic, &header.group, queue_id, chosen, now);
         offset_table.insert(
@@ -435,6 +452,12 @@ pub(super) fn reset_offset(state: &BrokerState, request: &RemotingCommand) -> Re
                 queue_id,
             ),
             chosen,
+        );
+    }
+    if let Err(failure) = state.offsets.durable(journaled).await {
+        return error(
+            ResponseCode::SystemError,
+            format!("reset applied but not durable: {failure}"),
         );
     }
     tracing::info!(topic = %header.topic, group = %header.group, queues = offset_table.len(), "consumer offsets reset by an operator");

@@ -190,7 +190,10 @@ pub(crate) const FORWARD_ONLY_FIELD: &str = "tidemarkForwardOnly";
 /// comes from an admin tool (a connection that is not a consumer of the group) or from the
 /// queue's current consumer (the connection that last pulled it), and is stored; from any
 /// other member of the group — a former owner whose commit arrives late — it is ignored.
-pub(super) fn update_offset(
+///
+/// A synchronous request is answered only once the stored value is durable in the offset
+/// journal (a oneway one is durable within the journal's next group commit).
+pub(super) async fn update_offset(
     state: &BrokerState,
     channel: &Channel,
     request: &RemotingCommand,
@@ -213,7 +216,7 @@ pub(super) fn update_offset(
         Committer::Progress
     };
     let max = state.store.max_offset(topic, queue_id);
-    state.offsets.commit(
+    let (_, journaled) = state.offsets.commit(
         topic,
         group,
         queue_id,
@@ -222,7 +225,16 @@ pub(super) fn update_offset(
         now_ms(),
         committer,
     );
-    success()
+    if request.is_oneway() {
+        return success();
+    }
+    match state.offsets.durable(journaled).await {
+        Ok(()) => success(),
+        Err(failure) => error(
+            ResponseCode::SystemError,
+            format!("consumer offset not durable: {failure}"),
+        ),
+    }
 }
 
 pub(super) fn lock(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
