@@ -18,8 +18,15 @@ pub struct ClientConfig {
     pub poll_name_server_interval: Duration,
     /// Heartbeat period (Java `heartbeatBrokerInterval`).
     pub heartbeat_interval: Duration,
-    /// Consumer offset persist period (Java `persistConsumerOffsetInterval`).
+    /// Consumer offset persist period (Java `persistConsumerOffsetInterval`): every assigned
+    /// queue's offset is sent, changed or not.
     pub persist_offset_interval: Duration,
+    /// Clustering consumers: how often the offsets that moved since they were last sent are
+    /// reported (oneway, one commit per changed queue), so a consumer killed with -9 replays
+    /// about this much work instead of up to `persist_offset_interval`. Zero turns it off (the
+    /// Java client's behaviour). Tidemark makes such commits durable within milliseconds;
+    /// Apache brokers store them in memory as usual.
+    pub progress_report_interval: Duration,
     /// How request headers are serialised: JSON (the Java client's default) or RocketMQ's
     /// binary form (Java's `rocketmq.serialize.type=ROCKETMQ`), cheaper for both ends. Brokers
     /// answer in the form they were asked in.
@@ -51,6 +58,7 @@ impl Default for ClientConfig {
             poll_name_server_interval: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(30),
             persist_offset_interval: Duration::from_secs(5),
+            progress_report_interval: Duration::from_millis(100),
             serialize_type: tidemark_protocol::SerializeType::Json,
         }
     }

@@ -37,6 +37,9 @@ pub enum ReadOffsetType {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OffsetTable {
     offsets: BTreeMap<MessageQueue, i64>,
+    /// The offset last sent to the broker per queue, so the progress reporter sends only what
+    /// moved.
+    reported: BTreeMap<MessageQueue, i64>,
 }
 
 impl OffsetTable {
@@ -62,7 +65,25 @@ impl OffsetTable {
     }
 
     pub fn remove(&mut self, queue: &MessageQueue) -> Option<i64> {
+        self.reported.remove(queue);
         self.offsets.remove(queue)
+    }
+
+    /// Offsets of `assigned` queues that differ from what was last reported; they count as
+    /// reported from now on.
+    fn take_unreported(&mut self, assigned: &BTreeSet<MessageQueue>) -> Vec<(MessageQueue, i64)> {
+        let changed: Vec<(MessageQueue, i64)> = self
+            .offsets
+            .iter()
+            .filter(|(queue, offset)| {
+                assigned.contains(*queue) && self.reported.get(*queue) != Some(*offset)
+            })
+            .map(|(queue, offset)| (queue.clone(), *offset))
+            .collect();
+        for (queue, offset) in &changed {
+            self.reported.insert(queue.clone(), *offset);
+        }
+        changed
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&MessageQueue, i64)> {
@@ -231,14 +252,29 @@ impl OffsetStore {
             let mut table = self.lock();
             if self.is_remote() {
                 table.offsets.retain(|queue, _| assigned.contains(queue));
+                table.reported.retain(|queue, _| assigned.contains(queue));
             }
-            table
+            let entries: Vec<(MessageQueue, i64)> = table
                 .iter()
                 .filter(|(queue, _)| assigned.contains(*queue))
                 .map(|(queue, offset)| (queue.clone(), offset))
-                .collect()
+                .collect();
+            for (queue, offset) in &entries {
+                table.reported.insert(queue.clone(), *offset);
+            }
+            entries
         };
         self.write(&entries, delivery).await
+    }
+
+    /// Remote stores: sends, oneway, the offsets of `assigned` queues that moved since they were
+    /// last sent (the progress reporter's tick). Local stores keep their periodic file write.
+    pub async fn report_changes(&self, assigned: &BTreeSet<MessageQueue>) -> Result<()> {
+        if !self.is_remote() {
+            return Ok(());
+        }
+        let entries = self.lock().take_unreported(assigned);
+        self.write(&entries, CommitDelivery::Oneway).await
     }
 
     /// Persists one queue's offset (before the queue is given up in a rebalance), waiting for
@@ -523,6 +559,50 @@ mod tests {
             .await
             .expect("persist");
         assert_eq!(broker.commits.lock().expect("lock").len(), 2);
+    }
+
+    #[tokio::test]
+    async fn progress_reports_send_only_what_moved_since_it_was_last_sent() {
+        let broker = Arc::new(FakeBroker::default());
+        let store = OffsetStore::remote("G", broker.clone());
+        let assigned: BTreeSet<MessageQueue> = [mq(0), mq(1)].into();
+        store.update(&mq(0), 5, true);
+        store.update(&mq(1), 6, true);
+        store.update(&mq(2), 7, true);
+        store.report_changes(&assigned).await.expect("report");
+        assert_eq!(
+            *broker.commits.lock().expect("lock"),
+            vec![(mq(0), 5), (mq(1), 6)],
+            "assigned queues only"
+        );
+        store.report_changes(&assigned).await.expect("report");
+        assert_eq!(
+            broker.commits.lock().expect("lock").len(),
+            2,
+            "nothing moved"
+        );
+        store.update(&mq(1), 9, true);
+        store.report_changes(&assigned).await.expect("report");
+        assert_eq!(
+            broker.commits.lock().expect("lock").last(),
+            Some(&(mq(1), 9))
+        );
+        assert_eq!(broker.commits.lock().expect("lock").len(), 3);
+        // A periodic persist counts as a report too.
+        store.update(&mq(0), 11, true);
+        store
+            .persist_all(&assigned, CommitDelivery::Oneway)
+            .await
+            .expect("persist");
+        let before = broker.commits.lock().expect("lock").len();
+        store.report_changes(&assigned).await.expect("report");
+        assert_eq!(broker.commits.lock().expect("lock").len(), before);
+        assert!(broker
+            .deliveries
+            .lock()
+            .expect("lock")
+            .iter()
+            .all(|delivery| *delivery == CommitDelivery::Oneway));
     }
 
     #[tokio::test]

@@ -184,6 +184,12 @@ impl ConsumerCore {
             self.settings.client.persist_offset_interval,
             |core| async move { core.persist_all(CommitDelivery::Oneway).await },
         );
+        let report_every = self.settings.client.progress_report_interval;
+        if self.is_clustering() && !report_every.is_zero() {
+            crate::every(self, self.token.clone(), report_every, |core| async move {
+                core.report_progress().await
+            });
+        }
         if self.rules.lock_queues {
             self.spawn_lock_renewal();
         }
@@ -225,6 +231,15 @@ impl ConsumerCore {
         let assigned = self.queues.queues();
         if let Err(error) = self.offsets.persist_all(&assigned, delivery).await {
             warn!(group = %self.settings.group, %error, "persisting offsets failed");
+        }
+    }
+
+    /// Sends the offsets that moved since they were last sent (debug-level on failure: the
+    /// next tick or the periodic persist sends them again).
+    async fn report_progress(&self) {
+        let assigned = self.queues.queues();
+        if let Err(error) = self.offsets.report_changes(&assigned).await {
+            debug!(group = %self.settings.group, %error, "progress report failed");
         }
     }
 

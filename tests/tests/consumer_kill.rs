@@ -1,0 +1,170 @@
+//! A Rust push consumer (`tidemark admin consume-message`, which acknowledges a message only once
+//! it printed it) is SIGKILLed in the middle of a stream; a new consumer of the group then
+//! redelivers only what the killed one had not reported — about one progress-report interval
+//! (100 ms) of work. RocketMQ's clients report every 5 s (and on pulls), so a kill there replays
+//! up to 5 s. The consumer works through a backlog at about 1,000 msg/s, held to that pace by the
+//! test reading its output slowly.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tidemark_client::{Message, Producer};
+use tidemark_tests::{
+    against_apache, init_logging, tidemark_binary, unique, wait_until, DevServer,
+};
+
+/// The first consumer is killed once the test read this many of its lines.
+const KILL_AFTER: usize = 2_000;
+/// The first consumer's pace: about 1,000 messages a second.
+const FIRST_LINE_DELAY: Duration = Duration::from_millis(1);
+const BACKLOG: usize = 6_000;
+
+/// (queue id, queue offset) of every message a consume-message process printed.
+type Printed = Arc<Mutex<BTreeSet<(i64, i64)>>>;
+
+/// A consume-message process and what it printed: the messages, how many lines, and when the
+/// first came.
+struct Consumer {
+    child: Child,
+    printed: Printed,
+    lines: Arc<Mutex<usize>>,
+    first_line_at: Arc<Mutex<Option<Instant>>>,
+}
+
+/// `line_delay`: the reader takes this long per line, so a full pipe holds the consumer to that
+/// pace (its listener acknowledges a message once the line is written).
+fn spawn_consumer(namesrv: &str, topic: &str, group: &str, line_delay: Duration) -> Consumer {
+    let mut child = Command::new(tidemark_binary())
+        .args([
+            "admin",
+            "consume-message",
+            "-n",
+            namesrv,
+            "-t",
+            topic,
+            "-g",
+            group,
+        ])
+        .args(["--timeout-secs", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tidemark admin consume-message");
+    let printed: Printed = Arc::default();
+    let lines = Arc::new(Mutex::new(0usize));
+    let stdout = child.stdout.take().expect("stdout");
+    let first_line_at = Arc::new(Mutex::new(None));
+    let (sink, count, first) = (printed.clone(), lines.clone(), first_line_at.clone());
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let Ok(value) = tidemark_protocol::json::parse(line.as_bytes()) else {
+                continue;
+            };
+            let field = |name: &str| match value.get(name) {
+                Some(tidemark_protocol::json::Value::Int(number)) => *number,
+                _ => -1,
+            };
+            sink.lock()
+                .expect("lock")
+                .insert((field("queueId"), field("queueOffset")));
+            *count.lock().expect("lock") += 1;
+            first.lock().expect("lock").get_or_insert_with(Instant::now);
+            if !line_delay.is_zero() {
+                std::thread::sleep(line_delay);
+            }
+        }
+    });
+    Consumer {
+        child,
+        printed,
+        lines,
+        first_line_at,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_rust_consumer_replays_about_one_report_interval() {
+    if against_apache() {
+        eprintln!("skipped: runs the tidemark binary's consumer");
+        return;
+    }
+    init_logging();
+    let server = DevServer::start("consumer-kill", &[]);
+    let topic = unique("KillT");
+    let group = unique("KillG");
+    let producer = Producer::builder(unique("producer"))
+        .namesrv_addr(server.namesrv_addr())
+        .start()
+        .await
+        .expect("producer");
+    for chunk in 0..BACKLOG / 50 {
+        let batch = (0..50)
+            .map(|i| Message::new(topic.as_str(), format!("m-{}", chunk * 50 + i)))
+            .collect();
+        producer.send_batch(batch).await.expect("send batch");
+    }
+    producer.shutdown().await;
+    let total = BACKLOG;
+
+    let mut first = spawn_consumer(&server.namesrv_addr(), &topic, &group, FIRST_LINE_DELAY);
+    assert!(
+        wait_until(Duration::from_secs(90), || *first
+            .lines
+            .lock()
+            .expect("lock")
+            >= KILL_AFTER)
+        .await,
+        "the first consumer printed only {} messages\n{}",
+        first.lines.lock().expect("lock"),
+        server.tail_text()
+    );
+    let consuming_for = first
+        .first_line_at
+        .lock()
+        .expect("lock")
+        .map_or(Duration::from_secs(1), |at| at.elapsed());
+    first.child.kill().expect("SIGKILL");
+    let _ = first.child.wait();
+    // What it printed before the kill may still sit in the pipe: let the reader drain it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let first_set = first.printed.lock().expect("lock").clone();
+    let rate = first_set.len() as f64 / consuming_for.as_secs_f64().max(0.01);
+
+    let mut second = spawn_consumer(&server.namesrv_addr(), &topic, &group, Duration::ZERO);
+    let second_printed = second.printed.clone();
+    let all_seen = wait_until(Duration::from_secs(90), || {
+        let second = second_printed.lock().expect("lock");
+        first_set.union(&second).count() >= total
+    })
+    .await;
+    let _ = second.child.kill();
+    let _ = second.child.wait();
+    let second_set = second_printed.lock().expect("lock").clone();
+    assert!(
+        all_seen,
+        "the group lost messages: {} + {} distinct of {total}",
+        first_set.len(),
+        second_set.len()
+    );
+    let duplicates = first_set.intersection(&second_set).count();
+    // One report interval (100 ms) of work at the consumer's pace, with room for a busy machine and
+    // what was delivered out of order above the lowest unfinished message; RocketMQ's clients
+    // report every 5 s.
+    // Measured here: 29 at 1,000 msg/s; 253 with the reporter off (progress then rides only on
+    // pulls), thousands with RocketMQ's 5 s persist alone.
+    let bound = (rate * 0.15) as usize + 60;
+    println!(
+        "consumer SIGKILL with a backlog after {} of {total} messages at {rate:.0} msg/s: {duplicates} \
+         redelivered (bound {bound}; RocketMQ's 5 s persist: up to {:.0})",
+        first_set.len(),
+        rate * 5.0
+    );
+    assert!(
+        duplicates <= bound,
+        "{duplicates} messages redelivered after the kill (bound {bound})"
+    );
+}
