@@ -114,6 +114,7 @@ fn measure(entries: usize, tasks: usize, run: Duration) -> Measured {
                         1 << 40,
                         0,
                         Committer::Progress,
+                        None,
                     );
                     offsets.durable(journaled).await.expect("durable");
                     commits.fetch_add(1, Ordering::Relaxed);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use tidemark_broker::offsets::{Committer, ConsumerOffsetTable, ConsumerOffsets};
+use tidemark_protocol::acked::AckedRanges;
 use tidemark_storage::journal::JournalOptions;
 use tidemark_storage::sim::SimStorage;
 
@@ -43,6 +44,7 @@ enum Operation {
         queue: u8,
         offset: i64,
         admin: bool,
+        acked: Vec<(i64, i64)>,
     },
     Reset {
         topic: u8,
@@ -63,7 +65,7 @@ enum Operation {
 
 fn operation() -> impl Strategy<Value = Operation> {
     prop_oneof![
-        8 => (0u8..3, 0u8..3, 0u8..4, 0i64..200, any::<bool>()).prop_map(|(topic, group, queue, offset, admin)| Operation::Commit { topic, group, queue, offset, admin }),
+        8 => (0u8..3, 0u8..3, 0u8..4, 0i64..200, any::<bool>(), proptest::collection::vec((0i64..220, 1i64..6), 0..3)).prop_map(|(topic, group, queue, offset, admin, ranges)| Operation::Commit { topic, group, queue, offset, admin, acked: ranges.into_iter().map(|(start, length)| (start, start + length)).collect() }),
         1 => (0u8..3, 0u8..3, 0u8..4, 0i64..200).prop_map(|(topic, group, queue, offset)| Operation::Reset { topic, group, queue, offset }),
         1 => (0u8..3).prop_map(Operation::DropGroup),
         1 => (0u8..3).prop_map(Operation::DropTopic),
@@ -81,7 +83,9 @@ fn apply(offsets: &ConsumerOffsets, operation: &Operation, now: i64) {
             queue,
             offset,
             admin,
+            ref acked,
         } => {
+            let acked = AckedRanges::from_ranges(acked.iter().copied());
             let committer = if admin {
                 Committer::Admin
             } else {
@@ -95,6 +99,7 @@ fn apply(offsets: &ConsumerOffsets, operation: &Operation, now: i64) {
                 1_000,
                 now,
                 committer,
+                Some(&acked),
             );
         }
         Operation::Reset {
@@ -176,8 +181,16 @@ fn a_crash_anywhere_keeps_every_durable_commit() {
         for step in 0..120i64 {
             let queue = (step % 5) as i32;
             let offset = step + 1;
-            let (_, journaled) =
-                offsets.commit("T", "g", queue, offset, 1_000, step, Committer::Progress);
+            let (_, journaled) = offsets.commit(
+                "T",
+                "g",
+                queue,
+                offset,
+                1_000,
+                step,
+                Committer::Progress,
+                None,
+            );
             committed.entry(queue).or_default().push(offset);
             if step % 2 == 0 {
                 if runtime.block_on(offsets.durable(journaled)).is_err() {
@@ -227,7 +240,7 @@ fn a_store_without_a_journal_imports_consumer_offsets_json_once() {
         ConsumerOffsets::open(Arc::new(storage.clone()), dir, options(), &imported).expect("opens");
     assert_eq!(report.snapshot, None);
     assert_eq!(offsets.query("T", "g", 0), Some(42));
-    offsets.commit("T", "g", 0, 43, 100, 1, Committer::Progress);
+    offsets.commit("T", "g", 0, 43, 100, 1, Committer::Progress, None);
     offsets.close();
     drop(offsets);
     let refuse = || -> Result<ConsumerOffsetTable, String> { Err("must not be read again".into()) };

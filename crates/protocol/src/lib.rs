@@ -6,6 +6,7 @@
 //! testable byte for byte and usable from the broker, the name server and the client alike).
 //! Every decoder returns `Ok` or a typed error for any input; none panics.
 
+pub mod acked;
 pub mod body;
 pub mod code;
 pub mod command;

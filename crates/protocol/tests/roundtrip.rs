@@ -342,7 +342,7 @@ proptest! {
 
     #[test]
     fn offset_files_round_trip(table in proptest::collection::btree_map("[a-zA-Z0-9_%-]{1,8}@[a-zA-Z0-9_-]{1,8}", proptest::collection::btree_map(0i32..64, any::<i64>(), 0..4), 0..4)) {
-        let wrapper = ConsumerOffsetWrapper { offset_table: table, data_version: None, reset_epoch_table: None };
+        let wrapper = ConsumerOffsetWrapper { offset_table: table, data_version: None, reset_epoch_table: None, acked_ranges_table: None };
         for options in [WriteOptions::FASTJSON, WriteOptions::STANDARD, WriteOptions::PRETTY] {
             prop_assert_eq!(ConsumerOffsetWrapper::from_json_bytes(&wrapper.to_json_bytes_with(options)).expect("parses"), wrapper.clone());
         }

@@ -3,13 +3,15 @@
 //!
 //! A record states the result of a change, not the request that caused it, so replaying it is
 //! idempotent and needs none of the rules (forward-only, fences) again:
-//! - `1` queue progress: topic, group, queue id, offset, reset epoch — after a commit, reset,
-//!   rewind or a slave's merge;
+//! - `1` queue progress: topic, group, queue id, offset, reset epoch, acknowledged ranges (a u16
+//!   count, then each range's start and end) — after a commit, reset, rewind, acknowledged
+//!   ranges reported, or a slave's merge;
 //! - `2` group removed: group; `3` topic removed: topic.
 //!
 //! Strings are a big-endian u16 length and UTF-8; numbers big-endian. A snapshot is a u64 count
 //! followed by that many queue-progress bodies.
 
+use tidemark_protocol::acked::{AckedRanges, ACKED_RANGES_MAX};
 use tidemark_storage::journal::JournalCodec;
 
 use super::ConsumerOffsetTable;
@@ -26,6 +28,7 @@ pub(crate) struct ProgressEntry<'a> {
     pub queue_id: i32,
     pub offset: i64,
     pub reset_epoch: i64,
+    pub acked: AckedRanges,
 }
 
 fn put_str(out: &mut Vec<u8>, text: &str) {
@@ -42,6 +45,12 @@ fn put_entry(out: &mut Vec<u8>, entry: &ProgressEntry<'_>) {
     out.extend_from_slice(&entry.queue_id.to_be_bytes());
     out.extend_from_slice(&entry.offset.to_be_bytes());
     out.extend_from_slice(&entry.reset_epoch.to_be_bytes());
+    // `AckedRanges` holds at most ACKED_RANGES_MAX ranges, far below u16::MAX.
+    out.extend_from_slice(&(entry.acked.len() as u16).to_be_bytes());
+    for (start, end) in entry.acked.iter() {
+        out.extend_from_slice(&start.to_be_bytes());
+        out.extend_from_slice(&end.to_be_bytes());
+    }
 }
 
 pub(crate) fn queue_progress_record(entry: &ProgressEntry<'_>) -> Vec<u8> {
@@ -100,13 +109,34 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(self.take(length, what)?).map_err(|_| format!("{what} is not UTF-8"))
     }
 
+    fn u16(&mut self, what: &str) -> Result<u16, String> {
+        let raw = self.take(2, what)?;
+        Ok(u16::from_be_bytes([raw[0], raw[1]]))
+    }
+
     fn entry(&mut self) -> Result<ProgressEntry<'a>, String> {
+        let topic = self.str("topic")?;
+        let group = self.str("group")?;
+        let queue_id = self.i32("queue id")?;
+        let offset = self.i64("offset")?;
+        let reset_epoch = self.i64("reset epoch")?;
+        let count = usize::from(self.u16("range count")?);
+        if count > ACKED_RANGES_MAX {
+            return Err(format!(
+                "{count} acknowledged ranges (at most {ACKED_RANGES_MAX})"
+            ));
+        }
+        let mut ranges = Vec::with_capacity(count);
+        for _ in 0..count {
+            ranges.push((self.i64("range start")?, self.i64("range end")?));
+        }
         Ok(ProgressEntry {
-            topic: self.str("topic")?,
-            group: self.str("group")?,
-            queue_id: self.i32("queue id")?,
-            offset: self.i64("offset")?,
-            reset_epoch: self.i64("reset epoch")?,
+            topic,
+            group,
+            queue_id,
+            offset,
+            reset_epoch,
+            acked: AckedRanges::from_ranges(ranges),
         })
     }
 
@@ -206,6 +236,7 @@ mod tests {
         table.commit("T", "g1", 0, 5, 10, 0);
         table.commit("T", "g2", 3, 7, 10, 0);
         table.reset("U", "g1", 1, 2, 1_000);
+        table.note_acked("T", "g1", 0, &AckedRanges::from_ranges([(7, 9), (12, 13)]));
         let codec = codec();
         let restored = codec.restore(&encode_snapshot(&table)).expect("snapshot");
         assert_eq!(restored.to_wrapper(), table.to_wrapper());
@@ -218,6 +249,7 @@ mod tests {
                 queue_id: 0,
                 offset: 9,
                 reset_epoch: 0,
+                acked: AckedRanges::from_ranges([(11, 14)]),
             }),
             queue_progress_record(&ProgressEntry {
                 topic: "U",
@@ -225,6 +257,7 @@ mod tests {
                 queue_id: 0,
                 offset: 1,
                 reset_epoch: 77,
+                acked: AckedRanges::new(),
             }),
             topic_removed_record("U"),
             queue_progress_record(&ProgressEntry {
@@ -233,12 +266,17 @@ mod tests {
                 queue_id: 0,
                 offset: 4,
                 reset_epoch: 0,
+                acked: AckedRanges::new(),
             }),
             group_removed_record("g2"),
         ] {
             codec.apply(&mut replayed, &record).expect("applies");
         }
         assert_eq!(replayed.query("T", "g1", 0), Some(9));
+        assert_eq!(
+            replayed.queue_progress("T", "g1", 0).map(|p| p.acked),
+            Some(AckedRanges::from_ranges([(11, 14)]))
+        );
         assert_eq!(replayed.query("U", "g1", 0), None);
         assert_eq!(replayed.query("T", "g2", 0), None);
     }
@@ -253,6 +291,7 @@ mod tests {
             queue_id: 0,
             offset: 1,
             reset_epoch: 0,
+            acked: AckedRanges::new(),
         });
         assert!(codec
             .apply(&mut table, &record[..record.len() - 1])

@@ -35,6 +35,7 @@
 
 use std::collections::BTreeMap;
 
+use tidemark_protocol::acked::AckedRanges;
 use tidemark_protocol::body::{split_topic_at_group, topic_at_group, ConsumerOffsetWrapper};
 use tracing::warn;
 
@@ -100,10 +101,17 @@ struct Fence {
 }
 
 /// One group's progress in one queue: everything the broker knows about it, in one place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Invariant: every acknowledged range lies above `offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueProgress {
     /// The next offset the group will consume.
     pub offset: i64,
+    /// Offsets above `offset` that are already consumed (reported by Tidemark clients; empty
+    /// for others). Persisted in the journal and sent to slaves.
+    pub acked: AckedRanges,
+    /// When `offset` last moved (0: not since the broker started). Not persisted.
+    pub offset_moved_ms: i64,
     /// Epoch of the queue's last operator reset (0: never reset). Persisted, and sent to
     /// slaves with the offsets.
     pub reset_epoch: i64,
@@ -119,6 +127,8 @@ impl QueueProgress {
     fn new(offset: i64) -> Self {
         Self {
             offset,
+            acked: AckedRanges::new(),
+            offset_moved_ms: 0,
             reset_epoch: 0,
             fence: None,
             last_puller: None,
@@ -221,8 +231,9 @@ impl ConsumerOffsetTable {
             .and_then(|groups| groups.get_mut(group))
             .and_then(|queues| queues.get_mut(&queue_id));
         let Some(progress) = existing else {
-            self.queues_mut(topic, group)
-                .insert(queue_id, QueueProgress::new(offset));
+            let mut progress = QueueProgress::new(offset);
+            progress.offset_moved_ms = now_ms;
+            self.queues_mut(topic, group).insert(queue_id, progress);
             return CommitOutcome::Created;
         };
         if let Some(fence) = progress.fence {
@@ -236,15 +247,24 @@ impl ConsumerOffsetTable {
         }
         let previous = progress.offset;
         if offset >= previous {
-            progress.offset = offset;
+            if offset > previous {
+                progress.offset = offset;
+                progress.offset_moved_ms = now_ms;
+                progress.acked = progress.acked.above(offset);
+            }
             return CommitOutcome::Advanced { previous };
         }
         if previous > queue_max_offset {
             progress.offset = offset;
+            progress.offset_moved_ms = now_ms;
+            // Offsets past the queue's new end were never consumed from this log.
+            progress.acked = progress.acked.above(offset).below(queue_max_offset);
             return CommitOutcome::Corrected { previous };
         }
         if committer != Committer::Progress {
             progress.offset = offset;
+            progress.offset_moved_ms = now_ms;
+            progress.acked = AckedRanges::new();
             progress.fence = None;
             progress.raise_epoch(now_ms);
             return CommitOutcome::Rewound { previous };
@@ -262,6 +282,8 @@ impl ConsumerOffsetTable {
             .or_insert(QueueProgress::new(offset));
         progress.raise_epoch(now_ms);
         progress.offset = offset;
+        progress.offset_moved_ms = now_ms;
+        progress.acked = AckedRanges::new();
         progress.fence = Some(Fence {
             offset,
             until_ms: now_ms + RESET_FENCE_MS,
@@ -271,6 +293,37 @@ impl ConsumerOffsetTable {
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
         self.progress(topic, group, queue_id)
             .map(|progress| progress.offset)
+    }
+
+    /// The whole stored progress of a queue.
+    pub fn queue_progress(&self, topic: &str, group: &str, queue_id: i32) -> Option<QueueProgress> {
+        self.progress(topic, group, queue_id).cloned()
+    }
+
+    /// Adds acknowledged ranges reported with a commit that was not refused (an offset anyone
+    /// acknowledged stays acknowledged; only a reset or rewind forgets them). Returns whether
+    /// the stored ranges changed.
+    pub fn note_acked(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        acked: &AckedRanges,
+    ) -> bool {
+        let Some(progress) = self
+            .topics
+            .get_mut(topic)
+            .and_then(|groups| groups.get_mut(group))
+            .and_then(|queues| queues.get_mut(&queue_id))
+        else {
+            return false;
+        };
+        let merged = progress.acked.union(acked).above(progress.offset);
+        if merged == progress.acked {
+            return false;
+        }
+        progress.acked = merged;
+        true
     }
 
     /// Records the connection that pulled the queue for the group (only where the group has
@@ -319,20 +372,23 @@ impl ConsumerOffsetTable {
         for (topic, groups) in &master.topics {
             for (group, queues) in groups {
                 for (&queue_id, theirs) in queues {
-                    let ours = self.progress(topic, group, queue_id).copied();
-                    let merged = match ours {
-                        None => Some((theirs.offset, theirs.reset_epoch)),
+                    let ours = self.progress(topic, group, queue_id).cloned();
+                    let merged = match &ours {
+                        None => Some((theirs.offset, theirs.reset_epoch, theirs.acked.clone())),
                         Some(ours) if theirs.reset_epoch > ours.reset_epoch => {
-                            Some((theirs.offset, theirs.reset_epoch))
+                            Some((theirs.offset, theirs.reset_epoch, theirs.acked.clone()))
                         }
                         Some(ours) if theirs.reset_epoch == ours.reset_epoch => {
-                            Some((ours.offset.max(theirs.offset), ours.reset_epoch))
+                            let offset = ours.offset.max(theirs.offset);
+                            let acked = ours.acked.union(&theirs.acked).above(offset);
+                            Some((offset, ours.reset_epoch, acked))
                         }
                         Some(_) => None,
                     };
-                    if let Some((offset, reset_epoch)) = merged {
-                        if ours.is_none_or(|ours| {
-                            (ours.offset, ours.reset_epoch) != (offset, reset_epoch)
+                    if let Some((offset, reset_epoch, acked)) = merged {
+                        if ours.as_ref().is_none_or(|ours| {
+                            (ours.offset, ours.reset_epoch, &ours.acked)
+                                != (offset, reset_epoch, &acked)
                         }) {
                             changed.push((topic.clone(), group.clone(), queue_id));
                         }
@@ -340,8 +396,12 @@ impl ConsumerOffsetTable {
                             .queues_mut(topic, group)
                             .entry(queue_id)
                             .or_insert(QueueProgress::new(offset));
+                        if progress.offset != offset {
+                            progress.offset_moved_ms = theirs.offset_moved_ms;
+                        }
                         progress.offset = offset;
                         progress.reset_epoch = reset_epoch;
+                        progress.acked = acked;
                     }
                 }
             }
@@ -414,9 +474,18 @@ impl ConsumerOffsetTable {
     pub fn to_wrapper(&self) -> ConsumerOffsetWrapper {
         let mut offset_table = BTreeMap::new();
         let mut reset_epoch_table = BTreeMap::new();
+        let mut acked_ranges_table = BTreeMap::new();
         for (topic, groups) in &self.topics {
             for (group, queues) in groups {
                 let key = topic_at_group(topic, group);
+                let acked: BTreeMap<i32, String> = queues
+                    .iter()
+                    .filter(|(_, progress)| !progress.acked.is_empty())
+                    .map(|(&queue_id, progress)| (queue_id, progress.acked.encode(progress.offset)))
+                    .collect();
+                if !acked.is_empty() {
+                    acked_ranges_table.insert(key.clone(), acked);
+                }
                 let epochs: BTreeMap<i32, i64> = queues
                     .iter()
                     .filter(|(_, progress)| progress.reset_epoch != 0)
@@ -438,6 +507,7 @@ impl ConsumerOffsetTable {
             data_version: None,
             offset_table,
             reset_epoch_table: (!reset_epoch_table.is_empty()).then_some(reset_epoch_table),
+            acked_ranges_table: (!acked_ranges_table.is_empty()).then_some(acked_ranges_table),
         }
     }
 
@@ -472,6 +542,27 @@ impl ConsumerOffsetTable {
                 }
             }
         }
+        for (key, queues) in wrapper.acked_ranges_table.iter().flatten() {
+            let Some((topic, group)) = split_topic_at_group(key) else {
+                continue;
+            };
+            for (&queue_id, text) in queues {
+                let Some(progress) = table
+                    .topics
+                    .get_mut(topic)
+                    .and_then(|groups| groups.get_mut(group))
+                    .and_then(|queues| queues.get_mut(&queue_id))
+                else {
+                    continue;
+                };
+                match AckedRanges::decode(progress.offset, text) {
+                    Ok(acked) => progress.acked = acked,
+                    Err(reason) => {
+                        warn!(%key, queue_id, %reason, "acknowledged ranges unreadable; skipped")
+                    }
+                }
+            }
+        }
         table
     }
 
@@ -502,6 +593,7 @@ impl ConsumerOffsetTable {
                 queue_id,
                 offset: progress.offset,
                 reset_epoch: progress.reset_epoch,
+                acked: progress.acked.clone(),
             })
     }
 
@@ -515,6 +607,7 @@ impl ConsumerOffsetTable {
                         queue_id,
                         offset: progress.offset,
                         reset_epoch: progress.reset_epoch,
+                        acked: progress.acked.clone(),
                     });
                 }
             }
@@ -530,6 +623,7 @@ impl ConsumerOffsetTable {
             .or_insert(QueueProgress::new(entry.offset));
         progress.offset = entry.offset;
         progress.reset_epoch = entry.reset_epoch;
+        progress.acked = entry.acked.above(entry.offset);
     }
 }
 
@@ -610,6 +704,53 @@ mod tests {
             CommitOutcome::Rewound { previous: 6 }
         );
         assert_eq!(table.query("T", "g", 0), Some(1));
+    }
+
+    /// Acknowledged ranges: kept above the offset, merged (never shrunk) by later reports and by
+    /// a slave merge, forgotten by a reset or rewind, carried by the wrapper.
+    #[test]
+    fn acknowledged_ranges_follow_the_offset() {
+        let ranges = |list: &[(i64, i64)]| AckedRanges::from_ranges(list.iter().copied());
+        let mut table = ConsumerOffsetTable::new();
+        table.commit("T", "g", 0, 10, 100, 0);
+        assert!(table.note_acked("T", "g", 0, &ranges(&[(12, 15), (20, 22)])));
+        assert!(
+            !table.note_acked("T", "g", 0, &ranges(&[(13, 14)])),
+            "nothing new"
+        );
+        assert!(table.note_acked("T", "g", 0, &ranges(&[(15, 16)])));
+        let acked = |table: &ConsumerOffsetTable| {
+            table
+                .queue_progress("T", "g", 0)
+                .map(|progress| progress.acked)
+        };
+        assert_eq!(acked(&table), Some(ranges(&[(12, 16), (20, 22)])));
+        // The offset passes part of them: what lies at or below it is dropped.
+        table.commit("T", "g", 0, 14, 100, 1);
+        assert_eq!(acked(&table), Some(ranges(&[(15, 16), (20, 22)])));
+        let wrapper = table.to_wrapper();
+        assert_eq!(acked(&ConsumerOffsetTable::from_wrapper(&wrapper)), acked(&table));
+
+        let mut slave = ConsumerOffsetTable::new();
+        slave.merge_from_master(&table);
+        slave.note_acked("T", "g", 0, &ranges(&[(30, 31)]));
+        table.note_acked("T", "g", 0, &ranges(&[(40, 41)]));
+        slave.merge_from_master(&table);
+        assert_eq!(
+            acked(&slave),
+            Some(ranges(&[(15, 16), (20, 22), (30, 31), (40, 41)]))
+        );
+
+        table.reset("T", "g", 0, 5, 10);
+        assert_eq!(
+            acked(&table),
+            Some(AckedRanges::new()),
+            "a reset replays everything"
+        );
+        table.commit("T", "g", 0, 8, 100, 11);
+        table.note_acked("T", "g", 0, &ranges(&[(9, 12)]));
+        table.commit_by("T", "g", 0, 3, 100, 12, Committer::Admin);
+        assert_eq!(acked(&table), Some(AckedRanges::new()), "so does a rewind");
     }
 
     #[test]

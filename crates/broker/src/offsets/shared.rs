@@ -17,7 +17,8 @@ use super::journal::{
     encode_snapshot, group_removed_record, queue_progress_record, topic_removed_record,
     OffsetJournalCodec,
 };
-use super::{AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable};
+use super::{AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable, QueueProgress};
+use tidemark_protocol::acked::AckedRanges;
 
 /// The broker's consumer offsets: a [`ConsumerOffsetTable`] behind its own lock, journaled.
 /// Every operation is atomic and returns copies.
@@ -118,7 +119,8 @@ impl ConsumerOffsets {
     }
 
     /// The one way a commit is applied, from UPDATE_CONSUMER_OFFSET and from a pull alike:
-    /// [`ConsumerOffsetTable::commit_by`]; a stored change is journaled and moves the revision.
+    /// [`ConsumerOffsetTable::commit_by`], then the acknowledged ranges it carries unless the
+    /// commit was refused; a stored change is journaled and moves the revision.
     #[allow(clippy::too_many_arguments)]
     pub fn commit(
         &self,
@@ -129,6 +131,7 @@ impl ConsumerOffsets {
         queue_max_offset: i64,
         now_ms: i64,
         committer: Committer,
+        acked: Option<&AckedRanges>,
     ) -> (CommitOutcome, Journaled) {
         let mut inner = self.lock();
         let outcome = inner.table.commit_by(
@@ -140,10 +143,19 @@ impl ConsumerOffsets {
             now_ms,
             committer,
         );
-        let changed = match outcome {
+        let mut changed = match outcome {
             CommitOutcome::Advanced { previous } => previous != offset,
             other => other.stored(),
         };
+        let refused = matches!(
+            outcome,
+            CommitOutcome::IgnoredBackwards { .. }
+                | CommitOutcome::IgnoredDuringReset { .. }
+                | CommitOutcome::Rejected
+        );
+        if let Some(acked) = acked.filter(|acked| !refused && !acked.is_empty()) {
+            changed |= inner.table.note_acked(topic, group, queue_id, acked);
+        }
         let journaled = if changed {
             inner.revision += 1;
             self.journal_queue(&inner, topic, group, queue_id)
@@ -197,6 +209,11 @@ impl ConsumerOffsets {
 
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
         self.lock().table.query(topic, group, queue_id)
+    }
+
+    /// A copy of a queue's whole stored progress (offset, acknowledged ranges, epochs).
+    pub fn queue_progress(&self, topic: &str, group: &str, queue_id: i32) -> Option<QueueProgress> {
+        self.lock().table.queue_progress(topic, group, queue_id)
     }
 
     pub fn queue_offsets(&self, topic: &str, group: &str) -> Option<BTreeMap<i32, i64>> {

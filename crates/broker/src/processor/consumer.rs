@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use tidemark_protocol::acked::{AckedRanges, ACKED_RANGES_FIELD};
 use tidemark_protocol::body::{
     perm, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
 };
@@ -152,11 +153,20 @@ pub(super) fn query_offset(state: &BrokerState, request: &RemotingCommand) -> Re
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let stored = state
-        .offsets
-        .query(&header.topic, &header.consumer_group, header.queue_id);
-    if let Some(offset) = stored {
-        return success().with_header(&OffsetResponseHeader { offset });
+    let stored =
+        state
+            .offsets
+            .queue_progress(&header.topic, &header.consumer_group, header.queue_id);
+    if let Some(progress) = stored {
+        let mut response = success().with_header(&OffsetResponseHeader {
+            offset: progress.offset,
+        });
+        if !progress.acked.is_empty() {
+            response
+                .ext_fields
+                .insert(ACKED_RANGES_FIELD, progress.acked.encode(progress.offset));
+        }
+        return response;
     }
     // A group's first look at a queue whose start is still there and recent starts at 0
     // (RocketMQ 4.9's rule), so CONSUME_FROM_LAST_OFFSET on a young topic reads it all.
@@ -180,6 +190,19 @@ pub(super) fn query_offset(state: &BrokerState, request: &RemotingCommand) -> Re
         ResponseCode::QueryNotFound,
         "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
     )
+}
+
+/// The acknowledged ranges a Tidemark client sent with its commit offset, if any; unreadable
+/// ones are ignored (the offset alone is still right).
+pub(crate) fn acked_ranges(request: &RemotingCommand, commit_offset: i64) -> Option<AckedRanges> {
+    let text = request.ext_fields.get(ACKED_RANGES_FIELD)?;
+    match AckedRanges::decode(commit_offset, text) {
+        Ok(acked) => Some(acked),
+        Err(reason) => {
+            debug!(%reason, "acknowledged ranges unreadable; the commit offset alone is stored");
+            None
+        }
+    }
 }
 
 /// An ext field Tidemark's slaves add when they pass progress on to their master: such a commit
@@ -216,6 +239,7 @@ pub(super) async fn update_offset(
         Committer::Progress
     };
     let max = state.store.max_offset(topic, queue_id);
+    let acked = acked_ranges(request, header.commit_offset);
     let (_, journaled) = state.offsets.commit(
         topic,
         group,
@@ -224,6 +248,7 @@ pub(super) async fn update_offset(
         max,
         now_ms(),
         committer,
+        acked.as_ref(),
     );
     if request.is_oneway() {
         return success();

@@ -73,7 +73,8 @@ pub(super) async fn pull(
         header.queue_id,
         channel.id(),
     );
-    match process(state, &header, &group, true) {
+    let acked = super::consumer::acked_ranges(request, header.commit_offset);
+    match process(state, &header, &group, true, acked.as_ref()) {
         Outcome::Respond(response) => response,
         Outcome::Hold => {
             let wait = if state.config.long_polling_enable {
@@ -87,7 +88,7 @@ pub(super) async fn pull(
                 let _ = tokio::time::timeout(wait, arrival).await;
             }
             // Second pass: never held again, and the commit offset is not applied twice.
-            match process(state, &header, &group, false) {
+            match process(state, &header, &group, false, None) {
                 Outcome::Respond(response) => response,
                 Outcome::Hold => error(ResponseCode::SystemError, "pull held twice"),
             }
@@ -105,6 +106,7 @@ fn process(
     header: &PullMessageRequestHeader,
     group: &SubscriptionGroupConfig,
     allow_suspend: bool,
+    acked: Option<&tidemark_protocol::acked::AckedRanges>,
 ) -> Outcome {
     let respond = |code, remark: String| Outcome::Respond(error(code, remark));
     if !group.consume_enable {
@@ -220,6 +222,7 @@ fn process(
             result.max_offset,
             now_ms(),
             Committer::Progress,
+            acked,
         );
     }
 

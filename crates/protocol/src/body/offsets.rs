@@ -20,6 +20,9 @@ json_object! {
         /// Tidemark only (Java ignores it): per `topic@group` and queue, the epoch of the last
         /// operator reset, so a slave can tell a reset from a stale copy.
         "resetEpochTable" => reset_epoch_table: Option<BTreeMap<String, BTreeMap<i32, i64>>>,
+        /// Tidemark only: per `topic@group` and queue, the acknowledged ranges above the offset
+        /// in [`AckedRanges`](crate::acked::AckedRanges)' text form, so a slave has them too.
+        "ackedRangesTable" => acked_ranges_table: Option<BTreeMap<String, BTreeMap<i32, String>>>,
     }
 }
 
