@@ -168,3 +168,170 @@ async fn a_killed_rust_consumer_replays_about_one_report_interval() {
         "{duplicates} messages redelivered after the kill (bound {bound})"
     );
 }
+
+/// Messages after the stuck one.
+const AFTER_STUCK: usize = 1_500;
+
+/// Runs only as the child of `one_stuck_message_is_all_the_next_consumer_gets_again`: a push
+/// consumer whose listener never returns for the message with body `stuck` and prints
+/// `consumed <offset>` for every other one, until the parent kills it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of a scenario; does nothing on its own"]
+async fn stuck_consumer_child() {
+    let (Ok(namesrv), Ok(topic), Ok(group)) = (
+        std::env::var("TIDEMARK_CHILD_NAMESRV"),
+        std::env::var("TIDEMARK_CHILD_TOPIC"),
+        std::env::var("TIDEMARK_CHILD_GROUP"),
+    ) else {
+        return;
+    };
+    let _consumer = tidemark_client::PushConsumer::builder(group)
+        .namesrv_addr(namesrv)
+        .subscribe(topic, "*")
+        .consume_from_where(tidemark_client::ConsumeFromWhere::ConsumeFromFirstOffset)
+        .start_concurrently(tidemark_client::concurrent_fn(
+            |messages: Vec<tidemark_client::MessageExt>| async move {
+                for message in &messages {
+                    if &message.body[..] == b"stuck" {
+                        std::future::pending::<()>().await;
+                    }
+                    println!("consumed {}", message.queue_offset);
+                }
+                tidemark_client::ConsumeStatus::Success
+            },
+        ))
+        .await
+        .expect("child consumer");
+    // Killed long before this.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+/// The listener blocks on one message while the 1,500 after it complete; the consumer is
+/// SIGKILLed; the next consumer of the group gets only the stuck message again, because the
+/// killed one reported the completed ones as acknowledged ranges above its commit offset.
+/// RocketMQ (offset only): all 1,501.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_stuck_message_is_all_the_next_consumer_gets_again() {
+    if against_apache() {
+        eprintln!("skipped: acknowledged ranges are Tidemark's extension");
+        return;
+    }
+    init_logging();
+    let server = DevServer::start("stuck-message", &[]);
+    let topic = unique("StuckT");
+    let group = unique("StuckG");
+    let producer = Producer::builder(unique("producer"))
+        .namesrv_addr(server.namesrv_addr())
+        .start()
+        .await
+        .expect("producer");
+    let first = producer
+        .send(Message::new(topic.as_str(), "stuck"))
+        .await
+        .expect("send");
+    // Everything in the stuck message's queue, after it.
+    for i in 0..AFTER_STUCK {
+        producer
+            .send_to_queue(
+                Message::new(topic.as_str(), format!("m-{i}")),
+                first.queue.clone(),
+            )
+            .await
+            .expect("send");
+    }
+    producer.shutdown().await;
+
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "stuck_consumer_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("TIDEMARK_CHILD_NAMESRV", server.namesrv_addr())
+        .env("TIDEMARK_CHILD_TOPIC", &topic)
+        .env("TIDEMARK_CHILD_GROUP", &group)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the child consumer");
+    let consumed = Arc::new(Mutex::new(BTreeSet::new()));
+    let stdout = child.stdout.take().expect("stdout");
+    let sink = consumed.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(offset) = line
+                .strip_prefix("consumed ")
+                .and_then(|o| o.parse::<i64>().ok())
+            {
+                sink.lock().expect("lock").insert(offset);
+            }
+        }
+    });
+    let done = wait_until(Duration::from_secs(90), || {
+        consumed.lock().expect("lock").len() >= AFTER_STUCK
+    })
+    .await;
+    if !done {
+        let _ = child.kill();
+        panic!(
+            "the child consumed {} of {AFTER_STUCK}\n{}",
+            consumed.lock().expect("lock").len(),
+            server.tail_text()
+        );
+    }
+    // Two report intervals, then the kill.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+
+    let redelivered = Arc::new(Mutex::new(Vec::new()));
+    let sink = redelivered.clone();
+    let next = tidemark_client::PushConsumer::builder(group.as_str())
+        .namesrv_addr(server.namesrv_addr())
+        .subscribe(topic.as_str(), "*")
+        .start_concurrently(tidemark_client::concurrent_fn(
+            move |messages: Vec<tidemark_client::MessageExt>| {
+                let sink = sink.clone();
+                async move {
+                    let mut seen = sink.lock().expect("lock");
+                    seen.extend(
+                        messages
+                            .into_iter()
+                            .map(|m| String::from_utf8_lossy(&m.body).into_owned()),
+                    );
+                    tidemark_client::ConsumeStatus::Success
+                }
+            },
+        ))
+        .await
+        .expect("next consumer");
+    assert!(
+        wait_until(Duration::from_secs(60), || !redelivered
+            .lock()
+            .expect("lock")
+            .is_empty())
+        .await,
+        "the stuck message never came back\n{}",
+        server.tail_text()
+    );
+    // Anything else would arrive with it or right after.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    next.shutdown().await;
+    let redelivered = redelivered.lock().expect("lock").clone();
+    println!(
+        "stuck message, {AFTER_STUCK} later ones completed, consumer SIGKILLed: the next consumer got {} \
+         (RocketMQ: {})",
+        redelivered.len(),
+        AFTER_STUCK + 1
+    );
+    assert_eq!(
+        redelivered.len(),
+        1,
+        "redelivered {} messages, the first: {:?}",
+        redelivered.len(),
+        &redelivered[..redelivered.len().min(5)]
+    );
+    assert_eq!(redelivered[0], "stuck");
+}

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
+use tidemark_protocol::acked::{AckedRanges, ACKED_RANGES_FIELD};
 
 use bytes::Bytes;
 use tidemark_protocol::body::{
@@ -466,7 +467,7 @@ impl ClientInstance {
         addr: &str,
         group: &str,
         queue: &MessageQueue,
-    ) -> Result<Option<i64>> {
+    ) -> Result<Option<(i64, AckedRanges)>> {
         let header = QueryConsumerOffsetRequestHeader {
             consumer_group: group.to_owned(),
             topic: queue.topic.clone(),
@@ -482,7 +483,14 @@ impl ClientInstance {
                 let header: OffsetResponseHeader = response
                     .decode_header()
                     .map_err(|error| bad_response(addr, error))?;
-                Ok(Some(header.offset))
+                // A Tidemark broker adds the acknowledged ranges above the offset; anything
+                // unreadable there only costs redeliveries, so it reads as none.
+                let acked = response
+                    .ext_fields
+                    .get(ACKED_RANGES_FIELD)
+                    .and_then(|text| AckedRanges::decode(header.offset, text).ok())
+                    .unwrap_or_default();
+                Ok(Some((header.offset, acked)))
             }
             ResponseCode::QueryNotFound => Ok(None),
             code => Err(broker_error(addr, code, &response)),
@@ -496,6 +504,7 @@ impl ClientInstance {
         group: &str,
         queue: &MessageQueue,
         offset: i64,
+        acked: &AckedRanges,
         delivery: CommitDelivery,
     ) -> Result<()> {
         let header = UpdateConsumerOffsetRequestHeader {
@@ -505,8 +514,12 @@ impl ClientInstance {
             commit_offset: offset,
             broker_name: Some(queue.broker_name.clone()),
         };
-        let request =
+        let mut request =
             RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header);
+        let ranges = acked.encode(offset);
+        if !ranges.is_empty() {
+            request.ext_fields.insert(ACKED_RANGES_FIELD, ranges);
+        }
         match delivery {
             CommitDelivery::Oneway => self.oneway(addr, request).await,
             CommitDelivery::Acknowledged => {
@@ -691,7 +704,7 @@ impl crate::offset_store::OffsetBroker for InstanceOffsetBroker {
         &'a self,
         group: &'a str,
         queue: &'a MessageQueue,
-    ) -> BoxFuture<'a, Result<Option<i64>>> {
+    ) -> BoxFuture<'a, Result<Option<(i64, AckedRanges)>>> {
         Box::pin(async move {
             let addr = match self.instance.master_addr(&queue.broker_name) {
                 Some(addr) => addr,
@@ -713,6 +726,7 @@ impl crate::offset_store::OffsetBroker for InstanceOffsetBroker {
         group: &'a str,
         queue: &'a MessageQueue,
         offset: i64,
+        acked: &'a AckedRanges,
         delivery: CommitDelivery,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
@@ -723,7 +737,7 @@ impl crate::offset_store::OffsetBroker for InstanceOffsetBroker {
                 .subscribe_addr_refreshing(&queue.topic, &queue.broker_name, 0)
                 .await?;
             self.instance
-                .update_consumer_offset(&addr, group, queue, offset, delivery)
+                .update_consumer_offset(&addr, group, queue, offset, acked, delivery)
                 .await
         })
     }

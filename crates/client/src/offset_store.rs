@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use tidemark_protocol::acked::AckedRanges;
 
 use tidemark_protocol::body::{MessageQueue, MessageQueueOffsets};
 use tidemark_protocol::json::{JsonBody, WriteOptions};
@@ -37,14 +38,18 @@ pub enum ReadOffsetType {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OffsetTable {
     offsets: BTreeMap<MessageQueue, i64>,
-    /// The offset last sent to the broker per queue, so the progress reporter sends only what
+    /// Offsets above a queue's offset already consumed (concurrent push consumers report them
+    /// with the offset; see [`AckedRanges`]). Always above the queue's offset.
+    acked: BTreeMap<MessageQueue, AckedRanges>,
+    /// What was last sent to the broker per queue, so the progress reporter sends only what
     /// moved.
-    reported: BTreeMap<MessageQueue, i64>,
+    reported: BTreeMap<MessageQueue, (i64, AckedRanges)>,
 }
 
 impl OffsetTable {
     /// Records `offset` for `queue`. With `increase_only` a lower value than the one held is
-    /// ignored (consume results can finish out of order).
+    /// ignored (consume results can finish out of order). Acknowledged ranges the offset passed
+    /// are dropped; an overwrite that moves the offset back drops them all.
     pub fn update(&mut self, queue: &MessageQueue, offset: i64, increase_only: bool) {
         match self.offsets.get_mut(queue) {
             Some(current) => {
@@ -53,6 +58,12 @@ impl OffsetTable {
                     *current = offset;
                 }
                 debug_assert!(!increase_only || *current >= before);
+                let now = *current;
+                if now < before {
+                    self.acked.remove(queue);
+                } else if let Some(acked) = self.acked.get_mut(queue) {
+                    *acked = acked.above(now);
+                }
             }
             None => {
                 self.offsets.insert(queue.clone(), offset);
@@ -60,30 +71,74 @@ impl OffsetTable {
         }
     }
 
+    /// [`update`](Self::update) (increase-only) and, for what lies above the resulting offset,
+    /// these acknowledged ranges instead of the ones held.
+    pub fn update_with_acked(&mut self, queue: &MessageQueue, offset: i64, acked: AckedRanges) {
+        self.update(queue, offset, true);
+        let now = self.offsets.get(queue).copied().unwrap_or(offset);
+        let acked = acked.above(now);
+        if acked.is_empty() {
+            self.acked.remove(queue);
+        } else {
+            self.acked.insert(queue.clone(), acked);
+        }
+    }
+
+    /// Replaces a queue's progress with what the broker has (offset and ranges).
+    fn set_stored(&mut self, queue: &MessageQueue, offset: i64, acked: AckedRanges) {
+        self.offsets.insert(queue.clone(), offset);
+        let acked = acked.above(offset);
+        if acked.is_empty() {
+            self.acked.remove(queue);
+        } else {
+            self.acked.insert(queue.clone(), acked);
+        }
+    }
+
     pub fn get(&self, queue: &MessageQueue) -> Option<i64> {
         self.offsets.get(queue).copied()
     }
 
+    /// The acknowledged ranges held for `queue` (empty when none).
+    pub fn acked(&self, queue: &MessageQueue) -> AckedRanges {
+        self.acked.get(queue).cloned().unwrap_or_default()
+    }
+
     pub fn remove(&mut self, queue: &MessageQueue) -> Option<i64> {
         self.reported.remove(queue);
+        self.acked.remove(queue);
         self.offsets.remove(queue)
     }
 
-    /// Offsets of `assigned` queues that differ from what was last reported; they count as
+    /// Progress of `assigned` queues that differs from what was last reported; it counts as
     /// reported from now on.
-    fn take_unreported(&mut self, assigned: &BTreeSet<MessageQueue>) -> Vec<(MessageQueue, i64)> {
-        let changed: Vec<(MessageQueue, i64)> = self
-            .offsets
-            .iter()
-            .filter(|(queue, offset)| {
-                assigned.contains(*queue) && self.reported.get(*queue) != Some(*offset)
+    fn take_unreported(&mut self, assigned: &BTreeSet<MessageQueue>) -> Vec<Entry> {
+        let changed: Vec<Entry> = self
+            .entries(assigned)
+            .into_iter()
+            .filter(|(queue, offset, acked)| {
+                self.reported
+                    .get(queue)
+                    .is_none_or(|(sent, sent_acked)| sent != offset || sent_acked != acked)
             })
-            .map(|(queue, offset)| (queue.clone(), *offset))
             .collect();
-        for (queue, offset) in &changed {
-            self.reported.insert(queue.clone(), *offset);
-        }
+        self.mark_reported(&changed);
         changed
+    }
+
+    fn entries(&self, assigned: &BTreeSet<MessageQueue>) -> Vec<Entry> {
+        self.offsets
+            .iter()
+            .filter(|(queue, _)| assigned.contains(*queue))
+            .map(|(queue, offset)| (queue.clone(), *offset, self.acked(queue)))
+            .collect()
+    }
+
+    fn mark_reported(&mut self, entries: &[Entry]) {
+        for (queue, offset, acked) in entries {
+            self.reported
+                .insert(queue.clone(), (*offset, acked.clone()));
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&MessageQueue, i64)> {
@@ -99,23 +154,29 @@ impl OffsetTable {
     }
 }
 
+/// One queue's progress as it is sent: offset and the acknowledged ranges above it.
+type Entry = (MessageQueue, i64, AckedRanges);
+
 /// The broker side of a remote offset store, implemented over the network by the client and
 /// by fakes in tests.
 pub trait OffsetBroker: Send + Sync + 'static {
-    /// QUERY_CONSUMER_OFFSET: `Ok(None)` when the broker has no offset for the queue
+    /// QUERY_CONSUMER_OFFSET: the offset and the acknowledged ranges above it (none from
+    /// an Apache broker); `Ok(None)` when the broker has no offset for the queue
     /// (QUERY_NOT_FOUND); any other failure is an error.
     fn query<'a>(
         &'a self,
         group: &'a str,
         queue: &'a MessageQueue,
-    ) -> BoxFuture<'a, Result<Option<i64>>>;
+    ) -> BoxFuture<'a, Result<Option<(i64, AckedRanges)>>>;
 
-    /// UPDATE_CONSUMER_OFFSET, sent as `delivery` says.
+    /// UPDATE_CONSUMER_OFFSET with the acknowledged ranges above the offset, sent as
+    /// `delivery` says.
     fn commit<'a>(
         &'a self,
         group: &'a str,
         queue: &'a MessageQueue,
         offset: i64,
+        acked: &'a AckedRanges,
         delivery: CommitDelivery,
     ) -> BoxFuture<'a, Result<()>>;
 }
@@ -232,12 +293,27 @@ impl OffsetStore {
         }
         let stored = match &self.backend {
             Backend::Remote(broker) => broker.query(&self.group, queue).await?,
-            Backend::Local(file) => file.load()?.get(queue).copied(),
+            Backend::Local(file) => file
+                .load()?
+                .get(queue)
+                .map(|offset| (*offset, AckedRanges::new())),
         };
-        if let Some(offset) = stored {
-            self.lock().update(queue, offset, false);
+        if let Some((offset, acked)) = &stored {
+            self.lock().set_stored(queue, *offset, acked.clone());
         }
-        Ok(stored)
+        Ok(stored.map(|(offset, _)| offset))
+    }
+
+    /// Records progress with the acknowledged ranges above it; see
+    /// [`OffsetTable::update_with_acked`].
+    pub fn update_with_acked(&self, queue: &MessageQueue, offset: i64, acked: AckedRanges) {
+        self.lock().update_with_acked(queue, offset, acked);
+    }
+
+    /// The acknowledged ranges held for `queue` (as read from the broker when it was assigned,
+    /// or as consumption reported them).
+    pub fn acked(&self, queue: &MessageQueue) -> AckedRanges {
+        self.lock().acked(queue)
     }
 
     /// Persists the offsets of `assigned` queues. Remote: one oneway commit per queue (sent even
@@ -248,20 +324,15 @@ impl OffsetStore {
         assigned: &BTreeSet<MessageQueue>,
         delivery: CommitDelivery,
     ) -> Result<()> {
-        let entries: Vec<(MessageQueue, i64)> = {
+        let entries = {
             let mut table = self.lock();
             if self.is_remote() {
                 table.offsets.retain(|queue, _| assigned.contains(queue));
+                table.acked.retain(|queue, _| assigned.contains(queue));
                 table.reported.retain(|queue, _| assigned.contains(queue));
             }
-            let entries: Vec<(MessageQueue, i64)> = table
-                .iter()
-                .filter(|(queue, _)| assigned.contains(*queue))
-                .map(|(queue, offset)| (queue.clone(), offset))
-                .collect();
-            for (queue, offset) in &entries {
-                table.reported.insert(queue.clone(), *offset);
-            }
+            let entries = table.entries(assigned);
+            table.mark_reported(&entries);
             entries
         };
         self.write(&entries, delivery).await
@@ -280,25 +351,30 @@ impl OffsetStore {
     /// Persists one queue's offset (before the queue is given up in a rebalance), waiting for
     /// the broker to have it.
     pub async fn persist(&self, queue: &MessageQueue) -> Result<()> {
-        let entry = self.lock().get(queue);
+        let entry = {
+            let table = self.lock();
+            table
+                .get(queue)
+                .map(|offset| (queue.clone(), offset, table.acked(queue)))
+        };
         match entry {
-            Some(offset) => {
-                self.write(&[(queue.clone(), offset)], CommitDelivery::Acknowledged)
-                    .await
-            }
+            Some(entry) => self.write(&[entry], CommitDelivery::Acknowledged).await,
             None => Ok(()),
         }
     }
 
-    async fn write(&self, entries: &[(MessageQueue, i64)], delivery: CommitDelivery) -> Result<()> {
+    async fn write(&self, entries: &[Entry], delivery: CommitDelivery) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
         match &self.backend {
             Backend::Remote(broker) => {
                 let mut first_error = None;
-                for (queue, offset) in entries {
-                    if let Err(error) = broker.commit(&self.group, queue, *offset, delivery).await {
+                for (queue, offset, acked) in entries {
+                    if let Err(error) = broker
+                        .commit(&self.group, queue, *offset, acked, delivery)
+                        .await
+                    {
                         warn!(group = %self.group, ?queue, offset, %error, "offset commit failed");
                         first_error.get_or_insert(error);
                     } else {
@@ -307,7 +383,13 @@ impl OffsetStore {
                 }
                 first_error.map_or(Ok(()), Err)
             }
-            Backend::Local(file) => file.merge_and_write(entries),
+            Backend::Local(file) => {
+                let offsets: Vec<(MessageQueue, i64)> = entries
+                    .iter()
+                    .map(|(queue, offset, _)| (queue.clone(), *offset))
+                    .collect();
+                file.merge_and_write(&offsets)
+            }
         }
     }
 
@@ -410,6 +492,7 @@ mod tests {
     #[derive(Default)]
     struct FakeBroker {
         offsets: Mutex<BTreeMap<MessageQueue, i64>>,
+        acked: Mutex<BTreeMap<MessageQueue, AckedRanges>>,
         commits: Mutex<Vec<(MessageQueue, i64)>>,
         deliveries: Mutex<Vec<CommitDelivery>>,
     }
@@ -419,8 +502,12 @@ mod tests {
             &'a self,
             _group: &'a str,
             queue: &'a MessageQueue,
-        ) -> BoxFuture<'a, Result<Option<i64>>> {
-            Box::pin(async move { Ok(self.offsets.lock().expect("lock").get(queue).copied()) })
+        ) -> BoxFuture<'a, Result<Option<(i64, AckedRanges)>>> {
+            Box::pin(async move {
+                let offset = self.offsets.lock().expect("lock").get(queue).copied();
+                let acked = self.acked.lock().expect("lock").get(queue).cloned();
+                Ok(offset.map(|offset| (offset, acked.unwrap_or_default())))
+            })
         }
 
         fn commit<'a>(
@@ -428,10 +515,15 @@ mod tests {
             _group: &'a str,
             queue: &'a MessageQueue,
             offset: i64,
+            acked: &'a AckedRanges,
             delivery: CommitDelivery,
         ) -> BoxFuture<'a, Result<()>> {
             Box::pin(async move {
                 self.deliveries.lock().expect("lock").push(delivery);
+                self.acked
+                    .lock()
+                    .expect("lock")
+                    .insert(queue.clone(), acked.clone());
                 self.offsets
                     .lock()
                     .expect("lock")
@@ -603,6 +695,38 @@ mod tests {
             .expect("lock")
             .iter()
             .all(|delivery| *delivery == CommitDelivery::Oneway));
+    }
+
+    #[tokio::test]
+    async fn acknowledged_ranges_travel_with_the_offset_both_ways() {
+        let broker = Arc::new(FakeBroker::default());
+        let store = OffsetStore::remote("G", broker.clone());
+        let assigned: BTreeSet<MessageQueue> = [mq(0)].into();
+        store.update_with_acked(&mq(0), 5, AckedRanges::from_ranges([(7, 9)]));
+        store.report_changes(&assigned).await.expect("report");
+        assert_eq!(
+            broker.acked.lock().expect("lock").get(&mq(0)),
+            Some(&AckedRanges::from_ranges([(7, 9)]))
+        );
+        // Only the ranges moved: that is a change to report too.
+        store.update_with_acked(&mq(0), 5, AckedRanges::from_ranges([(6, 9)]));
+        store.report_changes(&assigned).await.expect("report");
+        assert_eq!(broker.commits.lock().expect("lock").len(), 2);
+        // The offset passing them drops them.
+        store.update(&mq(0), 8, true);
+        assert_eq!(
+            store.acked(&mq(0)),
+            AckedRanges::from_ranges([(8, 9)]).above(8)
+        );
+        // A new owner reads both.
+        let next = OffsetStore::remote("G", broker.clone());
+        assert_eq!(
+            next.read(&mq(0), ReadOffsetType::Store)
+                .await
+                .expect("read"),
+            Some(5)
+        );
+        assert_eq!(next.acked(&mq(0)), AckedRanges::from_ranges([(6, 9)]));
     }
 
     #[tokio::test]

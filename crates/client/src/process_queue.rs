@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tidemark_protocol::acked::{AckedRanges, ACKED_RANGES_MAX};
 
 use crate::message::MessageExt;
 
@@ -67,6 +68,9 @@ pub struct ProcessQueue {
     last_lock: Option<Instant>,
     last_pull: Instant,
     last_consume: Instant,
+    /// Offsets an earlier owner already consumed (the broker's acknowledged ranges when the
+    /// queue was assigned): dropped when pulled, as if consumed at once.
+    acknowledged: AckedRanges,
 }
 
 impl ProcessQueue {
@@ -82,7 +86,87 @@ impl ProcessQueue {
             last_lock: None,
             last_pull: now,
             last_consume: now,
+            acknowledged: AckedRanges::new(),
         }
+    }
+
+    /// Offsets already consumed by an earlier owner of the queue; see
+    /// [`drop_acknowledged`](Self::drop_acknowledged).
+    pub fn set_acknowledged(&mut self, acked: AckedRanges) {
+        self.acknowledged = acked;
+    }
+
+    /// Removes from `messages` those an earlier owner already consumed: they count as taken in
+    /// (they raise the highest offset, so the commit point passes them) but are never held or
+    /// delivered. Returns the others and how many were removed.
+    pub fn drop_acknowledged(
+        &mut self,
+        messages: Vec<Arc<MessageExt>>,
+    ) -> (Vec<Arc<MessageExt>>, usize) {
+        if self.acknowledged.is_empty() {
+            return (messages, 0);
+        }
+        let before = messages.len();
+        let mut kept = Vec::with_capacity(before);
+        for message in messages {
+            if self.acknowledged.contains(message.queue_offset) {
+                self.highest_offset = self.highest_offset.max(message.queue_offset);
+            } else {
+                kept.push(message);
+            }
+        }
+        let dropped = before - kept.len();
+        self.check_invariants();
+        (kept, dropped)
+    }
+
+    /// The offset that may be committed now: the smallest held, else one past the highest taken
+    /// in; −1 before anything was.
+    pub fn commit_point(&self) -> i64 {
+        match self.lowest_held() {
+            Some(lowest) => lowest,
+            None if self.highest_offset >= 0 => self.highest_offset + 1,
+            None => -1,
+        }
+    }
+
+    /// What is done above `commit`: every offset up to the highest taken in that is not held
+    /// (consumed, sent back, filtered out, or consumed by an earlier owner), and what an earlier
+    /// owner acknowledged beyond that. At most [`ACKED_RANGES_MAX`] ranges, the lowest.
+    pub fn acked_above(&self, commit: i64) -> AckedRanges {
+        let mut ranges = Vec::new();
+        let mut previous = commit;
+        let mut held = self.waiting.range(commit + 1..).map(|(offset, _)| *offset);
+        let mut held_consuming = self
+            .consuming
+            .range(commit + 1..)
+            .map(|(offset, _)| *offset);
+        let (mut next_waiting, mut next_consuming) = (held.next(), held_consuming.next());
+        while ranges.len() < ACKED_RANGES_MAX {
+            let next = match (next_waiting, next_consuming) {
+                (Some(a), Some(b)) if a <= b => {
+                    next_waiting = held.next();
+                    a
+                }
+                (_, Some(b)) => {
+                    next_consuming = held_consuming.next();
+                    b
+                }
+                (Some(a), None) => {
+                    next_waiting = held.next();
+                    a
+                }
+                (None, None) => break,
+            };
+            if next > previous + 1 {
+                ranges.push((previous + 1, next));
+            }
+            previous = next;
+        }
+        if ranges.len() < ACKED_RANGES_MAX && self.highest_offset > previous {
+            ranges.push((previous + 1, self.highest_offset + 1));
+        }
+        AckedRanges::from_ranges(ranges).union(&self.acknowledged.above(commit))
     }
 
     /// Takes in pulled messages. Offsets already held are ignored (a re-pull after an error).
@@ -187,6 +271,7 @@ impl ProcessQueue {
 
     /// Forgets every held message (offset reset); the commit point restarts from the next put.
     pub fn clear(&mut self) {
+        self.acknowledged = AckedRanges::new();
         self.waiting.clear();
         self.consuming.clear();
         self.cached_bytes = 0;
@@ -336,6 +421,45 @@ mod tests {
         assert_eq!(queue.remove([5]), 7);
         assert_eq!(queue.remove([7]), 9, "empty: one past the highest taken in");
         assert_eq!(queue.remove([7]), -1, "already empty: nothing to commit");
+    }
+
+    #[test]
+    fn what_is_done_above_the_commit_point_becomes_acknowledged_ranges() {
+        let mut queue = queue_with(&[5, 6, 7, 8, 9, 10, 12]);
+        // 11 never arrived (filtered out): done as far as the group is concerned.
+        let commit = queue.remove([6, 7, 9]);
+        assert_eq!(commit, 5);
+        assert_eq!(
+            queue.acked_above(commit),
+            AckedRanges::from_ranges([(6, 8), (9, 10), (11, 12)])
+        );
+        let commit = queue.remove([5, 8, 10, 12]);
+        assert_eq!(commit, 13);
+        assert!(queue.acked_above(commit).is_empty());
+    }
+
+    #[test]
+    fn what_an_earlier_owner_acknowledged_is_skipped_and_passed_by_the_commit_point() {
+        let mut queue = ProcessQueue::new(Instant::now());
+        queue.set_acknowledged(AckedRanges::from_ranges([(3, 5), (8, 20)]));
+        let pulled: Vec<Arc<MessageExt>> = (2..10)
+            .map(|offset| Arc::new(message(offset, 10)))
+            .collect();
+        let (kept, skipped) = queue.drop_acknowledged(pulled);
+        assert_eq!(skipped, 4, "3, 4, 8 and 9");
+        let kept: Vec<i64> = kept.iter().map(|m| m.queue_offset).collect();
+        assert_eq!(kept, vec![2, 5, 6, 7]);
+        queue.put(kept.iter().map(|&offset| message(offset, 10)));
+        assert_eq!(queue.commit_point(), 2);
+        // Still acknowledged above: what was skipped and what lies beyond the pull.
+        assert_eq!(
+            queue.acked_above(2),
+            AckedRanges::from_ranges([(3, 5), (8, 20)])
+        );
+        assert_eq!(queue.remove([2, 5, 6, 7]), 10);
+        assert_eq!(queue.acked_above(10), AckedRanges::from_ranges([(11, 20)]));
+        queue.clear();
+        assert!(queue.acked_above(0).is_empty(), "a reset forgets them");
     }
 
     #[test]

@@ -729,7 +729,10 @@ mod tests {
         table.commit("T", "g", 0, 14, 100, 1);
         assert_eq!(acked(&table), Some(ranges(&[(15, 16), (20, 22)])));
         let wrapper = table.to_wrapper();
-        assert_eq!(acked(&ConsumerOffsetTable::from_wrapper(&wrapper)), acked(&table));
+        assert_eq!(
+            acked(&ConsumerOffsetTable::from_wrapper(&wrapper)),
+            acked(&table)
+        );
 
         let mut slave = ConsumerOffsetTable::new();
         slave.merge_from_master(&table);

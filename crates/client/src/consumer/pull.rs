@@ -108,6 +108,26 @@ impl ConsumerCore {
                         .filter(|message| matches_tags(subscription.as_ref(), message))
                         .map(Arc::new)
                         .collect();
+                    // What an earlier owner of the queue already consumed is not delivered again.
+                    let (messages, skipped) = if self.rules.report_acked {
+                        slot.with_process(|process| process.drop_acknowledged(messages))
+                    } else {
+                        (messages, 0)
+                    };
+                    if skipped > 0 {
+                        let progress = slot.with_process(|process| {
+                            let commit = process.commit_point();
+                            (commit, process.acked_above(commit))
+                        });
+                        if progress.0 >= 0 {
+                            self.offsets
+                                .update_with_acked(&queue, progress.0, progress.1);
+                        }
+                        debug!(
+                            ?queue,
+                            skipped, "skipped messages an earlier owner consumed"
+                        );
+                    }
                     if messages.is_empty() {
                         continue;
                     }

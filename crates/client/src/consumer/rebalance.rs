@@ -148,6 +148,19 @@ impl ConsumerCore {
                 }
             };
             let slot = QueueSlot::new(queue.clone());
+            if self.rules.report_acked {
+                // Read from the broker with the offset: what an earlier owner consumed above it.
+                let acked = self.offsets.acked(&queue);
+                if !acked.is_empty() {
+                    debug!(
+                        ?queue,
+                        start,
+                        ranges = acked.len(),
+                        "earlier owner's acknowledged ranges will be skipped"
+                    );
+                    slot.with_process(|process| process.set_acknowledged(acked));
+                }
+            }
             if self.rules.lock_queues {
                 slot.with_process(|process| process.set_locked(true, Instant::now()));
             }

@@ -90,9 +90,18 @@ impl ConsumerCore {
             .iter()
             .map(|message| message.queue_offset)
             .collect();
-        let commit = slot.with_process(|process| plan.finish(process, &batch, &failed));
-        if let Some(commit) = commit {
-            self.offsets.update(&slot.queue, commit, true);
+        let report_acked = self.rules.report_acked;
+        let settled = slot.with_process(|process| {
+            let commit = plan.finish(process, &batch, &failed)?;
+            let acked = report_acked.then(|| process.acked_above(commit));
+            Some((commit, acked))
+        });
+        match settled {
+            Some((commit, Some(acked))) => {
+                self.offsets.update_with_acked(&slot.queue, commit, acked)
+            }
+            Some((commit, None)) => self.offsets.update(&slot.queue, commit, true),
+            None => {}
         }
         if !retry_here.is_empty() {
             let core = self.clone();

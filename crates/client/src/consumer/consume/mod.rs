@@ -64,6 +64,9 @@ pub(crate) struct Rules {
     pub(crate) pull_with_expression: bool,
     /// Orderly in clustering mode: a queue is consumed only while locked at the broker.
     pub(crate) lock_queues: bool,
+    /// Concurrent push consumers in clustering mode report the offsets consumed above their
+    /// commit offset (acknowledged ranges) and skip those an earlier owner reported.
+    pub(crate) report_acked: bool,
     /// Deliveries before a message is dead-lettered.
     pub(crate) max_reconsume_times: i32,
 }
@@ -89,6 +92,7 @@ impl ConsumeMode {
             piggyback_commit: push,
             pull_with_expression: !push,
             lock_queues: orderly && settings.message_model == MessageModel::Clustering,
+            report_acked: push && !orderly && settings.message_model == MessageModel::Clustering,
             max_reconsume_times: match settings.max_reconsume_times {
                 Some(times) if times >= 0 => times,
                 _ if orderly => i32::MAX,
