@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use tidemark_client::{Message, Producer};
 use tidemark_tests::{
-    against_apache, init_logging, tidemark_binary, unique, wait_until, DevServer,
+    against_apache, init_logging, tidemark_binary, unique, wait_until, wait_until_async, BrokerSet,
+    DevServer,
 };
 
 /// The first consumer is killed once the test read this many of its lines.
@@ -217,7 +218,12 @@ async fn one_stuck_message_is_all_the_next_consumer_gets_again() {
         return;
     }
     init_logging();
-    let server = DevServer::start("stuck-message", &[]);
+    // Stuck after one second, so the operator's view shows it while the test runs.
+    let server = BrokerSet::start(
+        "stuck-message",
+        &["ASYNC_MASTER"],
+        "consumer_stuck_threshold_ms = 1000\n",
+    );
     let topic = unique("StuckT");
     let group = unique("StuckG");
     let producer = Producer::builder(unique("producer"))
@@ -278,11 +284,55 @@ async fn one_stuck_message_is_all_the_next_consumer_gets_again() {
         panic!(
             "the child consumed {} of {AFTER_STUCK}\n{}",
             consumed.lock().expect("lock").len(),
-            server.tail_text()
+            server.tails()
         );
     }
-    // Two report intervals, then the kill.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // What an operator sees meanwhile: the group held at the stuck message's offset, its age as
+    // time lag, the later messages done; and the broker says so once in its log.
+    let stuck_view = wait_until_async(Duration::from_secs(30), || {
+        let (namesrv, topic, group) = (server.namesrv_addr(), topic.clone(), group.clone());
+        let stuck_offset = first.queue_offset;
+        async move {
+            let output = tokio::task::spawn_blocking(move || {
+                Command::new(tidemark_binary())
+                    .args(["admin", "consumer-progress", "-n", &namesrv, "-g", &group])
+                    .args(["-t", &topic, "--json"])
+                    .output()
+            })
+            .await;
+            let Ok(Ok(output)) = output else { return false };
+            let Ok(value) = tidemark_protocol::json::parse(&output.stdout) else {
+                return false;
+            };
+            let Some(tidemark_protocol::json::Value::Array(queues)) = value.get("queues") else {
+                return false;
+            };
+            queues.iter().any(|queue| {
+                let field = |name: &str| match queue.get(name) {
+                    Some(tidemark_protocol::json::Value::Int(number)) => *number,
+                    _ => -2,
+                };
+                field("stuckOffset") == stuck_offset
+                    && field("ackedAbove") == AFTER_STUCK as i64
+                    && field("timeLagMs") > 0
+            })
+        }
+    })
+    .await;
+    assert!(
+        stuck_view,
+        "consumer-progress never showed the stuck message\n{}",
+        server.tails()
+    );
+    let logged = wait_until(Duration::from_secs(20), || {
+        server.tails().contains("held back by one message")
+    })
+    .await;
+    assert!(
+        logged,
+        "the broker did not log the stuck group\n{}",
+        server.tails()
+    );
     child.kill().expect("SIGKILL");
     let _ = child.wait();
 
@@ -314,7 +364,7 @@ async fn one_stuck_message_is_all_the_next_consumer_gets_again() {
             .is_empty())
         .await,
         "the stuck message never came back\n{}",
-        server.tail_text()
+        server.tails()
     );
     // Anything else would arrive with it or right after.
     tokio::time::sleep(Duration::from_secs(3)).await;

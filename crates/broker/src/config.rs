@@ -114,6 +114,10 @@ pub struct BrokerConfig {
     /// The offset journal is compacted into a snapshot once this many bytes were appended since
     /// the last snapshot (and at least twice the snapshot's size).
     pub offset_journal_compact_bytes: u64,
+    /// A queue whose offset has not moved for this long while later messages are done
+    /// (acknowledged ranges above it) counts as stuck: shown by `consumer-progress` and logged
+    /// once per episode, ms.
+    pub consumer_stuck_threshold_ms: u64,
     #[serde(alias = "registerNameServerPeriod")]
     pub register_name_server_period: u64,
     #[serde(alias = "longPollingEnable")]
@@ -197,6 +201,7 @@ impl Default for BrokerConfig {
             flush_consumer_offset_interval: 5000,
             offset_journal_group_commit_ms: 0,
             offset_journal_compact_bytes: 16 << 20,
+            consumer_stuck_threshold_ms: 30_000,
             register_name_server_period: 30_000,
             long_polling_enable: true,
             short_polling_time_mills: 1000,

@@ -50,7 +50,8 @@ pub enum BrokerError {
     OffsetJournal(#[from] tidemark_storage::journal::JournalError),
 }
 
-/// Clients silent this long are dropped (Java: 120 s, scanned every 10 s).
+/// Clients silent this long are dropped (Java: 120 s, scanned every 10 s, when stuck consumers
+/// are looked for too).
 const CLIENT_EXPIRY_MS: i64 = 120_000;
 
 /// A broker ready to serve.
@@ -210,5 +211,29 @@ async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
         for group in groups {
             processor::consumer::notify_ids_changed(&state, &group);
         }
+        log_stuck_consumers(&state);
+    }
+}
+
+/// One WARN per stuck episode: a group held at one offset while later messages are done.
+fn log_stuck_consumers(state: &BrokerState) {
+    let threshold = state.config.consumer_stuck_threshold_ms;
+    if threshold == 0 {
+        return;
+    }
+    let now = state::now_ms();
+    for stuck in state
+        .offsets
+        .newly_stuck(now, threshold as i64, state.boot_timestamp_ms)
+    {
+        tracing::warn!(
+            group = %stuck.group,
+            topic = %stuck.topic,
+            queue = stuck.queue_id,
+            offset = stuck.offset,
+            stuck_for_s = (now - stuck.since_ms) / 1000,
+            done_above = stuck.acked_above,
+            "a consumer group is held back by one message while later ones are done"
+        );
     }
 }

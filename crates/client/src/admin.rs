@@ -1,9 +1,12 @@
 //! [`Admin`]: what operators ask the brokers about consumer progress (the subset of Java's
 //! `DefaultMQAdminExt` that Tidemark's tools and tests need).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tidemark_protocol::body::{ConsumeStats, TopicStatsTable};
+use tidemark_protocol::body::{
+    ConsumeStats, ConsumerProgress, MessageQueue, QueueProgressView, TopicStatsTable,
+};
 use tidemark_protocol::headers::{GetConsumeStatsRequestHeader, GetTopicStatsInfoRequestHeader};
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
@@ -96,6 +99,46 @@ impl Admin {
                 .map_err(|error| bad_response(&addr, error))?;
             merged.consume_tps += stats.consume_tps;
             merged.offset_table.extend(stats.offset_table);
+        }
+        Ok(merged)
+    }
+
+    /// Tidemark's view of a group's progress per queue (TIDEMARK_GET_CONSUMER_PROGRESS): time
+    /// lag, acknowledged ranges and stuck messages, from every broker that knows the group.
+    /// Brokers that do not serve it (Apache RocketMQ) are left out.
+    pub async fn consumer_progress(
+        &self,
+        group: &str,
+        topic: Option<&str>,
+    ) -> Result<BTreeMap<MessageQueue, QueueProgressView>> {
+        let mut brokers = self.masters_of(&retry_topic(group)).await?;
+        if let Some(topic) = topic {
+            brokers.extend(self.masters_of(topic).await?);
+        }
+        brokers.sort();
+        brokers.dedup();
+        let mut merged = BTreeMap::new();
+        for addr in brokers {
+            let header = GetConsumeStatsRequestHeader {
+                consumer_group: group.to_owned(),
+                topic: topic.map(str::to_owned),
+                topic_list: None,
+            };
+            let request =
+                RemotingCommand::request_with_header(RequestCode::GetConsumerProgress, &header);
+            let response = self.instance.call(&addr, request).await?;
+            match response.response_code() {
+                ResponseCode::Success => {}
+                ResponseCode::RequestCodeNotSupported => continue,
+                code => return Err(broker_error(&addr, code, &response)),
+            }
+            let body = ConsumerProgress::from_json_bytes(&response.body)
+                .map_err(|error| bad_response(&addr, error))?;
+            for line in body.queues {
+                let queue =
+                    MessageQueue::new(line.topic.clone(), line.broker_name.clone(), line.queue_id);
+                merged.insert(queue, line);
+            }
         }
         Ok(merged)
     }

@@ -141,6 +141,11 @@ wire_code_enum! {
         AddWritePermOfBroker = 327 => "ADD_WRITE_PERM_OF_BROKER",
         /// 5.x only; 4.9 lite pull consumers use `PULL_MESSAGE`.
         LitePullMessage = 361 => "LITE_PULL_MESSAGE",
+        /// Tidemark's extension: a group's progress per queue with time lag, acknowledged
+        /// ranges and stuck messages (header `GetConsumeStatsRequestHeader`, body
+        /// [`ConsumerProgress`](crate::body::ConsumerProgress)). Apache brokers answer
+        /// REQUEST_CODE_NOT_SUPPORTED.
+        GetConsumerProgress = 31001 => "TIDEMARK_GET_CONSUMER_PROGRESS",
     }
 }
 

@@ -268,8 +268,17 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
     let stats = admin
         .consume_stats(&args.group, args.topic.as_deref())
         .await;
+    // Tidemark brokers add time lag and stuck messages; others leave those columns empty.
+    let extra = match &stats {
+        Ok(_) => admin
+            .consumer_progress(&args.group, args.topic.as_deref())
+            .await
+            .unwrap_or_default(),
+        Err(_) => Default::default(),
+    };
     admin.shutdown().await;
     let stats = stats?;
+    let now = tidemark_remoting::now_ms();
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut queues = Vec::new();
@@ -284,6 +293,12 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
                 string("lag"),
                 Value::Int(line.broker_offset - line.consumer_offset),
             );
+            if let Some(view) = extra.get(queue) {
+                entry.push(string("timeLagMs"), Value::Int(view.time_lag_ms));
+                entry.push(string("ackedAbove"), Value::Int(view.acked_above));
+                entry.push(string("stuckOffset"), Value::Int(view.stuck_offset));
+                entry.push(string("stuckSinceMs"), Value::Int(view.stuck_since_ms));
+            }
             queues.push(Value::Object(entry));
         }
         let mut object = Object::new();
@@ -298,27 +313,62 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "{:<40} {:<16} {:>5} {:>14} {:>14} {:>10}",
-        "#Topic", "#Broker", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff"
+        "{:<40} {:<16} {:>5} {:>14} {:>16} {:>10} {:>10} {:>22}",
+        "#Topic",
+        "#Broker",
+        "#QID",
+        "#Broker Offset",
+        "#Consumer Offset",
+        "#Diff",
+        "#Time Lag",
+        "#Stuck (offset, for)"
     )?;
     let mut total_lag = 0;
     for (queue, line) in &stats.offset_table {
         let lag = line.broker_offset - line.consumer_offset;
         total_lag += lag;
+        let (time_lag, stuck) = match extra.get(queue) {
+            Some(view) => (
+                format_duration_ms(view.time_lag_ms),
+                if view.stuck_offset >= 0 {
+                    format!(
+                        "{} for {}",
+                        view.stuck_offset,
+                        format_duration_ms(now - view.stuck_since_ms)
+                    )
+                } else {
+                    "-".to_owned()
+                },
+            ),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
         writeln!(
             out,
-            "{:<40} {:<16} {:>5} {:>14} {:>16} {:>10}",
+            "{:<40} {:<16} {:>5} {:>14} {:>16} {:>10} {:>10} {:>22}",
             queue.topic,
             queue.broker_name,
             queue.queue_id,
             line.broker_offset,
             line.consumer_offset,
-            lag
+            lag,
+            time_lag,
+            stuck
         )?;
     }
     writeln!(out, "\nConsume TPS: {:.2}", stats.consume_tps)?;
     writeln!(out, "Diff Total: {total_lag}")?;
     Ok(())
+}
+
+/// `850ms`, `12.3s`, `4m05s`, `2h07m`.
+fn format_duration_ms(ms: i64) -> String {
+    let ms = ms.max(0);
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1_000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
 }
 
 async fn topic_status(args: TopicArgs) -> anyhow::Result<()> {

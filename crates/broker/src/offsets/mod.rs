@@ -121,6 +121,8 @@ pub struct QueueProgress {
     /// The connection that last pulled the queue for the group: its current consumer. Not
     /// persisted (connections do not outlive the broker).
     last_puller: Option<u64>,
+    /// The stuck offset already logged, so one stuck episode is logged once.
+    stuck_logged: Option<i64>,
 }
 
 impl QueueProgress {
@@ -132,7 +134,23 @@ impl QueueProgress {
             reset_epoch: 0,
             fence: None,
             last_puller: None,
+            stuck_logged: None,
         }
+    }
+
+    /// Since when the offset has been held back by one message while later ones are done
+    /// (acknowledged ranges above it) and has not moved for `threshold_ms`; `None` when it is
+    /// not. An offset that has not moved since the broker started counts from `started_ms`.
+    pub fn stuck_since(&self, now_ms: i64, threshold_ms: i64, started_ms: i64) -> Option<i64> {
+        if self.acked.is_empty() {
+            return None;
+        }
+        let since = if self.offset_moved_ms > 0 {
+            self.offset_moved_ms
+        } else {
+            started_ms
+        };
+        (now_ms - since >= threshold_ms).then_some(since)
     }
 
     /// A deliberate move (reset or rewind) raises the epoch, so slaves take the value.
@@ -152,6 +170,20 @@ type QueueMap = BTreeMap<i32, QueueProgress>;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConsumerOffsetTable {
     topics: BTreeMap<String, BTreeMap<String, QueueMap>>,
+}
+
+/// A queue whose group is held back by one message while later ones are done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StuckQueue {
+    pub topic: String,
+    pub group: String,
+    pub queue_id: i32,
+    /// The offset holding the group back (the stuck message).
+    pub offset: i64,
+    /// Since when it has not moved.
+    pub since_ms: i64,
+    /// How many later offsets are already consumed.
+    pub acked_above: i64,
 }
 
 /// A slave's offset that is ahead of its master's under the same reset epoch: the master should
@@ -293,6 +325,40 @@ impl ConsumerOffsetTable {
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
         self.progress(topic, group, queue_id)
             .map(|progress| progress.offset)
+    }
+
+    /// Queues that became stuck (see [`QueueProgress::stuck_since`]) since the last call, each
+    /// reported once per stuck offset.
+    pub fn newly_stuck(
+        &mut self,
+        now_ms: i64,
+        threshold_ms: i64,
+        started_ms: i64,
+    ) -> Vec<StuckQueue> {
+        let mut found = Vec::new();
+        for (topic, groups) in &mut self.topics {
+            for (group, queues) in groups {
+                for (&queue_id, progress) in queues {
+                    let Some(since_ms) = progress.stuck_since(now_ms, threshold_ms, started_ms)
+                    else {
+                        continue;
+                    };
+                    if progress.stuck_logged == Some(progress.offset) {
+                        continue;
+                    }
+                    progress.stuck_logged = Some(progress.offset);
+                    found.push(StuckQueue {
+                        topic: topic.clone(),
+                        group: group.clone(),
+                        queue_id,
+                        offset: progress.offset,
+                        since_ms,
+                        acked_above: progress.acked.count(),
+                    });
+                }
+            }
+        }
+        found
     }
 
     /// The whole stored progress of a queue.
@@ -628,257 +694,4 @@ impl ConsumerOffsetTable {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commits_only_move_forward_unless_the_stored_offset_is_past_the_queue() {
-        let mut table = ConsumerOffsetTable::new();
-        assert_eq!(
-            table.commit("T", "g", 0, 10, 100, 0),
-            CommitOutcome::Created
-        );
-        assert_eq!(
-            table.commit("T", "g", 0, 15, 100, 0),
-            CommitOutcome::Advanced { previous: 10 }
-        );
-        assert_eq!(
-            table.commit("T", "g", 0, 12, 100, 0),
-            CommitOutcome::IgnoredBackwards { stored: 15 }
-        );
-        assert_eq!(table.query("T", "g", 0), Some(15));
-        // The log lost its tail: the queue now ends at 13, the stored 15 points nowhere.
-        assert_eq!(
-            table.commit("T", "g", 0, 13, 13, 0),
-            CommitOutcome::Corrected { previous: 15 }
-        );
-        assert_eq!(
-            table.commit("T", "g", 0, -1, 13, 0),
-            CommitOutcome::Rejected
-        );
-        assert_eq!(table.query("T", "g", 0), Some(13));
-        table.reset("T", "g", 0, 2, 0);
-        assert_eq!(
-            table.query("T", "g", 0),
-            Some(2),
-            "an operator may move backwards"
-        );
-    }
-
-    /// A lower commit moves progress back only when it is deliberate: from an admin tool (even
-    /// through an unconfirmed reset's fence) or from the queue's current consumer. A former
-    /// owner's late commit is still ignored. A rewind raises the epoch, so slaves take it.
-    #[test]
-    fn deliberate_rewinds_are_stored_stale_commits_are_not() {
-        let mut table = ConsumerOffsetTable::new();
-        table.commit("T", "g", 0, 8, 100, 0);
-        assert_eq!(
-            table.commit_by("T", "g", 0, 5, 100, 1, Committer::Progress),
-            CommitOutcome::IgnoredBackwards { stored: 8 }
-        );
-        assert_eq!(
-            table.commit_by("T", "g", 0, 3, 100, 2, Committer::Admin),
-            CommitOutcome::Rewound { previous: 8 }
-        );
-        assert_eq!(table.query("T", "g", 0), Some(3));
-        let epoch = table.reset_epoch("T", "g", 0);
-        assert!(epoch > 0, "a rewind raises the epoch");
-        table.commit("T", "g", 0, 9, 100, 3);
-        table.note_puller("T", "g", 0, 42);
-        assert!(table.is_current_consumer("T", "g", 0, 42));
-        assert!(!table.is_current_consumer("T", "g", 0, 7));
-        assert_eq!(
-            table.commit_by("T", "g", 0, 4, 100, 4, Committer::CurrentConsumer),
-            CommitOutcome::Rewound { previous: 9 }
-        );
-        assert!(table.reset_epoch("T", "g", 0) > epoch);
-        // Through an operator reset's fence: the current consumer waits like everyone else,
-        // an admin tool does not.
-        table.reset("T", "g", 0, 6, 10);
-        assert!(matches!(
-            table.commit_by("T", "g", 0, 2, 100, 11, Committer::CurrentConsumer),
-            CommitOutcome::IgnoredDuringReset { .. }
-        ));
-        assert_eq!(
-            table.commit_by("T", "g", 0, 1, 100, 12, Committer::Admin),
-            CommitOutcome::Rewound { previous: 6 }
-        );
-        assert_eq!(table.query("T", "g", 0), Some(1));
-    }
-
-    /// Acknowledged ranges: kept above the offset, merged (never shrunk) by later reports and by
-    /// a slave merge, forgotten by a reset or rewind, carried by the wrapper.
-    #[test]
-    fn acknowledged_ranges_follow_the_offset() {
-        let ranges = |list: &[(i64, i64)]| AckedRanges::from_ranges(list.iter().copied());
-        let mut table = ConsumerOffsetTable::new();
-        table.commit("T", "g", 0, 10, 100, 0);
-        assert!(table.note_acked("T", "g", 0, &ranges(&[(12, 15), (20, 22)])));
-        assert!(
-            !table.note_acked("T", "g", 0, &ranges(&[(13, 14)])),
-            "nothing new"
-        );
-        assert!(table.note_acked("T", "g", 0, &ranges(&[(15, 16)])));
-        let acked = |table: &ConsumerOffsetTable| {
-            table
-                .queue_progress("T", "g", 0)
-                .map(|progress| progress.acked)
-        };
-        assert_eq!(acked(&table), Some(ranges(&[(12, 16), (20, 22)])));
-        // The offset passes part of them: what lies at or below it is dropped.
-        table.commit("T", "g", 0, 14, 100, 1);
-        assert_eq!(acked(&table), Some(ranges(&[(15, 16), (20, 22)])));
-        let wrapper = table.to_wrapper();
-        assert_eq!(
-            acked(&ConsumerOffsetTable::from_wrapper(&wrapper)),
-            acked(&table)
-        );
-
-        let mut slave = ConsumerOffsetTable::new();
-        slave.merge_from_master(&table);
-        slave.note_acked("T", "g", 0, &ranges(&[(30, 31)]));
-        table.note_acked("T", "g", 0, &ranges(&[(40, 41)]));
-        slave.merge_from_master(&table);
-        assert_eq!(
-            acked(&slave),
-            Some(ranges(&[(15, 16), (20, 22), (30, 31), (40, 41)]))
-        );
-
-        table.reset("T", "g", 0, 5, 10);
-        assert_eq!(
-            acked(&table),
-            Some(AckedRanges::new()),
-            "a reset replays everything"
-        );
-        table.commit("T", "g", 0, 8, 100, 11);
-        table.note_acked("T", "g", 0, &ranges(&[(9, 12)]));
-        table.commit_by("T", "g", 0, 3, 100, 12, Committer::Admin);
-        assert_eq!(acked(&table), Some(AckedRanges::new()), "so does a rewind");
-    }
-
-    #[test]
-    fn a_reset_is_fenced_until_a_client_confirms_it() {
-        let mut table = ConsumerOffsetTable::new();
-        table.commit("T", "g", 0, 50, 100, 0);
-        table.reset("T", "g", 0, 10, 1_000);
-        // A commit sent before the client heard of the reset must not undo it.
-        assert_eq!(
-            table.commit("T", "g", 0, 52, 100, 1_500),
-            CommitOutcome::IgnoredDuringReset { reset_offset: 10 }
-        );
-        assert_eq!(table.query("T", "g", 0), Some(10));
-        // The client applied the reset: it commits exactly the reset offset, then moves on.
-        assert_eq!(
-            table.commit("T", "g", 0, 10, 100, 2_000),
-            CommitOutcome::Advanced { previous: 10 }
-        );
-        assert_eq!(
-            table.commit("T", "g", 0, 12, 100, 2_500),
-            CommitOutcome::Advanced { previous: 10 }
-        );
-        // A fence nobody confirms lapses.
-        table.reset("T", "g", 0, 5, 10_000);
-        assert!(matches!(
-            table.commit("T", "g", 0, 7, 100, 10_000 + RESET_FENCE_MS - 1),
-            CommitOutcome::IgnoredDuringReset { .. }
-        ));
-        assert_eq!(
-            table.commit("T", "g", 0, 7, 100, 10_000 + RESET_FENCE_MS),
-            CommitOutcome::Advanced { previous: 5 }
-        );
-    }
-
-    #[test]
-    fn a_slave_merge_keeps_newer_progress_and_obeys_resets() {
-        let mut master = ConsumerOffsetTable::new();
-        master.commit("T", "g", 0, 10, 100, 0);
-        master.commit("T", "g", 1, 30, 100, 0);
-        let mut slave = ConsumerOffsetTable::new();
-        slave.merge_from_master(&master);
-        // While the master was away, consumers committed to the slave.
-        slave.commit("T", "g", 0, 25, 100, 0);
-        slave.commit("T", "g", 2, 5, 100, 0);
-        // The master came back with its older values (and learned one queue from a client).
-        master.commit("T", "g", 1, 35, 100, 0);
-        let ahead = slave.merge_from_master(&master);
-        assert_eq!(
-            slave.query("T", "g", 0),
-            Some(25),
-            "never overwritten by an older value"
-        );
-        assert_eq!(
-            slave.query("T", "g", 1),
-            Some(35),
-            "newer master values are taken"
-        );
-        assert_eq!(slave.query("T", "g", 2), Some(5), "slave-only entries stay");
-        let pushed: Vec<_> = ahead.iter().map(|a| (a.queue_id, a.offset)).collect();
-        assert_eq!(
-            pushed,
-            vec![(0, 25), (2, 5)],
-            "the master is told what it is behind on"
-        );
-
-        // An operator reset on the master moves the slave back, once.
-        master.reset("T", "g", 0, 3, 1_000);
-        let ahead = slave.merge_from_master(&master);
-        assert_eq!(slave.query("T", "g", 0), Some(3));
-        assert!(
-            ahead.iter().all(|a| a.queue_id != 0),
-            "a reset queue is not pushed back"
-        );
-        assert_eq!(
-            slave.reset_epoch("T", "g", 0),
-            master.reset_epoch("T", "g", 0)
-        );
-        // Progress after the reset merges by the larger value again.
-        slave.commit("T", "g", 0, 4, 100, 2_000);
-        slave.merge_from_master(&master);
-        assert_eq!(slave.query("T", "g", 0), Some(4));
-
-        // A master that lost its reset (older epoch) does not undo the slave's.
-        let mut forgetful = ConsumerOffsetTable::new();
-        forgetful.commit("T", "g", 0, 60, 100, 0);
-        slave.merge_from_master(&forgetful);
-        assert_eq!(slave.query("T", "g", 0), Some(4));
-    }
-
-    #[test]
-    fn reset_epochs_survive_the_wrapper_and_increase() {
-        let mut table = ConsumerOffsetTable::new();
-        table.reset("T", "g", 0, 1, 500);
-        table.reset("T", "g", 0, 1, 400);
-        assert_eq!(
-            table.reset_epoch("T", "g", 0),
-            501,
-            "epochs never go backwards"
-        );
-        let wrapper = table.to_wrapper();
-        assert_eq!(
-            ConsumerOffsetTable::from_wrapper(&wrapper).reset_epoch("T", "g", 0),
-            501
-        );
-    }
-
-    #[test]
-    fn wrapper_round_trip_and_drops() {
-        let mut table = ConsumerOffsetTable::new();
-        table.commit("T", "g1", 0, 5, 10, 0);
-        table.commit("%RETRY%g1", "g1", 0, 1, 10, 0);
-        table.commit("T", "g2", 1, 7, 10, 0);
-        let wrapper = table.to_wrapper();
-        assert_eq!(wrapper.offset_table["T@g1"][&0], 5);
-        assert_eq!(ConsumerOffsetTable::from_wrapper(&wrapper), table);
-        assert_eq!(
-            table.topics_of_group("g1"),
-            vec!["%RETRY%g1".to_owned(), "T".to_owned()]
-        );
-        assert_eq!(
-            table.groups_of_topic("T"),
-            vec!["g1".to_owned(), "g2".to_owned()]
-        );
-        assert_eq!(table.drop_group("g1"), 2);
-        assert_eq!(table.drop_topic("T"), 1);
-        assert!(table.is_empty());
-    }
-}
+mod tests;

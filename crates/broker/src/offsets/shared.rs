@@ -17,7 +17,9 @@ use super::journal::{
     encode_snapshot, group_removed_record, queue_progress_record, topic_removed_record,
     OffsetJournalCodec,
 };
-use super::{AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable, QueueProgress};
+use super::{
+    AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable, QueueProgress, StuckQueue,
+};
 use tidemark_protocol::acked::AckedRanges;
 
 /// The broker's consumer offsets: a [`ConsumerOffsetTable`] behind its own lock, journaled.
@@ -209,6 +211,13 @@ impl ConsumerOffsets {
 
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
         self.lock().table.query(topic, group, queue_id)
+    }
+
+    /// [`ConsumerOffsetTable::newly_stuck`].
+    pub fn newly_stuck(&self, now_ms: i64, threshold_ms: i64, started_ms: i64) -> Vec<StuckQueue> {
+        self.lock()
+            .table
+            .newly_stuck(now_ms, threshold_ms, started_ms)
     }
 
     /// A copy of a queue's whole stored progress (offset, acknowledged ranges, epochs).

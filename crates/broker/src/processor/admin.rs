@@ -5,9 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tidemark_protocol::body::{
-    ConsumeStats, KvTable, MessageQueue, MessageQueueOffsetForC, MessageQueueOffsets,
-    OffsetWrapper, ResetOffsetBodyForC, SubscriptionGroupConfig, TopicConfig, TopicFilterType,
-    TopicOffset, TopicStatsTable,
+    ConsumeStats, ConsumerProgress, KvTable, MessageQueue, MessageQueueOffsetForC,
+    MessageQueueOffsets, OffsetWrapper, QueueProgressView, ResetOffsetBodyForC,
+    SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicOffset, TopicStatsTable,
 };
 use tidemark_protocol::headers::ResetOffsetRequestHeader;
 use tidemark_protocol::headers::{
@@ -245,6 +245,67 @@ pub(super) async fn delete_subscription_group(
             format!("group deleted but not persisted: {failure}"),
         ),
     }
+}
+
+/// TIDEMARK_GET_CONSUMER_PROGRESS: GET_CONSUME_STATS' queues with what only Tidemark knows —
+/// the age of the oldest unconsumed message, the acknowledged ranges above the offset, and the
+/// offset one stuck message holds the group at (see `QueueProgress::stuck_since`).
+pub(super) fn consumer_progress(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<GetConsumeStatsRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let group = header.consumer_group;
+    let topics = match header.topic.filter(|topic| !topic.is_empty()) {
+        Some(topic) => vec![topic],
+        None => state.offsets.topics_of_group(&group),
+    };
+    let now = now_ms();
+    let threshold = state.config.consumer_stuck_threshold_ms as i64;
+    let mut queues = Vec::new();
+    for topic in topics {
+        let Some(config) = state.topics.get(&topic) else {
+            continue;
+        };
+        for queue_id in 0..config.read_queue_nums {
+            let broker_offset = state.store.max_offset(&topic, queue_id).max(0);
+            let progress = state.offsets.queue_progress(&topic, &group, queue_id);
+            let consumer_offset = progress.as_ref().map_or(0, |p| p.offset.max(0));
+            let time_lag_ms = if consumer_offset < broker_offset {
+                state
+                    .store
+                    .store_timestamp_at(&topic, queue_id, consumer_offset)
+                    .ok()
+                    .flatten()
+                    .map_or(0, |stored| (now - stored).max(0))
+            } else {
+                0
+            };
+            let stuck_since = progress
+                .as_ref()
+                .and_then(|p| p.stuck_since(now, threshold, state.boot_timestamp_ms));
+            queues.push(QueueProgressView {
+                topic: topic.clone(),
+                broker_name: state.config.broker_name.clone(),
+                queue_id,
+                broker_offset,
+                consumer_offset,
+                acked_above: progress.as_ref().map_or(0, |p| p.acked.count()),
+                acked_ranges: progress
+                    .as_ref()
+                    .map(|p| p.acked.encode(p.offset))
+                    .unwrap_or_default(),
+                time_lag_ms,
+                stuck_offset: if stuck_since.is_some() {
+                    consumer_offset
+                } else {
+                    -1
+                },
+                stuck_since_ms: stuck_since.unwrap_or(0),
+            });
+        }
+    }
+    success().with_body(ConsumerProgress { queues }.to_json_bytes())
 }
 
 pub(super) fn consume_stats(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {

@@ -112,6 +112,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::UpdateAndCreateSubscriptionGroup => admin::create_subscription_group(&state, &request).await,
                 RequestCode::DeleteSubscriptionGroup => admin::delete_subscription_group(&state, &request).await,
                 RequestCode::GetConsumeStats => admin::consume_stats(&state, &request),
+                RequestCode::GetConsumerProgress => admin::consumer_progress(&state, &request),
                 RequestCode::InvokeBrokerToResetOffset => admin::reset_offset(&state, &request).await,
                 RequestCode::GetConsumerConnectionList => admin::consumer_connections(&state, &request),
                 RequestCode::GetTopicStatsInfo => admin::topic_stats(&state, &request),

@@ -95,6 +95,36 @@ json_object! {
 }
 
 json_object! {
+    /// One queue's line in [`ConsumerProgress`].
+    pub struct QueueProgressView {
+        "topic" => topic: String,
+        "brokerName" => broker_name: String,
+        "queueId" => queue_id: i32,
+        /// The queue's max offset.
+        "brokerOffset" => broker_offset: i64,
+        /// The group's stored offset (0 when none).
+        "consumerOffset" => consumer_offset: i64,
+        /// How many offsets above the consumer offset are already consumed.
+        "ackedAbove" => acked_above: i64,
+        /// Those offsets, in [`AckedRanges`](crate::acked::AckedRanges)' text form.
+        "ackedRanges" => acked_ranges: String,
+        /// Age of the oldest unconsumed message (now − its store time), 0 when none.
+        "timeLagMs" => time_lag_ms: i64,
+        /// The offset holding the group back while later messages are done, −1 when none.
+        "stuckOffset" => stuck_offset: i64,
+        /// Since when (epoch ms) that offset has not moved; 0 when nothing is stuck.
+        "stuckSinceMs" => stuck_since_ms: i64,
+    }
+}
+
+json_object! {
+    /// Tidemark's TIDEMARK_GET_CONSUMER_PROGRESS body.
+    pub struct ConsumerProgress {
+        "queues" => queues: Vec<QueueProgressView>,
+    }
+}
+
+json_object! {
     /// `TopicOffset`: one queue's line in [`TopicStatsTable`].
     pub struct TopicOffset {
         "lastUpdateTimestamp" => last_update_timestamp: i64,
