@@ -27,6 +27,11 @@ pub struct ClientConfig {
     /// Java client's behaviour). Tidemark makes such commits durable within milliseconds;
     /// Apache brokers store them in memory as usual.
     pub progress_report_interval: Duration,
+    /// Concurrent push consumers hand queues over in a rebalance: the one giving a queue up
+    /// lets its running listener calls finish (for at most this long) and commits its final
+    /// progress; the one taking it over waits for that (at most twice this long) before it
+    /// pulls. Against Apache brokers, or with consumers of other clients, nobody waits.
+    pub hand_off_timeout: Duration,
     /// How request headers are serialised: JSON (the Java client's default) or RocketMQ's
     /// binary form (Java's `rocketmq.serialize.type=ROCKETMQ`), cheaper for both ends. Brokers
     /// answer in the form they were asked in.
@@ -59,6 +64,7 @@ impl Default for ClientConfig {
             heartbeat_interval: Duration::from_secs(30),
             persist_offset_interval: Duration::from_secs(5),
             progress_report_interval: Duration::from_millis(100),
+            hand_off_timeout: Duration::from_secs(3),
             serialize_type: tidemark_protocol::SerializeType::Json,
         }
     }

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
-use tidemark_protocol::acked::{AckedRanges, ACKED_RANGES_FIELD};
+use tidemark_protocol::acked::{
+    AckedRanges, ACKED_RANGES_FIELD, HELD_FIELD, RELEASED_FIELD, TAKE_OVER_FIELD,
+};
 
 use bytes::Bytes;
 use tidemark_protocol::body::{
@@ -433,8 +435,12 @@ impl ClientInstance {
         header: &PullMessageRequestHeader,
         queue: &MessageQueue,
         timeout: Duration,
+        extra: &[(&str, String)],
     ) -> Result<PullOutcome> {
-        let request = RemotingCommand::request_with_header(RequestCode::PullMessage, header);
+        let mut request = RemotingCommand::request_with_header(RequestCode::PullMessage, header);
+        for (key, value) in extra {
+            request.ext_fields.insert(*key, value.clone());
+        }
         let response = self.call_with_timeout(addr, request, timeout).await?;
         let code = response.response_code();
         let status = match code {
@@ -462,6 +468,28 @@ impl ClientInstance {
     }
 
     /// QUERY_CONSUMER_OFFSET: `Ok(None)` only for QUERY_NOT_FOUND.
+    /// Whether another live consumer of the group holds `queue` and has not released it: a
+    /// take-over QUERY_CONSUMER_OFFSET (Apache brokers never say so).
+    pub async fn queue_held_by_another(
+        &self,
+        addr: &str,
+        group: &str,
+        queue: &MessageQueue,
+    ) -> Result<bool> {
+        let header = QueryConsumerOffsetRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: queue.topic.clone(),
+            queue_id: queue.queue_id,
+            set_zero_if_not_found: None,
+            broker_name: Some(queue.broker_name.clone()),
+        };
+        let mut request =
+            RemotingCommand::request_with_header(RequestCode::QueryConsumerOffset, &header);
+        request.ext_fields.insert(TAKE_OVER_FIELD, "1");
+        let response = self.call(addr, request).await?;
+        Ok(response.ext_fields.get(HELD_FIELD) == Some("1"))
+    }
+
     pub async fn query_consumer_offset(
         &self,
         addr: &str,
@@ -520,9 +548,12 @@ impl ClientInstance {
         if !ranges.is_empty() {
             request.ext_fields.insert(ACKED_RANGES_FIELD, ranges);
         }
+        if delivery == CommitDelivery::Released {
+            request.ext_fields.insert(RELEASED_FIELD, "1");
+        }
         match delivery {
             CommitDelivery::Oneway => self.oneway(addr, request).await,
-            CommitDelivery::Acknowledged => {
+            CommitDelivery::Acknowledged | CommitDelivery::Released => {
                 let response = self.call(addr, request).await?;
                 match response.response_code() {
                     ResponseCode::Success => Ok(()),
@@ -717,6 +748,21 @@ impl crate::offset_store::OffsetBroker for InstanceOffsetBroker {
             };
             self.instance
                 .query_consumer_offset(&addr, group, queue)
+                .await
+        })
+    }
+
+    fn held_by_another<'a>(
+        &'a self,
+        group: &'a str,
+        queue: &'a MessageQueue,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let Some(addr) = self.instance.master_addr(&queue.broker_name) else {
+                return Ok(false);
+            };
+            self.instance
+                .queue_held_by_another(&addr, group, queue)
                 .await
         })
     }

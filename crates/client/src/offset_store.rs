@@ -154,6 +154,9 @@ impl OffsetTable {
     }
 }
 
+/// How often a consumer taking a queue over asks whether the previous owner released it.
+const HAND_OFF_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// One queue's progress as it is sent: offset and the acknowledged ranges above it.
 type Entry = (MessageQueue, i64, AckedRanges);
 
@@ -179,6 +182,17 @@ pub trait OffsetBroker: Send + Sync + 'static {
         acked: &'a AckedRanges,
         delivery: CommitDelivery,
     ) -> BoxFuture<'a, Result<()>>;
+
+    /// Whether another live consumer of the group still holds `queue` and has not released it
+    /// (a Tidemark broker's answer to a take-over query); brokers that cannot tell say no.
+    fn held_by_another<'a>(
+        &'a self,
+        group: &'a str,
+        queue: &'a MessageQueue,
+    ) -> BoxFuture<'a, Result<bool>> {
+        let _ = (group, queue);
+        Box::pin(async { Ok(false) })
+    }
 }
 
 /// How a commit travels to the broker.
@@ -192,6 +206,9 @@ pub enum CommitDelivery {
     /// Java client sends them oneway too, and a graceful broker restart right after a
     /// consumer's shutdown can then redeliver its last messages).
     Acknowledged,
+    /// [`Acknowledged`](Self::Acknowledged), and the final word on a queue handed off to
+    /// another consumer of the group: a Tidemark broker lets the new owner start now.
+    Released,
 }
 
 enum Backend {
@@ -348,9 +365,39 @@ impl OffsetStore {
         self.write(&entries, CommitDelivery::Oneway).await
     }
 
+    /// Persists one queue's offset and ranges as the final word of a hand-off, waiting for the
+    /// broker to have it.
+    pub async fn persist_released(&self, queue: &MessageQueue) -> Result<()> {
+        self.persist_as(queue, CommitDelivery::Released).await
+    }
+
+    /// Waits until no other live consumer of the group holds `queue` (it released it), for at
+    /// most `limit`; whether it was released in time. Local stores have nobody to wait for.
+    pub async fn wait_released(&self, queue: &MessageQueue, limit: std::time::Duration) -> bool {
+        let Backend::Remote(broker) = &self.backend else {
+            return true;
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match broker.held_by_another(&self.group, queue).await {
+                Ok(false) => return true,
+                Ok(true) => {}
+                Err(error) => debug!(?queue, %error, "take-over query failed; asking again"),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(HAND_OFF_POLL).await;
+        }
+    }
+
     /// Persists one queue's offset (before the queue is given up in a rebalance), waiting for
     /// the broker to have it.
     pub async fn persist(&self, queue: &MessageQueue) -> Result<()> {
+        self.persist_as(queue, CommitDelivery::Acknowledged).await
+    }
+
+    async fn persist_as(&self, queue: &MessageQueue, delivery: CommitDelivery) -> Result<()> {
         let entry = {
             let table = self.lock();
             table
@@ -358,7 +405,7 @@ impl OffsetStore {
                 .map(|offset| (queue.clone(), offset, table.acked(queue)))
         };
         match entry {
-            Some(entry) => self.write(&[entry], CommitDelivery::Acknowledged).await,
+            Some(entry) => self.write(&[entry], delivery).await,
             None => Ok(()),
         }
     }

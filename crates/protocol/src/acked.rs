@@ -21,6 +21,18 @@ use std::fmt::Write as _;
 /// The ext field carrying acknowledged ranges.
 pub const ACKED_RANGES_FIELD: &str = "tidemarkAckedRanges";
 
+/// Hand-off of a queue between two Tidemark consumers of a group, so the new owner starts only
+/// after the old one committed its final progress. On PULL_MESSAGE: the puller hands its
+/// queues off this way (value `1`).
+pub const HAND_OFF_FIELD: &str = "tidemarkHandOff";
+/// On UPDATE_CONSUMER_OFFSET (value `1`): the final commit of a queue being given up.
+pub const RELEASED_FIELD: &str = "tidemarkReleased";
+/// On QUERY_CONSUMER_OFFSET (value `1`): the asker is about to consume the queue.
+pub const TAKE_OVER_FIELD: &str = "tidemarkTakeOver";
+/// In the answer to a take-over query (value `1`): another live consumer still holds the queue
+/// and has not released it yet; ask again shortly.
+pub const HELD_FIELD: &str = "tidemarkHeld";
+
 /// The most ranges kept for one queue.
 pub const ACKED_RANGES_MAX: usize = 64;
 

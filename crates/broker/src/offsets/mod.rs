@@ -121,6 +121,9 @@ pub struct QueueProgress {
     /// The connection that last pulled the queue for the group: its current consumer. Not
     /// persisted (connections do not outlive the broker).
     last_puller: Option<u64>,
+    /// Whether that puller hands the queue off explicitly (a Tidemark consumer): then a new
+    /// owner waits for its release.
+    puller_hands_off: bool,
     /// The stuck offset already logged, so one stuck episode is logged once.
     stuck_logged: Option<i64>,
 }
@@ -134,6 +137,7 @@ impl QueueProgress {
             reset_epoch: 0,
             fence: None,
             last_puller: None,
+            puller_hands_off: false,
             stuck_logged: None,
         }
     }
@@ -393,16 +397,48 @@ impl ConsumerOffsetTable {
     }
 
     /// Records the connection that pulled the queue for the group (only where the group has
-    /// progress: before that, no commit can be lower than anything).
-    pub fn note_puller(&mut self, topic: &str, group: &str, queue_id: i32, connection: u64) {
-        if let Some(progress) = self
-            .topics
+    /// progress: before that, no commit can be lower than anything, and there is nothing to
+    /// hand off), and whether it hands queues off explicitly.
+    pub fn note_puller(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        connection: u64,
+        hands_off: bool,
+    ) {
+        if let Some(progress) = self.progress_mut(topic, group, queue_id) {
+            progress.last_puller = Some(connection);
+            progress.puller_hands_off = hands_off;
+        }
+    }
+
+    /// `connection` gave the queue up (its final commit is stored): nobody holds it now.
+    pub fn release(&mut self, topic: &str, group: &str, queue_id: i32, connection: u64) {
+        if let Some(progress) = self.progress_mut(topic, group, queue_id) {
+            if progress.last_puller == Some(connection) {
+                progress.last_puller = None;
+            }
+        }
+    }
+
+    /// The connection that consumes the queue and will release it explicitly, if any.
+    pub fn holder(&self, topic: &str, group: &str, queue_id: i32) -> Option<u64> {
+        self.progress(topic, group, queue_id)
+            .filter(|progress| progress.puller_hands_off)
+            .and_then(|progress| progress.last_puller)
+    }
+
+    fn progress_mut(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+    ) -> Option<&mut QueueProgress> {
+        self.topics
             .get_mut(topic)
             .and_then(|groups| groups.get_mut(group))
             .and_then(|queues| queues.get_mut(&queue_id))
-        {
-            progress.last_puller = Some(connection);
-        }
     }
 
     /// Whether `connection` is the last to have pulled the queue for the group.

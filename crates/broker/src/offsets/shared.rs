@@ -177,10 +177,29 @@ impl ConsumerOffsets {
         (outcome, journaled)
     }
 
-    pub fn note_puller(&self, topic: &str, group: &str, queue_id: i32, connection: u64) {
+    pub fn note_puller(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        connection: u64,
+        hands_off: bool,
+    ) {
         self.lock()
             .table
-            .note_puller(topic, group, queue_id, connection);
+            .note_puller(topic, group, queue_id, connection, hands_off);
+    }
+
+    /// [`ConsumerOffsetTable::release`].
+    pub fn release(&self, topic: &str, group: &str, queue_id: i32, connection: u64) {
+        self.lock()
+            .table
+            .release(topic, group, queue_id, connection);
+    }
+
+    /// [`ConsumerOffsetTable::holder`].
+    pub fn holder(&self, topic: &str, group: &str, queue_id: i32) -> Option<u64> {
+        self.lock().table.holder(topic, group, queue_id)
     }
 
     pub fn is_current_consumer(

@@ -53,7 +53,7 @@ fn deliberate_rewinds_are_stored_stale_commits_are_not() {
     let epoch = table.reset_epoch("T", "g", 0);
     assert!(epoch > 0, "a rewind raises the epoch");
     table.commit("T", "g", 0, 9, 100, 3);
-    table.note_puller("T", "g", 0, 42);
+    table.note_puller("T", "g", 0, 42, false);
     assert!(table.is_current_consumer("T", "g", 0, 42));
     assert!(!table.is_current_consumer("T", "g", 0, 7));
     assert_eq!(
@@ -282,4 +282,28 @@ fn stuck_queues_are_found_once_per_episode() {
     table.note_acked("T", "g", 0, &AckedRanges::from_ranges([(41, 45)]));
     let stuck = table.newly_stuck(72_000, 30_000, 0);
     assert_eq!(stuck.iter().map(|s| s.offset).collect::<Vec<_>>(), vec![40]);
+}
+
+/// A queue is held by a puller that hands off explicitly until it releases it; others (Java
+/// clients) never hold one.
+#[test]
+fn a_hand_off_holder_holds_until_it_releases() {
+    let mut table = ConsumerOffsetTable::new();
+    table.commit("T", "g", 0, 5, 100, 0);
+    table.note_puller("T", "g", 0, 7, false);
+    assert_eq!(
+        table.holder("T", "g", 0),
+        None,
+        "a plain RocketMQ client holds nothing"
+    );
+    table.note_puller("T", "g", 0, 8, true);
+    assert_eq!(table.holder("T", "g", 0), Some(8));
+    table.release("T", "g", 0, 7);
+    assert_eq!(
+        table.holder("T", "g", 0),
+        Some(8),
+        "only the holder releases"
+    );
+    table.release("T", "g", 0, 8);
+    assert_eq!(table.holder("T", "g", 0), None);
 }

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use tidemark_protocol::acked::{AckedRanges, ACKED_RANGES_FIELD};
+use tidemark_protocol::acked::{
+    AckedRanges, ACKED_RANGES_FIELD, HELD_FIELD, RELEASED_FIELD, TAKE_OVER_FIELD,
+};
 use tidemark_protocol::body::{
     perm, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
 };
@@ -148,7 +150,33 @@ pub(super) fn consumer_list(state: &BrokerState, request: &RemotingCommand) -> R
     )
 }
 
-pub(super) fn query_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+/// QUERY_CONSUMER_OFFSET. A Tidemark consumer about to take the queue over (`tidemarkTakeOver`)
+/// is also told when another live member of the group still holds it and has not released it
+/// (`tidemarkHeld`): it asks again until released, or for a bounded time.
+pub(super) fn query_offset(
+    state: &BrokerState,
+    channel: &Channel,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let mut response = stored_offset(state, request);
+    if request.ext_fields.get(TAKE_OVER_FIELD) == Some("1") {
+        if let Ok(header) = request.decode_header::<QueryConsumerOffsetRequestHeader>() {
+            let holder =
+                state
+                    .offsets
+                    .holder(&header.topic, &header.consumer_group, header.queue_id);
+            let held = holder.is_some_and(|holder| {
+                holder != channel.id() && state.clients.is_member(&header.consumer_group, holder)
+            });
+            if held {
+                response.ext_fields.insert(HELD_FIELD, "1");
+            }
+        }
+    }
+    response
+}
+
+fn stored_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
     let header = match request.decode_header::<QueryConsumerOffsetRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
@@ -250,6 +278,10 @@ pub(super) async fn update_offset(
         committer,
         acked.as_ref(),
     );
+    if request.ext_fields.get(RELEASED_FIELD) == Some("1") {
+        // The consumer gave the queue up with this commit: whoever takes it over may start.
+        state.offsets.release(topic, group, queue_id, channel.id());
+    }
     if request.is_oneway() {
         return success();
     }

@@ -94,7 +94,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request).await,
                 RequestCode::UnregisterClient => consumer::unregister_client(&state, &channel, &request),
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
-                RequestCode::QueryConsumerOffset => consumer::query_offset(&state, &request),
+                RequestCode::QueryConsumerOffset => consumer::query_offset(&state, &channel, &request),
                 RequestCode::UpdateConsumerOffset => consumer::update_offset(&state, &channel, &request).await,
                 RequestCode::LockBatchMq => consumer::lock(&state, &request),
                 RequestCode::UnlockBatchMq => consumer::unlock(&state, &request),

@@ -5,6 +5,8 @@ use std::time::Duration;
 use bytes::{BufMut, BytesMut};
 use std::sync::Arc;
 
+use tidemark_protocol::acked::HAND_OFF_FIELD;
+
 use tidemark_protocol::body::{perm, MessageModel, SubscriptionGroupConfig};
 use tidemark_protocol::headers::{
     pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader,
@@ -72,6 +74,7 @@ pub(super) async fn pull(
         &header.consumer_group,
         header.queue_id,
         channel.id(),
+        request.ext_fields.get(HAND_OFF_FIELD) == Some("1"),
     );
     let acked = super::consumer::acked_ranges(request, header.commit_offset);
     match process(state, &header, &group, true, acked.as_ref()) {

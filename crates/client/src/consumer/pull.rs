@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tidemark_protocol::acked::{ACKED_RANGES_FIELD, HAND_OFF_FIELD};
 
 use tidemark_protocol::body::{SubscriptionData, MASTER_ID};
 use tidemark_protocol::headers::{pull_sys_flag, PullMessageRequestHeader};
@@ -84,9 +85,19 @@ impl ConsumerCore {
                 max_msg_bytes: None,
                 broker_name: Some(queue.broker_name.clone()),
             };
+            // Tidemark's extensions (ignored by Apache brokers): this consumer hands its queues
+            // off explicitly, and its commit carries the acknowledged ranges above it.
+            let mut extra = Vec::new();
+            if self.rules.report_acked {
+                extra.push((HAND_OFF_FIELD, "1".to_owned()));
+                let acked = self.offsets.acked(&queue).encode(commit_offset);
+                if commit_offset > 0 && !acked.is_empty() {
+                    extra.push((ACKED_RANGES_FIELD, acked));
+                }
+            }
             let outcome = tokio::select! {
                 _ = slot.stopped() => break,
-                outcome = self.instance.pull(&addr, &header, &queue, PULL_TIMEOUT_WHEN_SUSPENDED) => outcome,
+                outcome = self.instance.pull(&addr, &header, &queue, PULL_TIMEOUT_WHEN_SUSPENDED, &extra) => outcome,
             };
             let outcome = match outcome {
                 Ok(outcome) => outcome,

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,23 @@ pub(crate) struct QueueSlot {
     /// Orderly: one consume task per queue at a time, and a release waits for the batch in
     /// progress so its commit is not lost.
     consume_turn: tokio::sync::Mutex<()>,
+    /// Concurrent hand-off: set while the queue is being given up — no new listener call
+    /// starts, the running ones finish and commit.
+    releasing: AtomicBool,
+    /// Listener calls running on this queue's messages.
+    running: AtomicUsize,
+    /// Woken whenever a listener call on this queue ends.
+    call_ended: tokio::sync::Notify,
+}
+
+/// A listener call in progress on a queue (see [`QueueSlot::begin_call`]).
+pub(crate) struct RunningCall<'a>(&'a QueueSlot);
+
+impl Drop for RunningCall<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0.call_ended.notify_waiters();
+    }
 }
 
 impl QueueSlot {
@@ -28,7 +46,45 @@ impl QueueSlot {
             process: Mutex::new(ProcessQueue::new(Instant::now())),
             cancel: CancellationToken::new(),
             consume_turn: tokio::sync::Mutex::new(()),
+            releasing: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            call_ended: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Counts a listener call on this queue; `None` when none may start (the queue is given up
+    /// or being handed off). Counted before the check, so a release that saw no running call
+    /// cannot miss one that starts.
+    pub(crate) fn begin_call(&self) -> Option<RunningCall<'_>> {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let call = RunningCall(self);
+        if self.releasing.load(Ordering::SeqCst) || self.is_dropped() {
+            return None;
+        }
+        Some(call)
+    }
+
+    /// Starts handing the queue off: its pull loop stops and no new listener call starts.
+    pub(super) fn begin_release(&self) {
+        self.releasing.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+
+    /// Waits until no listener call runs on this queue, for at most `limit`; whether it got
+    /// there.
+    pub(super) async fn calls_finished(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let ended = self.call_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.running.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// Runs `change` on the queue's process queue; the lock is held only meanwhile.

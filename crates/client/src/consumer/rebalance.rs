@@ -124,15 +124,31 @@ impl ConsumerCore {
                     || (self.rules.restart_idle_queues
                         && slot.with_process(|process| process.is_pull_expired(now))))
         });
+        if self.rules.report_acked {
+            // All at once, so their running listener calls finish in parallel.
+            for slot in &leaving {
+                slot.begin_release();
+            }
+        }
         for slot in leaving {
             if self.release_queue(&slot).await {
                 self.queues.remove(&slot.queue);
                 info!(group = %self.settings.group, queue = ?slot.queue, "queue released");
             }
         }
+        // Queues taken over wait, together, for their previous owners to release them.
+        let take_over_deadline =
+            tokio::time::Instant::now() + 2 * self.settings.client.hand_off_timeout;
         for queue in mine {
             if self.queues.contains(&queue) {
                 continue;
+            }
+            if self.rules.report_acked {
+                let left =
+                    take_over_deadline.saturating_duration_since(tokio::time::Instant::now());
+                if !self.offsets.wait_released(&queue, left).await {
+                    warn!(group = %self.settings.group, ?queue, "the previous owner did not release the queue in time; taking it over anyway");
+                }
             }
             if self.rules.lock_queues && !self.lock_one(&queue).await {
                 debug!(?queue, "queue lock not granted; next rebalance tries again");
@@ -173,6 +189,24 @@ impl ConsumerCore {
     /// `removeUnnecessaryMessageQueue`). Locked queues are also unlocked at the broker, after
     /// the batch in progress has committed; `false` when that batch did not finish in time.
     async fn release_queue(&self, slot: &Arc<QueueSlot>) -> bool {
+        if self.rules.report_acked {
+            // Hand-off: the running listener calls finish and commit, then the final progress
+            // (offset and acknowledged ranges) is committed as a release, which lets the next
+            // owner start.
+            slot.begin_release();
+            if !slot
+                .calls_finished(self.settings.client.hand_off_timeout)
+                .await
+            {
+                warn!(queue = ?slot.queue, "listener calls still running at hand-off; their messages go to the next owner");
+            }
+            slot.drop_queue();
+            if let Err(error) = self.offsets.persist_released(&slot.queue).await {
+                warn!(queue = ?slot.queue, %error, "committing a released queue's progress failed");
+            }
+            self.offsets.remove(&slot.queue);
+            return true;
+        }
         slot.drop_queue();
         let forget = async {
             if let Err(error) = self.offsets.persist(&slot.queue).await {

@@ -40,9 +40,11 @@ impl ConsumerCore {
         let Ok(_permit) = self.permits.clone().acquire_owned().await else {
             return;
         };
-        if slot.is_dropped() {
+        // A queue given up or being handed off starts no more listener calls; its messages are
+        // the next owner's.
+        let Some(_call) = slot.begin_call() else {
             return;
-        }
+        };
         let (result, started) = self
             .call_listener(&batch, |messages| listener.consume(messages))
             .await;
