@@ -118,6 +118,9 @@ pub struct BrokerConfig {
     /// (acknowledged ranges above it) counts as stuck: shown by `consumer-progress` and logged
     /// once per episode, ms.
     pub consumer_stuck_threshold_ms: u64,
+    /// Master: how long it may spend, before serving, taking its slaves' consumer progress
+    /// (found through the name servers), ms; 0 skips the step.
+    pub pre_online_timeout_ms: u64,
     #[serde(alias = "registerNameServerPeriod")]
     pub register_name_server_period: u64,
     #[serde(alias = "longPollingEnable")]
@@ -202,6 +205,7 @@ impl Default for BrokerConfig {
             offset_journal_group_commit_ms: 0,
             offset_journal_compact_bytes: 16 << 20,
             consumer_stuck_threshold_ms: 30_000,
+            pre_online_timeout_ms: 5_000,
             register_name_server_period: 30_000,
             long_polling_enable: true,
             short_polling_time_mills: 1000,

@@ -14,6 +14,7 @@ mod long_poll;
 pub mod metadata;
 pub mod offsets;
 pub mod persister;
+mod pre_online;
 mod processor;
 mod registration;
 pub mod schedule;
@@ -99,6 +100,9 @@ impl Broker {
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), BrokerError> {
         let state = self.state;
+        // Before the first request is served (connections wait in the listen backlog meanwhile)
+        // and before registering: a returning master learns what was committed on its slaves.
+        pre_online::take_slaves_progress(&state).await;
         let handler = Arc::new(BrokerHandler::new(state.clone()));
         let (stop, stopping) = watch::channel(false);
         let wait_stop = |mut receiver: watch::Receiver<bool>| async move {

@@ -283,6 +283,21 @@ impl ConsumerOffsets {
         ahead
     }
 
+    /// A returning master takes a slave's progress: the same merge as
+    /// [`merge_from_master`](Self::merge_from_master), the other way round; returns how many
+    /// queue entries changed (each journaled).
+    pub fn merge_from_peer(&self, peer: &ConsumerOffsetTable) -> usize {
+        let mut inner = self.lock();
+        let (_, changed) = inner.table.merge(peer);
+        if !changed.is_empty() {
+            inner.revision += 1;
+            for (topic, group, queue_id) in &changed {
+                self.journal_queue(&inner, topic, group, *queue_id);
+            }
+        }
+        changed.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.lock().table.is_empty()
     }
