@@ -1,5 +1,5 @@
-//! `tidemark bench produce|consume|e2e`: load generators in the spirit of RocketMQ's benchmark
-//! tools. A live progress line goes to stderr every second; the summary (msgs/s, MB/s, latency
+//! `tidemark bench produce|consume|e2e|commit`: load generators in the spirit of RocketMQ's
+//! benchmark tools (`commit`: durable consumer-offset commits through a broker). A live progress line goes to stderr every second; the summary (msgs/s, MB/s, latency
 //! percentiles, errors) to stdout, as text or `--json`.
 
 use std::io::Write;
@@ -12,8 +12,10 @@ use tidemark_client::{
     concurrent_fn, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer,
     PushConsumer,
 };
+use tidemark_protocol::headers::UpdateConsumerOffsetRequestHeader;
 use tidemark_protocol::json::{self, Object, Value, WriteOptions};
-use tidemark_remoting::now_ms;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{now_ms, ClientConfig as RemotingConfig, RemotingClient};
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -23,6 +25,31 @@ pub enum BenchCommand {
     Consume(ConsumeArgs),
     /// Produce and consume at once; latency is born-to-consume.
     E2e(E2eArgs),
+    /// Synchronous UPDATE_CONSUMER_OFFSET requests straight to a broker, spread over many
+    /// (topic, group, queue) entries: durable offset commits per second and their latency.
+    Commit(CommitArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CommitArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// The broker to commit to (its listen address).
+    #[arg(short = 'b', long, default_value = "127.0.0.1:10911")]
+    pub broker: String,
+    /// Connections to the broker.
+    #[arg(long, default_value_t = 8)]
+    pub clients: usize,
+    /// Commits each connection keeps in flight.
+    #[arg(long, default_value_t = 16)]
+    pub inflight: usize,
+    /// (topic, group, queue) entries the commits are spread over; the table is filled with
+    /// them (oneway) before measuring.
+    #[arg(long, default_value_t = 10_000)]
+    pub entries: usize,
+    /// Send the measured commits oneway (nothing waits for durability).
+    #[arg(long)]
+    pub oneway: bool,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -161,7 +188,106 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 Duration::from_secs(args.common.duration),
             )
         }
+        BenchCommand::Commit(args) => commit(args).await,
     }
+}
+
+/// The `index`-th (group, queue) of the commit bench's key space: 8 queues per group.
+fn commit_key(index: usize) -> (String, i32) {
+    (format!("bench_commit_g{}", index / 8), (index % 8) as i32)
+}
+
+fn commit_request(topic: &str, index: usize, offset: i64) -> RemotingCommand {
+    let (group, queue_id) = commit_key(index);
+    RemotingCommand::request_with_header(
+        RequestCode::UpdateConsumerOffset,
+        &UpdateConsumerOffsetRequestHeader {
+            consumer_group: group,
+            topic: topic.to_owned(),
+            queue_id,
+            commit_offset: offset,
+            broker_name: None,
+        },
+    )
+}
+
+async fn commit(args: CommitArgs) -> anyhow::Result<()> {
+    let entries = args.entries.max(1);
+    let clients: Vec<Arc<RemotingClient>> = (0..args.clients.max(1))
+        .map(|_| Arc::new(RemotingClient::new(RemotingConfig::default(), None)))
+        .collect();
+    let topic = args.common.topic.clone();
+    eprintln!("filling the offset table with {entries} entries");
+    for index in 0..entries {
+        let client = &clients[index % clients.len()];
+        client
+            .invoke_oneway(&args.broker, commit_request(&topic, index, 1))
+            .await?;
+    }
+    // One answered request per connection: everything sent before it has been applied.
+    for client in &clients {
+        client
+            .invoke(
+                &args.broker,
+                commit_request(&topic, 0, 1),
+                Duration::from_secs(30),
+            )
+            .await?;
+    }
+    let stats = Arc::new(Stats::default());
+    let reporter = progress(stats.clone(), "committed");
+    let deadline = Instant::now() + Duration::from_secs(args.common.duration);
+    let total_tasks = clients.len() * args.inflight.max(1);
+    let mut tasks = Vec::new();
+    for task in 0..total_tasks {
+        let client = clients[task % clients.len()].clone();
+        let (stats, broker, topic, oneway) = (
+            stats.clone(),
+            args.broker.clone(),
+            topic.clone(),
+            args.oneway,
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut round = 0usize;
+            while Instant::now() < deadline {
+                round += 1;
+                let index = (task + round * total_tasks) % entries;
+                let request = commit_request(&topic, index, 1 + round as i64);
+                let started = Instant::now();
+                let outcome = if oneway {
+                    client.invoke_oneway(&broker, request).await.is_ok()
+                } else {
+                    matches!(
+                        client.invoke(&broker, request, Duration::from_secs(10)).await,
+                        Ok(response) if response.response_code() == ResponseCode::Success
+                    )
+                };
+                if outcome {
+                    stats.record(0, started.elapsed());
+                } else {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await?;
+    }
+    stats.stopped.store(true, Ordering::Release);
+    reporter.abort();
+    for client in &clients {
+        client.shutdown();
+    }
+    stats.print_summary(
+        if args.oneway {
+            "commit-oneway"
+        } else {
+            "commit"
+        },
+        0,
+        args.common.json,
+        Duration::from_secs(args.common.duration),
+    )
 }
 
 /// Counters and latency samples of one run.
