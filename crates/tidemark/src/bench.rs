@@ -197,9 +197,9 @@ fn commit_key(index: usize) -> (String, i32) {
     (format!("bench_commit_g{}", index / 8), (index % 8) as i32)
 }
 
-fn commit_request(topic: &str, index: usize, offset: i64) -> RemotingCommand {
+fn commit_request(topic: &str, index: usize, offset: i64, binary: bool) -> RemotingCommand {
     let (group, queue_id) = commit_key(index);
-    RemotingCommand::request_with_header(
+    let mut request = RemotingCommand::request_with_header(
         RequestCode::UpdateConsumerOffset,
         &UpdateConsumerOffsetRequestHeader {
             consumer_group: group,
@@ -208,7 +208,11 @@ fn commit_request(topic: &str, index: usize, offset: i64) -> RemotingCommand {
             commit_offset: offset,
             broker_name: None,
         },
-    )
+    );
+    if binary {
+        request.serialize_type = tidemark_protocol::SerializeType::RocketMq;
+    }
+    request
 }
 
 async fn commit(args: CommitArgs) -> anyhow::Result<()> {
@@ -217,11 +221,13 @@ async fn commit(args: CommitArgs) -> anyhow::Result<()> {
         .map(|_| Arc::new(RemotingClient::new(RemotingConfig::default(), None)))
         .collect();
     let topic = args.common.topic.clone();
+    let binary =
+        args.common.client_config()?.serialize_type == tidemark_protocol::SerializeType::RocketMq;
     eprintln!("filling the offset table with {entries} entries");
     for index in 0..entries {
         let client = &clients[index % clients.len()];
         client
-            .invoke_oneway(&args.broker, commit_request(&topic, index, 1))
+            .invoke_oneway(&args.broker, commit_request(&topic, index, 1, binary))
             .await?;
     }
     // One answered request per connection: everything sent before it has been applied.
@@ -229,7 +235,7 @@ async fn commit(args: CommitArgs) -> anyhow::Result<()> {
         client
             .invoke(
                 &args.broker,
-                commit_request(&topic, 0, 1),
+                commit_request(&topic, 0, 1, binary),
                 Duration::from_secs(30),
             )
             .await?;
@@ -247,12 +253,13 @@ async fn commit(args: CommitArgs) -> anyhow::Result<()> {
             topic.clone(),
             args.oneway,
         );
+        let binary = binary;
         tasks.push(tokio::spawn(async move {
             let mut round = 0usize;
             while Instant::now() < deadline {
                 round += 1;
                 let index = (task + round * total_tasks) % entries;
-                let request = commit_request(&topic, index, 1 + round as i64);
+                let request = commit_request(&topic, index, 1 + round as i64, binary);
                 let started = Instant::now();
                 let outcome = if oneway {
                     client.invoke_oneway(&broker, request).await.is_ok()
