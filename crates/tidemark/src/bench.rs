@@ -253,7 +253,6 @@ async fn commit(args: CommitArgs) -> anyhow::Result<()> {
             topic.clone(),
             args.oneway,
         );
-        let binary = binary;
         tasks.push(tokio::spawn(async move {
             let mut round = 0usize;
             while Instant::now() < deadline {
