@@ -121,6 +121,14 @@ pub struct BrokerConfig {
     /// Master: how long it may spend, before serving, taking its slaves' consumer progress
     /// (found through the name servers), ms; 0 skips the step.
     pub pre_online_timeout_ms: u64,
+    /// Serve timer messages (`TIMER_DELIVER_MS` / `TIMER_DELAY_SEC` / `TIMER_DELAY_MS`); off,
+    /// they are refused (RocketMQ 5's `timerWheelEnable`).
+    #[serde(alias = "timerWheelEnable")]
+    pub timer_wheel_enable: bool,
+    /// The furthest a timer message may be scheduled ahead, s (RocketMQ 5's
+    /// `timerMaxDelaySec`, 3 days).
+    #[serde(alias = "timerMaxDelaySec")]
+    pub timer_max_delay_sec: u64,
     #[serde(alias = "registerNameServerPeriod")]
     pub register_name_server_period: u64,
     #[serde(alias = "longPollingEnable")]
@@ -206,6 +214,8 @@ impl Default for BrokerConfig {
             offset_journal_compact_bytes: 16 << 20,
             consumer_stuck_threshold_ms: 30_000,
             pre_online_timeout_ms: 5_000,
+            timer_wheel_enable: true,
+            timer_max_delay_sec: 259_200,
             register_name_server_period: 30_000,
             long_polling_enable: true,
             short_polling_time_mills: 1000,
@@ -230,6 +240,11 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// Where the timer journal lives: `<store root>/config/timerJournal/`.
+    pub fn timer_journal_dir(&self) -> std::path::PathBuf {
+        self.store_path_root_dir.join("config").join("timerJournal")
+    }
+
     /// Where the offset journal lives: `<store root>/config/offsetJournal/`.
     pub fn offset_journal_dir(&self) -> std::path::PathBuf {
         self.store_path_root_dir

@@ -21,6 +21,7 @@ pub mod schedule;
 mod slave_sync;
 mod state;
 pub mod stats;
+pub mod timer;
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -126,26 +127,30 @@ impl Broker {
         ));
         let persistence = tokio::spawn(persister::run(state.clone(), wait_stop(stopping.clone())));
         let expiry = tokio::spawn(expiry_loop(state.clone(), wait_stop(stopping.clone())));
-        let mut replication = Vec::new();
+        let mut services = Vec::new();
         let schedule = if state.config.is_slave() {
             // A slave copies the master's log; delivering delayed messages is the master's job.
-            replication.push(tokio::spawn(ha::run_slave(
+            services.push(tokio::spawn(ha::run_slave(
                 state.clone(),
                 wait_stop(stopping.clone()),
             )));
-            replication.push(tokio::spawn(slave_sync::run(
+            services.push(tokio::spawn(slave_sync::run(
                 state.clone(),
                 wait_stop(stopping.clone()),
             )));
             None
         } else {
             if let Some(ha_listener) = ha_listener {
-                replication.push(tokio::spawn(ha::serve_master(
+                services.push(tokio::spawn(ha::serve_master(
                     state.clone(),
                     ha_listener,
                     wait_stop(stopping.clone()),
                 )));
             }
+            services.push(tokio::spawn(timer::run(
+                state.clone(),
+                wait_stop(stopping.clone()),
+            )));
             Some(tokio::spawn(schedule::run(
                 state.clone(),
                 wait_stop(stopping.clone()),
@@ -160,7 +165,7 @@ impl Broker {
         for task in [main, vip, persistence, expiry]
             .into_iter()
             .chain(schedule)
-            .chain(replication)
+            .chain(services)
         {
             let _ = task.await;
         }
@@ -170,6 +175,7 @@ impl Broker {
             move || -> Result<(), BrokerError> {
                 state.persist_all()?;
                 state.offsets.close();
+                state.timers.close();
                 state.store.shutdown()?;
                 Ok(())
             }

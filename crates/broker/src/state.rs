@@ -99,6 +99,8 @@ pub struct BrokerState {
     pub groups: SubscriptionGroupTable,
     pub offsets: ConsumerOffsets,
     pub delay_offsets: DelayOffsets,
+    /// Timer messages: pending by delivery time, delivered (journaled).
+    pub timers: crate::timer::Timers,
     pub clients: ClientRegistry,
     pub locks: QueueLocks,
     pub held_pulls: HeldPulls,
@@ -207,6 +209,14 @@ impl BrokerState {
         if let Some(damage) = &recovery.damage {
             warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "offset journal was damaged; progress recorded after that point is lost");
         }
+        let (timers, timer_recovery) = crate::timer::Timers::open(
+            storage.clone(),
+            &config.timer_journal_dir(),
+            JournalOptions::default(),
+        )?;
+        if let Some(damage) = &timer_recovery.damage {
+            warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "timer journal was damaged; timer messages delivered after that point may be delivered again");
+        }
         let delay_offsets = load_or_refuse(
             &config,
             &persister,
@@ -227,6 +237,7 @@ impl BrokerState {
             groups,
             offsets,
             delay_offsets: DelayOffsets::new(delay_offsets),
+            timers,
             clients: ClientRegistry::default(),
             locks: QueueLocks::default(),
             held_pulls: HeldPulls::default(),

@@ -139,6 +139,8 @@ pub(crate) struct ClientInstance {
     namesrv_next: AtomicUsize,
     producer_groups: Mutex<BTreeSet<String>>,
     consumers: Mutex<Vec<ConsumerData>>,
+    /// When a heartbeat was last sent out of turn (see [`heartbeat_now`](Self::heartbeat_now)).
+    unscheduled_heartbeat_ms: std::sync::atomic::AtomicI64,
     shutdown: CancellationToken,
 }
 
@@ -166,8 +168,33 @@ impl ClientInstance {
             namesrv_next: AtomicUsize::new(0),
             producer_groups: Mutex::new(BTreeSet::new()),
             consumers: Mutex::new(Vec::new()),
+            unscheduled_heartbeat_ms: std::sync::atomic::AtomicI64::new(0),
             shutdown: CancellationToken::new(),
         })
+    }
+
+    /// A broker does not know this client's consumers (it restarted, or expired them): send
+    /// heartbeats now instead of at the next period (30 s), at most once a second. RocketMQ's
+    /// clients wait for the period, stalling consumption after every broker restart.
+    pub async fn heartbeat_now(&self) {
+        let now = tidemark_remoting::now_ms();
+        let last = self
+            .unscheduled_heartbeat_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if now - last < 1_000
+            || self
+                .unscheduled_heartbeat_ms
+                .compare_exchange(
+                    last,
+                    now,
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return;
+        }
+        self.send_heartbeats().await;
     }
 
     /// `ip@instanceName`, fixed at [`ClientInstance::start`].

@@ -72,6 +72,22 @@ impl Message {
         self
     }
 
+    /// A timer message (RocketMQ 5): delivered at `epoch_ms` (Java `setDeliverTimeMs`). Brokers
+    /// without timer support store it at once.
+    pub fn with_deliver_time_ms(mut self, epoch_ms: i64) -> Self {
+        self.properties
+            .insert(property::TIMER_DELIVER_MS, epoch_ms.to_string());
+        self
+    }
+
+    /// A timer message (RocketMQ 5): delivered `delay` after the broker receives it (Java
+    /// `setDelayTimeMs`).
+    pub fn with_delay(mut self, delay: std::time::Duration) -> Self {
+        self.properties
+            .insert(property::TIMER_DELAY_MS, delay.as_millis().to_string());
+        self
+    }
+
     /// Sets an application property.
     pub fn with_property(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.properties.insert(name, value);

@@ -4,7 +4,7 @@
 //! same way whichever path put it in the log; a slave's queues and a recovered store's match
 //! the ones the append wrote.
 
-use tidemark_protocol::message::{tags_code, MessageRecord};
+use tidemark_protocol::message::{property, tags_code, MessageRecord, Properties};
 
 use crate::config::StoreConfig;
 use crate::consume_queue::QueueEntry;
@@ -13,12 +13,16 @@ use crate::consume_queue::QueueEntry;
 /// `RMQ_SYS_SCHEDULE_TOPIC`).
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
+/// The topic timer messages (RocketMQ 5's any-delay messages) wait in, one queue (RocketMQ's
+/// `rmq_sys_wheel_timer`).
+pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
+
 /// What a record's consume-queue entry is made of.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DispatchRequest<'a> {
     pub topic: &'a str,
     pub queue_id: i32,
-    pub tags: Option<&'a str>,
+    pub properties: &'a Properties,
     pub store_timestamp: i64,
     /// Where the record starts in the commit log.
     pub commit_log_offset: u64,
@@ -31,7 +35,7 @@ impl<'a> DispatchRequest<'a> {
         DispatchRequest {
             topic: &record.topic,
             queue_id: record.queue_id,
-            tags: record.tags(),
+            properties: &record.properties,
             store_timestamp: record.store_timestamp,
             commit_log_offset,
             size,
@@ -47,22 +51,30 @@ impl<'a> DispatchRequest<'a> {
                 config,
                 self.topic,
                 self.queue_id,
-                self.tags,
+                self.properties,
                 self.store_timestamp,
             ),
         }
     }
 }
 
-/// The consume-queue tags code of a record: its tag's hash, or for the schedule topic the
-/// time it is due (store time + its level's delay), which the schedule service scans by.
+/// The consume-queue tags code of a record: its tag's hash, or for the schedule and timer topics
+/// the time it is due (schedule: store time + its level's delay; timer: `TIMER_OUT_MS`), which
+/// their services scan by.
 fn queue_tags_code(
     config: &StoreConfig,
     topic: &str,
     queue_id: i32,
-    tags: Option<&str>,
+    properties: &Properties,
     store_timestamp: i64,
 ) -> i64 {
+    if topic == TIMER_TOPIC {
+        return properties
+            .get(property::TIMER_OUT_MS)
+            .and_then(|due| due.parse().ok())
+            .unwrap_or(store_timestamp);
+    }
+    let tags = properties.tags();
     if topic == SCHEDULE_TOPIC {
         if let Some(delay) = usize::try_from(queue_id)
             .ok()

@@ -21,7 +21,7 @@ pub use tidemark_storage::{io, sim};
 
 pub use config::{FlushPolicy, StoreConfig, RECORD_OVERHEAD_MAX};
 pub use consume_queue::QueueEntry;
-pub use dispatch::SCHEDULE_TOPIC;
+pub use dispatch::{SCHEDULE_TOPIC, TIMER_TOPIC};
 pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use retention::{disk_usage_ratio, DiskUsage, RetentionReport};

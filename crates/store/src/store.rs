@@ -297,7 +297,7 @@ impl MessageStore {
                 start,
                 size,
                 record.store_timestamp_position(),
-                message.properties.tags(),
+                &message.properties,
             ));
         }
         let total = encoded.len() as u64;
@@ -324,7 +324,7 @@ impl MessageStore {
             let base = inner.commit_log.reserve(total)?;
             let mut appended = Vec::with_capacity(layout.len());
             let written = (|| {
-                for (start, size, store_timestamp_at, tags) in &layout {
+                for (start, size, store_timestamp_at, properties) in &layout {
                     let offset = base + *start as u64;
                     let record = &mut encoded[*start..*start + *size];
                     record[QUEUE_OFFSET_POSITION..QUEUE_OFFSET_POSITION + 8]
@@ -338,7 +338,7 @@ impl MessageStore {
                     let request = DispatchRequest {
                         topic: &first.topic,
                         queue_id: first.queue_id,
-                        tags: *tags,
+                        properties,
                         store_timestamp,
                         commit_log_offset: offset,
                         size: *size as u32,

@@ -84,13 +84,13 @@ pub(super) async fn send(
     let prepared = if header.batch || request.request_code() == RequestCode::SendBatchMessage {
         batch_messages(state, &target, &request.body)
     } else {
-        Ok(single_message(
+        single_message(
             state,
             &target,
             request.body.clone(),
             properties,
             request.version,
-        ))
+        )
     };
     let prepared = match prepared {
         Ok(prepared) => prepared,
@@ -116,6 +116,9 @@ pub(super) async fn send(
         Err(failure) => return store_error_response(&failure),
     };
     if let Some((topic, queue)) = stored_in {
+        if topic == tidemark_store::TIMER_TOPIC {
+            state.timers.wake();
+        }
         state.held_pulls.notify(&topic, queue);
     }
     acknowledge(state, queue_id, &appended, wait_for_slave).await
@@ -184,14 +187,15 @@ fn waits_for_slave(properties: &Properties) -> bool {
 }
 
 /// One message: stamped with the cluster, routed to the dead-letter topic (a retried message
-/// past its group's limit) or a delay level's schedule queue; the store encodes it once.
+/// past its group's limit), a delay level's schedule queue or the timer topic; the store
+/// encodes it once. Refused: a timer message the broker cannot or may not hold.
 fn single_message(
     state: &BrokerState,
     target: &Target<'_>,
     body: Bytes,
     mut properties: Properties,
     request_version: i32,
-) -> Prepared {
+) -> Result<Prepared, RemotingCommand> {
     let header = target.header;
     properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
     let producer_waits_for_slave = waits_for_slave(&properties);
@@ -212,14 +216,47 @@ fn single_message(
             topic_created = super::routing::to_dead_letter(state, &mut message, group);
         }
     }
-    if delay > 0 && !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
-        super::routing::to_schedule(state, &mut message, delay);
+    if delay > 0 {
+        // A delay level takes precedence over timer properties (RocketMQ drops them).
+        super::routing::drop_timer(&mut message.properties);
+        if !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
+            super::routing::to_schedule(state, &mut message, delay);
+        }
+    } else if !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
+        let now = now_ms();
+        let timer = super::routing::timer_deliver_ms(&message.properties, now);
+        if !matches!(timer, Ok(None)) && !state.config.timer_wheel_enable {
+            return Err(error(
+                ResponseCode::SystemError,
+                "accurate timer message is not enabled, timerWheelEnable is false",
+            ));
+        }
+        let max_delay_ms = state.config.timer_max_delay_sec.saturating_mul(1000) as i64;
+        match timer {
+            Ok(Some(deliver)) if deliver.saturating_sub(now) > max_delay_ms => {
+                return Err(timer_illegal(max_delay_ms));
+            }
+            Ok(Some(deliver)) if deliver > now => {
+                super::routing::to_timer(&mut message, deliver);
+            }
+            // Due already: stored as an ordinary message (RocketMQ does the same).
+            Ok(_) => {}
+            Err(_) => return Err(timer_illegal(max_delay_ms)),
+        }
     }
-    Prepared {
+    Ok(Prepared {
         messages: vec![message],
         topic_created,
         producer_waits_for_slave,
-    }
+    })
+}
+
+/// RocketMQ 5's answer to a timer message it will not hold (too far ahead, or unreadable).
+fn timer_illegal(max_delay_ms: i64) -> RemotingCommand {
+    error(
+        ResponseCode::MessageIllegal,
+        format!("timer message illegal, the delay time should not be bigger than the max delay {max_delay_ms}ms; or if set del msg, the delay time should be bigger than the current time"),
+    )
 }
 
 /// A batch: every entry stamped with the cluster; delays are refused.
@@ -241,9 +278,17 @@ fn batch_messages(
     let mut messages = Vec::with_capacity(entries.len());
     for entry in entries {
         let mut properties = entry.properties;
-        if properties
-            .get(property::DELAY_TIME_LEVEL)
-            .is_some_and(|level| level != "0")
+        let timed = [
+            property::TIMER_DELIVER_MS,
+            property::TIMER_DELAY_SEC,
+            property::TIMER_DELAY_MS,
+        ]
+        .iter()
+        .any(|name| properties.get(name).is_some());
+        if timed
+            || properties
+                .get(property::DELAY_TIME_LEVEL)
+                .is_some_and(|level| level != "0")
         {
             return Err(error(
                 ResponseCode::MessageIllegal,

@@ -195,6 +195,14 @@ pub async fn query_offset(client: &RemotingClient, broker: &str) -> RemotingComm
         .expect("answered")
 }
 
+/// Adds a message property to a SEND_MESSAGE_V2 request.
+pub fn with_property(mut request: RemotingCommand, name: &str, value: &str) -> RemotingCommand {
+    let mut properties = Properties::parse(request.ext_fields.get("i").unwrap_or_default());
+    properties.insert(name, value);
+    request.ext_fields.insert("i", properties.encode());
+    request
+}
+
 /// Send, subscribe, pull with a filter and long polling, commit two ways, restart, resume.
 pub fn with_delay(mut request: RemotingCommand, level: i32) -> RemotingCommand {
     let mut properties = Properties::parse(request.ext_fields.get("i").unwrap_or_default());

@@ -4,6 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidemark_protocol::acked::{ACKED_RANGES_FIELD, HAND_OFF_FIELD};
+use tidemark_protocol::ResponseCode;
+
+/// A pull refused because the broker did not know the consumer is retried this soon after the
+/// heartbeat that told it.
+const PULL_DELAY_AFTER_HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(200);
 
 use tidemark_protocol::body::{SubscriptionData, MASTER_ID};
 use tidemark_protocol::headers::{pull_sys_flag, PullMessageRequestHeader};
@@ -103,6 +108,19 @@ impl ConsumerCore {
                 Ok(outcome) => outcome,
                 Err(error) => {
                     debug!(?queue, %error, "pull failed");
+                    if matches!(
+                        error.response_code(),
+                        Some(
+                            ResponseCode::SubscriptionNotExist
+                                | ResponseCode::SubscriptionNotLatest
+                        )
+                    ) {
+                        // The broker lost this consumer (a restart): register again now and
+                        // pull again soon.
+                        self.instance.heartbeat_now().await;
+                        slot.pause(PULL_DELAY_AFTER_HEARTBEAT).await;
+                        continue;
+                    }
                     slot.pause(PULL_DELAY_ON_ERROR).await;
                     continue;
                 }

@@ -71,7 +71,15 @@ impl ConsumerCore {
         }
         let _serial = self.rebalance.serial.lock().await;
         for topic in self.subscriptions.keys() {
-            if let Err(error) = self.rebalance_topic(topic).await {
+            let mut outcome = self.rebalance_topic(topic).await;
+            if let Err(ClientError::Broker { remark, .. }) = &outcome {
+                if remark.starts_with("no consumer for this group") {
+                    // The broker lost this consumer (a restart): register again, then retry.
+                    self.instance.heartbeat_now().await;
+                    outcome = self.rebalance_topic(topic).await;
+                }
+            }
+            if let Err(error) = outcome {
                 warn!(group = %self.settings.group, %topic, %error, "rebalance failed");
             }
         }

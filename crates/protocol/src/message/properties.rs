@@ -27,6 +27,18 @@ pub mod property {
     pub const CLUSTER: &str = "CLUSTER";
     pub const MSG_REGION: &str = "MSG_REGION";
     pub const TRACE_SWITCH: &str = "TRACE_ON";
+    /// RocketMQ 5 timer messages: deliver at this epoch time in ms.
+    pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// RocketMQ 5 timer messages: deliver this many seconds after the broker receives it.
+    pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+    /// RocketMQ 5 timer messages: deliver this many ms after the broker receives it.
+    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+    /// The broker's resolved delivery time of a timer message (epoch ms).
+    pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+    /// When the broker took a timer message in (epoch ms), added at delivery.
+    pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
+    /// When the broker delivered a timer message (epoch ms), added at delivery.
+    pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
     /// Separates keys inside `KEYS`.
     pub const KEY_SEPARATOR: &str = " ";
 }

@@ -1,0 +1,292 @@
+//! Timer messages (RocketMQ 5's any-delay messages: `TIMER_DELIVER_MS`, `TIMER_DELAY_SEC`,
+//! `TIMER_DELAY_MS`). A send resolves the delivery time, stores the message in the timer topic
+//! (queue 0) with `TIMER_OUT_MS`, `REAL_TOPIC` and `REAL_QID`, and its consume-queue entry
+//! carries the delivery time as its tags code. This service keeps every pending message in a
+//! map ordered by delivery time, sleeps until the first is due (or a send wakes it), and stores
+//! due messages again in their real topic and queue, in order of delivery time.
+//!
+//! What was delivered is journaled ([`progress`]); at start the pending set is rebuilt from the
+//! timer topic's queue from the low-water mark on, skipping delivered offsets. A message is
+//! journaled as delivered after it is stored in its real topic, so a crash in between
+//! delivers it twice rather than never (RocketMQ's timer is at-least-once too).
+//!
+//! Where Tidemark differs: the delivery time is the one asked for, to the millisecond
+//! (RocketMQ rounds it down to `timerPrecisionMs`, 1 s, and delivers within about a second).
+
+mod progress;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
+use tidemark_storage::io::Storage;
+use tidemark_storage::journal::{Journal, JournalError, JournalOptions, RecoveryReport};
+use tidemark_store::{NewMessage, TIMER_TOPIC};
+use tokio::sync::Notify;
+use tracing::warn;
+
+pub use progress::Delivered;
+
+use crate::state::{now_ms, BrokerState};
+
+/// With nothing due sooner, the service still looks for new timer messages this often (sends
+/// wake it at once; this covers anything else that appends to the timer topic).
+const IDLE_SCAN: Duration = Duration::from_millis(500);
+/// Queue entries read per pass, so a restart with a long backlog delivers while it scans.
+const SCAN_PER_PASS_MAX: usize = 20_000;
+/// A delivery that failed is tried again this much later.
+const RETRY_AFTER_MS: i64 = 1_000;
+
+/// The broker's timer messages: what is pending, by delivery time, and what was delivered.
+#[derive(Debug)]
+pub struct Timers {
+    journal: Journal,
+    inner: Mutex<Pending>,
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    delivered: Delivered,
+    /// (delivery time, timer-topic offset) of every message seen and not delivered.
+    due: BTreeSet<(i64, i64)>,
+    /// The next timer-topic offset not looked at yet.
+    scanned: i64,
+}
+
+impl Timers {
+    /// Recovers what was delivered from `dir`. Blocking.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: JournalOptions,
+    ) -> Result<(Self, RecoveryReport), JournalError> {
+        let (journal, delivered, report) =
+            Journal::open(storage, dir, "timers", options, &progress::DeliveredCodec)?;
+        let scanned = delivered.low();
+        Ok((
+            Self {
+                journal,
+                inner: Mutex::new(Pending {
+                    delivered,
+                    due: BTreeSet::new(),
+                    scanned,
+                }),
+                wake: Notify::new(),
+            },
+            report,
+        ))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A timer message was stored: look at it now rather than at the next idle scan.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Messages waiting for their delivery time (as far as the service has scanned).
+    pub fn pending(&self) -> usize {
+        self.lock().due.len()
+    }
+
+    /// The earliest delivery time pending.
+    pub fn next_due(&self) -> Option<i64> {
+        self.lock().due.first().map(|(due, _)| *due)
+    }
+
+    /// Records a delivery (journaled under the lock, so the journal's order is the table's).
+    fn mark_delivered(&self, offset: i64) {
+        let mut inner = self.lock();
+        if inner.delivered.insert(offset) {
+            if let Err(failure) = self.journal.append(&progress::delivered_record(offset)) {
+                warn!(%failure, offset, "timer delivery not journaled; it may be delivered again after a restart");
+            }
+        }
+    }
+
+    /// Compacts the journal when due. Blocking.
+    pub fn compact_if_due(&self) -> Result<bool, JournalError> {
+        if !self.journal.compaction_due() {
+            return Ok(false);
+        }
+        self.journal.compact(|cut| {
+            let inner = self.lock();
+            cut.cut();
+            use tidemark_storage::journal::JournalCodec;
+            progress::DeliveredCodec.snapshot(&inner.delivered)
+        })?;
+        Ok(true)
+    }
+
+    /// Makes every delivery journaled so far durable and stops the journal. Blocking.
+    pub fn close(&self) {
+        self.journal.close();
+    }
+}
+
+/// The message to store in the real topic once the timer message `record` is due.
+pub fn delivery(record: &MessageRecord, now: i64) -> Option<NewMessage> {
+    let topic = record.properties.get(property::REAL_TOPIC)?.to_owned();
+    let queue_id = record
+        .properties
+        .get(property::REAL_QUEUE_ID)?
+        .parse()
+        .ok()?;
+    let mut properties = record.properties.clone();
+    properties.remove(property::REAL_TOPIC);
+    properties.remove(property::REAL_QUEUE_ID);
+    properties.insert(
+        property::TIMER_ENQUEUE_MS,
+        record.store_timestamp.to_string(),
+    );
+    properties.insert(property::TIMER_DEQUEUE_MS, now.to_string());
+    properties.insert(property::WAIT_STORE_MSG_OK, "false");
+    Some(NewMessage {
+        topic,
+        queue_id,
+        flag: record.flag,
+        sys_flag: record.sys_flag,
+        born_timestamp: record.born_timestamp,
+        born_host: record.born_host,
+        store_host: record.store_host,
+        reconsume_times: record.reconsume_times,
+        prepared_transaction_offset: record.prepared_transaction_offset,
+        body: record.body.clone(),
+        properties,
+    })
+}
+
+/// Takes in the timer topic's entries not seen yet (at most [`SCAN_PER_PASS_MAX`]).
+fn scan(state: &BrokerState) {
+    let timers = &state.timers;
+    let floor = state.store.min_offset(TIMER_TOPIC, 0);
+    let end = state.store.max_offset(TIMER_TOPIC, 0);
+    let mut next = {
+        let mut inner = timers.lock();
+        // Entries retention removed are gone; they count as delivered.
+        inner.delivered.raise_low(floor);
+        inner.scanned = inner.scanned.max(inner.delivered.low()).max(floor);
+        inner.scanned
+    };
+    let mut found = Vec::new();
+    let mut read = 0;
+    while next < end && read < SCAN_PER_PASS_MAX {
+        next = timers.lock().delivered.next_undelivered(next);
+        if next >= end {
+            break;
+        }
+        match state.store.queue_entry(TIMER_TOPIC, 0, next) {
+            Ok(Some(entry)) if !entry.is_hole() => found.push((entry.tags_code, next)),
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(failure) => {
+                warn!(%failure, offset = next, "timer queue unreadable; will retry");
+                break;
+            }
+        }
+        next += 1;
+        read += 1;
+    }
+    let mut inner = timers.lock();
+    for entry in found {
+        if !inner.delivered.contains(entry.1) {
+            inner.due.insert(entry);
+        }
+    }
+    inner.scanned = inner.scanned.max(next);
+}
+
+/// Stores every due message in its real topic; returns how many.
+pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
+    let timers = &state.timers;
+    let mut delivered = 0;
+    loop {
+        let next = {
+            let mut inner = timers.lock();
+            match inner.due.first().copied() {
+                Some((due, offset)) if due <= now => {
+                    inner.due.remove(&(due, offset));
+                    Some((due, offset))
+                }
+                _ => None,
+            }
+        };
+        let Some((due, offset)) = next else {
+            return delivered;
+        };
+        let record =
+            state
+                .store
+                .queue_entry(TIMER_TOPIC, 0, offset)
+                .and_then(|entry| match entry {
+                    Some(entry) => state.store.read_record(entry.commit_log_offset as u64),
+                    None => Ok(None),
+                });
+        let message = match record {
+            Ok(Some(bytes)) => MessageRecord::decode(&bytes, 0, DecodeOptions::default())
+                .ok()
+                .and_then(|(record, _)| delivery(&record, now)),
+            Ok(None) => None,
+            Err(failure) => {
+                warn!(%failure, offset, "timer message unreadable; will retry");
+                timers
+                    .lock()
+                    .due
+                    .insert((due.max(now + RETRY_AFTER_MS), offset));
+                return delivered;
+            }
+        };
+        let Some(message) = message else {
+            warn!(
+                offset,
+                "timer message without a real topic, or gone; skipped"
+            );
+            timers.mark_delivered(offset);
+            continue;
+        };
+        let (topic, queue_id) = (message.topic.clone(), message.queue_id);
+        if let Err(failure) = state.store.put(&message) {
+            warn!(%failure, offset, %topic, "timer message not delivered; will retry");
+            timers.lock().due.insert((now + RETRY_AFTER_MS, offset));
+            return delivered;
+        }
+        state.held_pulls.notify(&topic, queue_id);
+        timers.mark_delivered(offset);
+        delivered += 1;
+    }
+}
+
+/// The timer service of a master: scan, deliver what is due, sleep until the next delivery
+/// time, a send's wake-up, or the idle scan.
+pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        let pass = state.clone();
+        // Store reads and appends may block (SYNC_FLUSH): keep them off the async workers.
+        let _ = tokio::task::spawn_blocking(move || {
+            scan(&pass);
+            deliver_due(&pass, now_ms());
+            if let Err(failure) = pass.timers.compact_if_due() {
+                warn!(%failure, "timer journal not compacted; will retry");
+            }
+        })
+        .await;
+        let wait = match state.timers.next_due() {
+            Some(due) => {
+                Duration::from_millis((due - now_ms()).clamp(0, IDLE_SCAN.as_millis() as i64) as u64)
+            }
+            None => IDLE_SCAN,
+        };
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tokio::time::sleep(wait) => {}
+            _ = state.timers.wake.notified() => {}
+        }
+    }
+}
