@@ -141,6 +141,19 @@ wire_code_enum! {
         AddWritePermOfBroker = 327 => "ADD_WRITE_PERM_OF_BROKER",
         /// 5.x only; 4.9 lite pull consumers use `PULL_MESSAGE`.
         LitePullMessage = 361 => "LITE_PULL_MESSAGE",
+        /// 5.x: which queues a POP consumer of a group should ask for.
+        QueryAssignment = 400 => "QUERY_ASSIGNMENT",
+        /// 5.x: switches a group (or one topic of it) between PULL and POP.
+        SetMessageRequestMode = 401 => "SET_MESSAGE_REQUEST_MODE",
+        /// 5.x POP consumption: messages handed out with an invisibility time.
+        PopMessage = 200050 => "POP_MESSAGE",
+        AckMessage = 200051 => "ACK_MESSAGE",
+        PeekMessage = 200052 => "PEEK_MESSAGE",
+        ChangeMessageInvisibleTime = 200053 => "CHANGE_MESSAGE_INVISIBLETIME",
+        /// 5.x: whether something is poppable (long-polls like POP, returns no messages).
+        Notification = 200054 => "NOTIFICATION",
+        PollingInfo = 200055 => "POLLING_INFO",
+        BatchAckMessage = 200151 => "BATCH_ACK_MESSAGE",
         /// Tidemark's extension: a group's progress per queue with time lag, acknowledged
         /// ranges and stuck messages (header `GetConsumeStatsRequestHeader`, body
         /// [`ConsumerProgress`](crate::body::ConsumerProgress)). Apache brokers answer
@@ -188,6 +201,10 @@ wire_code_enum! {
         ConsumerNotOnline = 206 => "CONSUMER_NOT_ONLINE",
         ConsumeMsgTimeout = 207 => "CONSUME_MSG_TIMEOUT",
         NoMessage = 208 => "NO_MESSAGE",
+        /// 5.x POP: too many pops already wait on this queue.
+        PollingFull = 209 => "POLLING_FULL",
+        /// 5.x POP: nothing to pop within the poll time.
+        PollingTimeout = 210 => "POLLING_TIMEOUT",
         FlowControl = 215 => "FLOW_CONTROL",
         /// 5.x only, sent to callers newer than 5.3.1 while shutting down.
         GoAway = 1500 => "GO_AWAY",

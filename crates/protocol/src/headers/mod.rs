@@ -11,6 +11,7 @@ mod admin;
 mod client;
 mod namesrv;
 mod offset;
+mod pop;
 mod pull;
 mod send;
 
@@ -18,5 +19,6 @@ pub use admin::*;
 pub use client::*;
 pub use namesrv::*;
 pub use offset::*;
+pub use pop::*;
 pub use pull::*;
 pub use send::*;
