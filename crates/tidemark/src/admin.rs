@@ -53,6 +53,12 @@ pub struct SendArgs {
     pub properties: Vec<String>,
     #[arg(long)]
     pub delay_level: Option<i32>,
+    /// A timer message (RocketMQ 5): delivered this many ms after the broker receives it.
+    #[arg(long)]
+    pub delay_ms: Option<u64>,
+    /// A timer message (RocketMQ 5): delivered at this epoch time in ms.
+    #[arg(long)]
+    pub deliver_at_ms: Option<i64>,
     #[arg(long, default_value = "tidemark-admin-producer")]
     pub group: String,
 }
@@ -143,6 +149,12 @@ async fn send(args: SendArgs) -> anyhow::Result<()> {
         }
         if let Some(key) = &args.key {
             message = message.with_keys([key.replace("{i}", &number)]);
+        }
+        if let Some(delay) = args.delay_ms {
+            message = message.with_delay(Duration::from_millis(delay));
+        }
+        if let Some(at) = args.deliver_at_ms {
+            message = message.with_deliver_time_ms(at);
         }
         if let Some(level) = args.delay_level {
             message = message.with_delay_level(level);
