@@ -7,11 +7,13 @@
 mod admin;
 mod heartbeat;
 mod offsets;
+mod pop;
 mod route;
 mod topic;
 
 pub use admin::*;
 pub use heartbeat::*;
 pub use offsets::*;
+pub use pop::*;
 pub use route::*;
 pub use topic::*;
