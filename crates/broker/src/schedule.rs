@@ -23,6 +23,18 @@ const DELIVERIES_PER_PASS_MAX: usize = 256;
 /// The message to store in the real topic once `record` is due; `None` when the record does
 /// not say where it belongs (it is then skipped).
 pub fn redelivery(record: &MessageRecord) -> Option<NewMessage> {
+    to_real_topic(record, |properties| {
+        properties.remove(property::DELAY_TIME_LEVEL);
+    })
+}
+
+/// A message parked in a system topic (a delay level's queue, the timer topic) as it goes back
+/// to `REAL_TOPIC` / `REAL_QID`, its properties edited by `edit`; `None` when the record does
+/// not say where it belongs.
+pub fn to_real_topic(
+    record: &MessageRecord,
+    edit: impl FnOnce(&mut tidemark_protocol::message::Properties),
+) -> Option<NewMessage> {
     let topic = record.properties.get(property::REAL_TOPIC)?.to_owned();
     let queue_id = record
         .properties
@@ -30,7 +42,7 @@ pub fn redelivery(record: &MessageRecord) -> Option<NewMessage> {
         .parse()
         .ok()?;
     let mut properties = record.properties.clone();
-    properties.remove(property::DELAY_TIME_LEVEL);
+    edit(&mut properties);
     properties.insert(property::WAIT_STORE_MSG_OK, "false");
     Some(NewMessage {
         topic,

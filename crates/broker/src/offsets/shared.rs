@@ -272,30 +272,27 @@ impl ConsumerOffsets {
 
     /// [`ConsumerOffsetTable::merge_from_master`]; every value it changed is journaled.
     pub fn merge_from_master(&self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
+        self.merge_journaled(master).0
+    }
+
+    /// [`ConsumerOffsetTable::merge`] under the lock, journaling every queue it changed.
+    fn merge_journaled(&self, other: &ConsumerOffsetTable) -> (Vec<AheadOfMaster>, usize) {
         let mut inner = self.lock();
-        let (ahead, changed) = inner.table.merge(master);
+        let (ahead, changed) = inner.table.merge(other);
         if !changed.is_empty() {
             inner.revision += 1;
             for (topic, group, queue_id) in &changed {
                 self.journal_queue(&inner, topic, group, *queue_id);
             }
         }
-        ahead
+        (ahead, changed.len())
     }
 
     /// A returning master takes a slave's progress: the same merge as
     /// [`merge_from_master`](Self::merge_from_master), the other way round; returns how many
     /// queue entries changed (each journaled).
     pub fn merge_from_peer(&self, peer: &ConsumerOffsetTable) -> usize {
-        let mut inner = self.lock();
-        let (_, changed) = inner.table.merge(peer);
-        if !changed.is_empty() {
-            inner.revision += 1;
-            for (topic, group, queue_id) in &changed {
-                self.journal_queue(&inner, topic, group, *queue_id);
-            }
-        }
-        changed.len()
+        self.merge_journaled(peer).1
     }
 
     pub fn is_empty(&self) -> bool {

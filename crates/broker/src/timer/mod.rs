@@ -132,33 +132,14 @@ impl Timers {
 
 /// The message to store in the real topic once the timer message `record` is due.
 pub fn delivery(record: &MessageRecord, now: i64) -> Option<NewMessage> {
-    let topic = record.properties.get(property::REAL_TOPIC)?.to_owned();
-    let queue_id = record
-        .properties
-        .get(property::REAL_QUEUE_ID)?
-        .parse()
-        .ok()?;
-    let mut properties = record.properties.clone();
-    properties.remove(property::REAL_TOPIC);
-    properties.remove(property::REAL_QUEUE_ID);
-    properties.insert(
-        property::TIMER_ENQUEUE_MS,
-        record.store_timestamp.to_string(),
-    );
-    properties.insert(property::TIMER_DEQUEUE_MS, now.to_string());
-    properties.insert(property::WAIT_STORE_MSG_OK, "false");
-    Some(NewMessage {
-        topic,
-        queue_id,
-        flag: record.flag,
-        sys_flag: record.sys_flag,
-        born_timestamp: record.born_timestamp,
-        born_host: record.born_host,
-        store_host: record.store_host,
-        reconsume_times: record.reconsume_times,
-        prepared_transaction_offset: record.prepared_transaction_offset,
-        body: record.body.clone(),
-        properties,
+    crate::schedule::to_real_topic(record, |properties| {
+        properties.remove(property::REAL_TOPIC);
+        properties.remove(property::REAL_QUEUE_ID);
+        properties.insert(
+            property::TIMER_ENQUEUE_MS,
+            record.store_timestamp.to_string(),
+        );
+        properties.insert(property::TIMER_DEQUEUE_MS, now.to_string());
     })
 }
 
