@@ -188,7 +188,21 @@ class Scenario20DeliberateRewindTest extends SuiteBase {
         DefaultMQProducer producer = clients.producer();
         SendResult warm = Msgs.sendOk(producer, Msgs.message(topic, Msgs.WARMUP_TAG, "warmup-" + System.nanoTime()));
         int warmQueue = warm.getMessageQueue().getQueueId();
-        MessageQueue mq = producer.fetchPublishMessageQueues(topic).stream()
+        // The name server learns an auto-created topic at the broker's next registration, which
+        // runs alongside the send's answer: ask again until it knows it (bounded).
+        java.util.List<MessageQueue> queues = null;
+        long deadline = System.currentTimeMillis() + 15_000;
+        while (queues == null) {
+            try {
+                queues = producer.fetchPublishMessageQueues(topic);
+            } catch (org.apache.rocketmq.client.exception.MQClientException notYet) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw notYet;
+                }
+                Thread.sleep(100);
+            }
+        }
+        MessageQueue mq = queues.stream()
             .filter(m -> m.getQueueId() != warmQueue).findFirst()
             .orElseThrow(() -> new AssertionError("no second write queue for " + topic));
         OneQueue q = new OneQueue(topic, mq, prefix);
