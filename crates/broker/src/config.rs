@@ -129,6 +129,18 @@ pub struct BrokerConfig {
     /// `timerMaxDelaySec`, 3 days).
     #[serde(alias = "timerMaxDelaySec")]
     pub timer_max_delay_sec: u64,
+    /// POP: messages one group may have in flight (popped, not yet acknowledged) per queue.
+    /// At the bound, pops skip the queue until acknowledgements or revivals bring it under
+    /// (RocketMQ 5's `popInflightMessageThreshold`).
+    #[serde(alias = "popInflightMessageThreshold")]
+    pub pop_in_flight_max_per_queue: usize,
+    /// POP: suspended pop requests per queue key at most, and in all; past them a pop that
+    /// found nothing is answered POLLING_FULL (RocketMQ 5's `popPollingSize`,
+    /// `maxPopPollingSize`).
+    #[serde(alias = "popPollingSize")]
+    pub pop_polling_size: usize,
+    #[serde(alias = "maxPopPollingSize")]
+    pub max_pop_polling_size: usize,
     #[serde(alias = "registerNameServerPeriod")]
     pub register_name_server_period: u64,
     #[serde(alias = "longPollingEnable")]
@@ -216,6 +228,9 @@ impl Default for BrokerConfig {
             pre_online_timeout_ms: 5_000,
             timer_wheel_enable: true,
             timer_max_delay_sec: 259_200,
+            pop_in_flight_max_per_queue: 10_000,
+            pop_polling_size: 1024,
+            max_pop_polling_size: 100_000,
             register_name_server_period: 30_000,
             long_polling_enable: true,
             short_polling_time_mills: 1000,
@@ -243,6 +258,11 @@ impl BrokerConfig {
     /// Where the timer journal lives: `<store root>/config/timerJournal/`.
     pub fn timer_journal_dir(&self) -> std::path::PathBuf {
         self.store_path_root_dir.join("config").join("timerJournal")
+    }
+
+    /// Where POP progress is journaled: `<store root>/config/popJournal/`.
+    pub fn pop_journal_dir(&self) -> std::path::PathBuf {
+        self.store_path_root_dir.join("config").join("popJournal")
     }
 
     /// Where the offset journal lives: `<store root>/config/offsetJournal/`.

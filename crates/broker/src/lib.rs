@@ -14,9 +14,11 @@ mod long_poll;
 pub mod metadata;
 pub mod offsets;
 pub mod persister;
+pub mod pop;
 mod pre_online;
 mod processor;
 mod registration;
+pub mod request_modes;
 pub mod schedule;
 mod slave_sync;
 mod state;
@@ -151,6 +153,10 @@ impl Broker {
                 state.clone(),
                 wait_stop(stopping.clone()),
             )));
+            services.push(tokio::spawn(pop::revive::run(
+                state.clone(),
+                wait_stop(stopping.clone()),
+            )));
             Some(tokio::spawn(schedule::run(
                 state.clone(),
                 wait_stop(stopping.clone()),
@@ -176,6 +182,7 @@ impl Broker {
                 state.persist_all()?;
                 state.offsets.close();
                 state.timers.close();
+                state.pop.close();
                 state.store.shutdown()?;
                 Ok(())
             }

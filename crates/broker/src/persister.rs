@@ -29,14 +29,17 @@ pub enum ConfigFile {
     DelayOffsets,
     Topics,
     SubscriptionGroups,
+    /// SET_MESSAGE_REQUEST_MODE's choices (PULL or POP per topic and group).
+    MessageRequestModes,
 }
 
 impl ConfigFile {
-    const ALL: [ConfigFile; 4] = [
+    const ALL: [ConfigFile; 5] = [
         ConfigFile::ConsumerOffsets,
         ConfigFile::DelayOffsets,
         ConfigFile::Topics,
         ConfigFile::SubscriptionGroups,
+        ConfigFile::MessageRequestModes,
     ];
 
     fn index(self) -> usize {
@@ -49,6 +52,7 @@ impl ConfigFile {
             ConfigFile::DelayOffsets => "delayOffset.json",
             ConfigFile::Topics => "topics.json",
             ConfigFile::SubscriptionGroups => "subscriptionGroup.json",
+            ConfigFile::MessageRequestModes => "messageRequestMode.json",
         }
     }
 
@@ -59,6 +63,7 @@ impl ConfigFile {
             ConfigFile::DelayOffsets => state.delay_offsets.revision(),
             ConfigFile::Topics => state.topics.revision(),
             ConfigFile::SubscriptionGroups => state.groups.revision(),
+            ConfigFile::MessageRequestModes => state.request_modes.revision(),
         }
     }
 
@@ -84,6 +89,7 @@ impl ConfigFile {
                 let (revision, wrapper) = state.groups.snapshot();
                 (revision, wrapper.to_json_bytes_with(WriteOptions::PRETTY))
             }
+            ConfigFile::MessageRequestModes => state.request_modes.snapshot(),
         }
     }
 }
@@ -110,7 +116,7 @@ pub struct Persister {
     /// Per file, by [`ConfigFile::index`]: the revision of its table last written, and whether
     /// the file on disk may become the backup (not when it was unusable at load). Only the
     /// persister task (and the final write at shutdown, after it stopped) take this.
-    written: Mutex<[Written; 4]>,
+    written: Mutex<[Written; 5]>,
     requests: mpsc::UnboundedSender<FlushRequest>,
     /// Taken by the task when the broker starts serving.
     receiver: Mutex<Option<mpsc::UnboundedReceiver<FlushRequest>>>,
@@ -131,7 +137,7 @@ impl Persister {
         Self {
             storage,
             dir: store_root.join("config"),
-            written: Mutex::new([Written::default(); 4]),
+            written: Mutex::new([Written::default(); 5]),
             requests,
             receiver: Mutex::new(Some(receiver)),
         }

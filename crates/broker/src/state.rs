@@ -101,6 +101,13 @@ pub struct BrokerState {
     pub delay_offsets: DelayOffsets,
     /// Timer messages: pending by delivery time, delivered (journaled).
     pub timers: crate::timer::Timers,
+    /// POP progress: cursors and in-flight messages per group and queue (journaled).
+    pub pop: crate::pop::PopTable,
+    /// POP requests suspended now, per (topic, group, queue id), for POLLING_INFO and the
+    /// POLLING_FULL bound.
+    pub suspended_pops: crate::long_poll::SuspendedPops,
+    /// Per (topic, group): PULL or POP, as SET_MESSAGE_REQUEST_MODE stored it.
+    pub request_modes: crate::request_modes::RequestModes,
     pub clients: ClientRegistry,
     pub locks: QueueLocks,
     pub held_pulls: HeldPulls,
@@ -217,6 +224,21 @@ impl BrokerState {
         if let Some(damage) = &timer_recovery.damage {
             warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "timer journal was damaged; timer messages delivered after that point may be delivered again");
         }
+        let (pop, pop_recovery) = crate::pop::PopTable::open(
+            storage.clone(),
+            &config.pop_journal_dir(),
+            JournalOptions::default(),
+        )?;
+        if let Some(damage) = &pop_recovery.damage {
+            warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "POP journal was damaged; messages acknowledged after that point may be delivered again");
+        }
+        let request_modes = load_or_refuse(
+            &config,
+            &persister,
+            ConfigFile::MessageRequestModes,
+            crate::request_modes::RequestModes::parse,
+        )?
+        .unwrap_or_default();
         let delay_offsets = load_or_refuse(
             &config,
             &persister,
@@ -238,6 +260,9 @@ impl BrokerState {
             offsets,
             delay_offsets: DelayOffsets::new(delay_offsets),
             timers,
+            pop,
+            suspended_pops: Default::default(),
+            request_modes,
             clients: ClientRegistry::default(),
             locks: QueueLocks::default(),
             held_pulls: HeldPulls::default(),
@@ -283,6 +308,7 @@ impl BrokerState {
                 ConfigFile::DelayOffsets,
                 ConfigFile::Topics,
                 ConfigFile::SubscriptionGroups,
+                ConfigFile::MessageRequestModes,
             ],
             true,
         )

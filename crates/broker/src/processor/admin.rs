@@ -477,6 +477,7 @@ pub(super) async fn reset_offset(
     let now = now_ms();
     let mut offset_table = BTreeMap::new();
     let mut journaled = crate::offsets::Journaled::Nothing;
+    let mut pop_journaled = crate::offsets::Journaled::Nothing;
     for queue_id in queues {
         let target = match header.offset {
             Some(offset) if offset >= 0 => {
@@ -506,6 +507,11 @@ pub(super) async fn reset_offset(
         journaled = state
             .offsets
             .reset(&header.topic, &header.group, queue_id, chosen, now);
+        // A group that pops restarts from there too, with nothing in flight.
+        pop_journaled = state.pop.reset(
+            &crate::pop::QueueKey::new(&header.group, &header.topic, queue_id),
+            chosen,
+        );
         offset_table.insert(
             MessageQueue::new(
                 header.topic.clone(),
@@ -515,7 +521,11 @@ pub(super) async fn reset_offset(
             chosen,
         );
     }
-    if let Err(failure) = state.offsets.durable(journaled).await {
+    let durable = match state.offsets.durable(journaled).await {
+        Ok(()) => state.pop.durable(pop_journaled).await,
+        Err(failure) => Err(failure),
+    };
+    if let Err(failure) = durable {
         return error(
             ResponseCode::SystemError,
             format!("reset applied but not durable: {failure}"),

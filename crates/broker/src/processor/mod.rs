@@ -3,8 +3,11 @@
 
 mod admin;
 mod append;
+mod assignment;
 pub(crate) mod consumer;
 mod offset_moved;
+mod pop;
+mod pop_ack;
 mod pull;
 mod retry;
 mod routing;
@@ -90,6 +93,15 @@ impl RequestHandler for BrokerHandler {
                     send::send(&state, &channel, &request).await
                 }
                 RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(&state, &channel, &request).await,
+                RequestCode::PopMessage => pop::pop(&state, &request).await,
+                RequestCode::PeekMessage => pop::peek(&state, &request),
+                RequestCode::Notification => pop::notification(&state, &request).await,
+                RequestCode::PollingInfo => pop::polling_info(&state, &request),
+                RequestCode::AckMessage => pop_ack::ack(&state, &request).await,
+                RequestCode::BatchAckMessage => pop_ack::batch_ack(&state, &request).await,
+                RequestCode::ChangeMessageInvisibleTime => pop_ack::change_invisible_time(&state, &request).await,
+                RequestCode::QueryAssignment => assignment::query_assignment(&state, &request).await,
+                RequestCode::SetMessageRequestMode => assignment::set_message_request_mode(&state, &request).await,
                 RequestCode::ConsumerSendMsgBack => retry::send_back(&state, &request).await,
                 RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request).await,
                 RequestCode::UnregisterClient => consumer::unregister_client(&state, &channel, &request),

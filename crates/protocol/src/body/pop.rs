@@ -102,3 +102,126 @@ mod tests {
         );
     }
 }
+
+json_object! {
+    /// `BatchAck`: acknowledgements of messages one pop handed out from one queue, with
+    /// RocketMQ's short keys. `b` is the set of acknowledged offsets relative to `so`, as
+    /// Java's `BitSet.toByteArray` in base64.
+    pub struct BatchAck {
+        "b" => bit_set: String,
+        "c" => consumer_group: String,
+        "it" => invisible_time: i64,
+        "pt" => pop_time: i64,
+        "q" => queue_id: i32,
+        /// `0` the topic, `1` / `2` its POP retry topic (v1 / v2 naming).
+        "r" => retry: String,
+        "rq" => revive_queue_id: i32,
+        "so" => start_offset: i64,
+        /// The topic popped (not the retry topic: `r` says that).
+        "t" => topic: String,
+    }
+}
+
+json_object! {
+    /// `BatchAckMessageRequestBody` (BATCH_ACK_MESSAGE's body; the request has no header).
+    pub struct BatchAckMessageRequestBody {
+        "acks" => acks: Vec<BatchAck>,
+        "brokerName" => broker_name: Option<String>,
+    }
+}
+
+impl BatchAck {
+    /// The acknowledged queue offsets (an unreadable bit set acknowledges nothing).
+    pub fn acked_offsets(&self) -> Vec<i64> {
+        let Some(bytes) = base64_decode(&self.bit_set) else {
+            return Vec::new();
+        };
+        let mut offsets = Vec::new();
+        for (index, byte) in bytes.iter().enumerate() {
+            for bit in 0..8 {
+                if byte & (1 << bit) != 0 {
+                    offsets.push(self.start_offset + (index * 8 + bit) as i64);
+                }
+            }
+        }
+        offsets
+    }
+
+    /// Sets the acknowledged offsets (each at or above `start_offset`).
+    pub fn set_acked_offsets(&mut self, offsets: &[i64]) {
+        let mut bytes: Vec<u8> = Vec::new();
+        for offset in offsets {
+            let Ok(bit) = usize::try_from(offset - self.start_offset) else {
+                continue;
+            };
+            if bytes.len() <= bit / 8 {
+                bytes.resize(bit / 8 + 1, 0);
+            }
+            bytes[bit / 8] |= 1 << (bit % 8);
+        }
+        self.bit_set = base64_encode(&bytes);
+    }
+}
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let value = (u32::from(chunk[0]) << 16)
+            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for index in 0..4 {
+            if index <= chunk.len() {
+                out.push(BASE64[(value >> (18 - 6 * index) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let mut value = 0u32;
+    let mut bits = 0;
+    for byte in text.bytes().filter(|byte| *byte != b'=') {
+        let digit = BASE64.iter().position(|candidate| *candidate == byte)? as u32;
+        value = (value << 6) | digit;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((value >> bits) as u8);
+            value &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod batch_ack_tests {
+    use super::*;
+    use crate::json::JsonBody;
+
+    #[test]
+    fn bit_sets_read_as_java_writes_them() {
+        // Java: BitSet with bits 0, 2 and 9 → toByteArray [0x05, 0x02] → "BQI=".
+        let body = BatchAckMessageRequestBody::from_json_bytes(
+            br#"{"acks":[{"c":"G","t":"T","r":"1","so":100,"q":0,"rq":3,"pt":1700000000000,"it":60000,"b":"BQI="}],"brokerName":"b"}"#,
+        )
+        .expect("parses");
+        assert_eq!(body.acks[0].acked_offsets(), vec![100, 102, 109]);
+        assert_eq!(body.acks[0].retry, "1");
+        let mut again = body.acks[0].clone();
+        again.set_acked_offsets(&[100, 102, 109]);
+        assert_eq!(again.bit_set, "BQI=");
+        for sample in [&b""[..], b"a", b"ab", b"abc", b"abcd"] {
+            assert_eq!(
+                base64_decode(&base64_encode(sample)).as_deref(),
+                Some(sample)
+            );
+        }
+        assert_eq!(base64_decode("*"), None);
+    }
+}

@@ -39,6 +39,14 @@ pub mod property {
     pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
     /// When the broker delivered a timer message (epoch ms), added at delivery.
     pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
+    /// A popped message's receipt, set by the client from the pop response.
+    pub const POP_CK: &str = "POP_CK";
+    /// When a message was first popped (epoch ms), kept on its retry copies.
+    pub const FIRST_POP_TIME: &str = "1ST_POP_TIME";
+    /// Tidemark: on a POP retry or dead-letter copy, the message it copies
+    /// (`<group> <topic> <queue id> <queue offset>`), so a copy made just before a crash is
+    /// recognised after it rather than made twice.
+    pub const POP_ORIGIN: &str = "TIDEMARK_POP_ORIGIN";
     /// Separates keys inside `KEYS`.
     pub const KEY_SEPARATOR: &str = " ";
 }

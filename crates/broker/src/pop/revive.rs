@@ -1,0 +1,306 @@
+//! The revive service: when a popped message's invisibility ends unacknowledged, it is copied
+//! to the group's POP retry topic (`%RETRY%{group}_{topic}`, queue 0) with its reconsume count
+//! raised by one — or, once that count would pass the group's retry maximum, to the group's
+//! dead-letter topic — and then finished in the POP table. Orderly pops are not copied: their
+//! messages stay in flight and the next pop hands them out again in place; the service only
+//! wakes the pops waiting on such a queue.
+//!
+//! A copy carries `TIDEMARK_POP_ORIGIN`. The table journals where each destination's queue
+//! ended after the last copy it recorded; at start the service reads every destination queue
+//! from there, and a copy of a message still in flight finishes it instead of being made again.
+//! So a crash between storing a copy and journaling it cannot deliver the message twice.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_protocol::body::perm;
+use tidemark_protocol::headers::pop_retry_topic_v1;
+use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
+use tidemark_store::NewMessage;
+use tracing::{info, warn};
+
+use super::{InFlight, QueueKey};
+use crate::metadata::dlq_topic;
+use crate::state::{now_ms, BrokerState};
+
+/// With nothing due sooner, the service still looks this often.
+const IDLE: Duration = Duration::from_millis(1_000);
+/// Messages revived per pass at most, so a pass never holds the table for long.
+const PER_PASS_MAX: usize = 2_000;
+/// A copy that failed is tried again this much later.
+const RETRY_AFTER_MS: i64 = 1_000;
+/// The POP retry topic's queue count (RocketMQ's `PopAckConstants.retryQueueNum`).
+const RETRY_QUEUE_NUMS: i32 = 1;
+
+/// The topic a group popped when it got a message from `topic` (its POP retry topic maps back
+/// to the topic it retries).
+pub fn popped_topic(group: &str, topic: &str) -> String {
+    let v1 = format!("%RETRY%{group}_");
+    let v2 = format!("%RETRY%{group}+");
+    topic
+        .strip_prefix(&v1)
+        .or_else(|| topic.strip_prefix(&v2))
+        .unwrap_or(topic)
+        .to_owned()
+}
+
+fn origin_value(key: &QueueKey, offset: i64) -> String {
+    format!("{} {} {} {}", key.group, key.topic, key.queue_id, offset)
+}
+
+fn parse_origin(value: &str) -> Option<(QueueKey, i64)> {
+    let mut fields = value.split(' ');
+    let group = fields.next()?;
+    let topic = fields.next()?;
+    let queue_id = fields.next()?.parse().ok()?;
+    let offset = fields.next()?.parse().ok()?;
+    fields
+        .next()
+        .is_none()
+        .then(|| (QueueKey::new(group, topic, queue_id), offset))
+}
+
+fn read(
+    state: &BrokerState,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+) -> Result<Option<MessageRecord>, String> {
+    let entry = state
+        .store
+        .queue_entry(topic, queue_id, offset)
+        .map_err(|failure| failure.to_string())?;
+    let Some(entry) = entry.filter(|entry| !entry.is_hole()) else {
+        return Ok(None);
+    };
+    let Some(bytes) = state
+        .store
+        .read_record(entry.commit_log_offset as u64)
+        .map_err(|failure| failure.to_string())?
+    else {
+        return Ok(None);
+    };
+    MessageRecord::decode(&bytes, 0, DecodeOptions::default())
+        .map(|(record, _)| Some(record))
+        .map_err(|failure| failure.to_string())
+}
+
+/// The copy of `record` (popped from `key`) that goes back to the group, and whether it goes
+/// to the dead-letter topic.
+fn copy_of(
+    state: &BrokerState,
+    key: &QueueKey,
+    offset: i64,
+    entry: &InFlight,
+    record: &MessageRecord,
+) -> (NewMessage, bool) {
+    let popped = popped_topic(&key.group, &key.topic);
+    let reconsume_times = record.reconsume_times.saturating_add(1);
+    let dead = reconsume_times > state.groups.retry_max_times(&key.group);
+    let mut properties = record.properties.clone();
+    if properties.get(property::RETRY_TOPIC).is_none() {
+        properties.insert(property::RETRY_TOPIC, popped.clone());
+    }
+    if properties.get(property::FIRST_POP_TIME).is_none() {
+        properties.insert(property::FIRST_POP_TIME, entry.pop_time.to_string());
+    }
+    properties.remove(property::POP_CK);
+    properties.insert(property::POP_ORIGIN, origin_value(key, offset));
+    properties.insert(property::WAIT_STORE_MSG_OK, "false");
+    let topic = if dead {
+        dlq_topic(&key.group)
+    } else if key.topic == popped {
+        pop_retry_topic_v1(&key.group, &popped)
+    } else {
+        key.topic.clone()
+    };
+    (
+        NewMessage {
+            topic,
+            queue_id: 0,
+            flag: record.flag,
+            sys_flag: record.sys_flag,
+            born_timestamp: record.born_timestamp,
+            born_host: record.born_host,
+            store_host: state.store_host(),
+            reconsume_times,
+            prepared_transaction_offset: 0,
+            body: record.body.clone(),
+            properties,
+        },
+        dead,
+    )
+}
+
+/// Copies one expired message; `Err` leaves it in flight to be tried again.
+fn revive_one(
+    state: &BrokerState,
+    key: &QueueKey,
+    offset: i64,
+    entry: &InFlight,
+) -> Result<(), String> {
+    let Some(record) = read(state, &key.topic, key.queue_id, offset)? else {
+        // Retention removed it: there is nothing left to hand out again.
+        warn!(group = %key.group, topic = %key.topic, queue = key.queue_id, offset, "popped message expired after the store dropped it; finished without a copy");
+        let min = state.store.min_offset(&key.topic, key.queue_id);
+        if offset < min {
+            let _ = state.pop.finish_gone(key, offset);
+            super::commit_floor(state, key);
+            return Ok(());
+        }
+        return Err("message not readable yet".to_owned());
+    };
+    let (message, dead) = copy_of(state, key, offset, entry, &record);
+    let queue_nums = if dead { 1 } else { RETRY_QUEUE_NUMS };
+    let (_, created) = state.topics.ensure(
+        &message.topic,
+        queue_nums,
+        perm::READ | perm::WRITE,
+        now_ms(),
+    );
+    if created {
+        state
+            .persister
+            .write(state, crate::persister::METADATA, false)
+            .map_err(|failure| format!("new topic {} not persisted: {failure}", message.topic))?;
+        state.topics_changed.notify_one();
+    }
+    let appended = state
+        .store
+        .put(&message)
+        .map_err(|failure| failure.to_string())?;
+    state.ha.notify_new_data();
+    if dead {
+        info!(group = %key.group, topic = %key.topic, offset, reconsume_times = message.reconsume_times, "popped message moved to the dead-letter topic");
+    }
+    let _ = state
+        .pop
+        .revived(key, offset, &message.topic, appended.queue_offset + 1);
+    super::commit_floor(state, key);
+    state.held_pulls.notify(&message.topic, 0);
+    state
+        .held_pulls
+        .notify_topic(&popped_topic(&key.group, &key.topic));
+    Ok(())
+}
+
+/// Revives everything due by `now`; returns how many messages were copied.
+pub fn revive_due(state: &BrokerState, now: i64) -> usize {
+    let (expired, unblocked) = state.pop.take_expired(now, PER_PASS_MAX);
+    for key in unblocked {
+        state
+            .held_pulls
+            .notify_topic(&popped_topic(&key.group, &key.topic));
+    }
+    let mut copied = 0;
+    for (key, offset, entry) in expired {
+        match revive_one(state, &key, offset, &entry) {
+            Ok(()) => copied += 1,
+            Err(failure) => {
+                warn!(%failure, group = %key.group, topic = %key.topic, offset, "expired popped message not copied yet; will retry");
+                state.pop.revive_failed(&key, offset, now + RETRY_AFTER_MS);
+            }
+        }
+    }
+    copied
+}
+
+/// After a restart: copies stored but not journaled before the crash finish their messages.
+pub fn recover_copies(state: &BrokerState) -> usize {
+    let mut destinations: Vec<String> = Vec::new();
+    for (group, topic) in state.pop.groups_in_flight() {
+        let popped = popped_topic(&group, &topic);
+        destinations.push(pop_retry_topic_v1(&group, &popped));
+        destinations.push(dlq_topic(&group));
+    }
+    destinations.sort();
+    destinations.dedup();
+    let mut recovered = 0;
+    for destination in destinations {
+        let end = state.store.max_offset(&destination, 0);
+        let from = state
+            .pop
+            .copies_end(&destination)
+            .unwrap_or(0)
+            .max(state.store.min_offset(&destination, 0));
+        for offset in from..end {
+            let record = match read(state, &destination, 0, offset) {
+                Ok(Some(record)) => record,
+                Ok(None) => continue,
+                Err(failure) => {
+                    warn!(%failure, %destination, offset, "copy not readable while recovering POP progress");
+                    continue;
+                }
+            };
+            let Some((key, origin)) = record
+                .properties
+                .get(property::POP_ORIGIN)
+                .and_then(parse_origin)
+            else {
+                continue;
+            };
+            if state.pop.is_in_flight(&key, origin) {
+                let _ = state.pop.revived(&key, origin, &destination, offset + 1);
+                recovered += 1;
+            }
+        }
+    }
+    if recovered > 0 {
+        info!(
+            recovered,
+            "POP copies made just before a crash were found; their messages are finished"
+        );
+    }
+    recovered
+}
+
+/// The revive service of a master.
+pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    let first = state.clone();
+    let _ = tokio::task::spawn_blocking(move || recover_copies(&first)).await;
+    loop {
+        let pass = state.clone();
+        // Store reads and appends may block: keep them off the async workers.
+        let _ = tokio::task::spawn_blocking(move || {
+            revive_due(&pass, now_ms());
+            if let Err(failure) = pass.pop.compact_if_due() {
+                warn!(%failure, "POP journal not compacted; will retry");
+            }
+        })
+        .await;
+        let wait = match state.pop.next_deadline() {
+            Some(due) => {
+                Duration::from_millis((due - now_ms()).clamp(0, IDLE.as_millis() as i64) as u64)
+            }
+            None => IDLE,
+        };
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tokio::time::sleep(wait) => {}
+            _ = state.pop.wake().notified() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_topics_map_back_to_the_popped_topic() {
+        assert_eq!(popped_topic("G", "%RETRY%G_T"), "T");
+        assert_eq!(popped_topic("G", "%RETRY%G+T"), "T");
+        assert_eq!(popped_topic("G", "T"), "T");
+        assert_eq!(popped_topic("G", "%RETRY%H_T"), "%RETRY%H_T");
+    }
+
+    #[test]
+    fn origins_round_trip() {
+        let key = QueueKey::new("G", "%RETRY%G_T", 0);
+        assert_eq!(parse_origin(&origin_value(&key, 9)), Some((key, 9)));
+        assert_eq!(parse_origin("G T x 1"), None);
+        assert_eq!(parse_origin("G T 1 2 3"), None);
+    }
+}

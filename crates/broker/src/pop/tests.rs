@@ -1,0 +1,94 @@
+use std::sync::Arc;
+
+use tidemark_storage::io::FsStorage;
+use tidemark_storage::journal::JournalOptions;
+
+use super::*;
+
+fn open(dir: &Path) -> PopTable {
+    let (table, report) =
+        PopTable::open(Arc::new(FsStorage), dir, JournalOptions::default()).expect("opens");
+    assert!(report.damage.is_none());
+    table
+}
+
+fn pop(table: &PopTable, key: &QueueKey, next: i64, now: i64, offsets: &[i64]) {
+    let claim = table.claim(key.clone()).expect("free");
+    assert!(
+        table.claim(key.clone()).is_none(),
+        "one pop per queue at a time"
+    );
+    let journaled = claim.record(&Popped {
+        next,
+        pop_time: now,
+        visible_at: now + 1_000,
+        orderly: false,
+        offsets: offsets.to_vec(),
+    });
+    table.wait_durable(journaled).expect("durable");
+}
+
+#[test]
+fn acknowledgements_changes_and_revivals_survive_a_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = QueueKey::new("G", "T", 0);
+    {
+        let table = open(dir.path());
+        pop(&table, &key, 4, 100, &[0, 1, 2, 3]);
+        assert!(table.claim(key.clone()).is_some(), "released after the pop");
+        let (outcome, _) = table.finish(&key, 1, 100);
+        assert!(matches!(outcome, Finish::Finished(_)));
+        assert_eq!(table.finish(&key, 1, 100).0, Finish::NotInFlight);
+        assert_eq!(table.finish(&key, 2, 99).0, Finish::StaleReceipt);
+        let (changed, _) = table.change_invisibility(&key, 2, 100, 150, 60_000);
+        assert_eq!(changed.map(|entry| entry.visible_at), Some(60_000));
+        assert_eq!(table.next_deadline(), Some(1_100));
+        let (revive, unblocked) = table.take_expired(1_100, 10);
+        assert!(unblocked.is_empty());
+        assert_eq!(
+            revive
+                .iter()
+                .map(|(_, offset, _)| *offset)
+                .collect::<Vec<_>>(),
+            vec![0, 3]
+        );
+        assert_eq!(
+            table.change_invisibility(&key, 0, 100, 200, 9_000).0,
+            None,
+            "being revived: too late to extend"
+        );
+        table
+            .wait_durable(table.revived(&key, 0, "%RETRY%G_T", 1))
+            .expect("durable");
+        table.revive_failed(&key, 3, 2_000);
+        assert_eq!(table.next_deadline(), Some(2_000));
+        table.close();
+    }
+    let table = open(dir.path());
+    let views = table.views("G", None);
+    assert_eq!(views.len(), 1);
+    assert_eq!(
+        (
+            views[0].floor,
+            views[0].next,
+            views[0].in_flight,
+            views[0].acked_holes
+        ),
+        (2, 4, 2, 0),
+        "2 (extended) and 3 (copy failed) are in flight"
+    );
+    assert_eq!(table.copies_end("%RETRY%G_T"), Some(1));
+    assert!(table.is_in_flight(&key, 3));
+    assert_eq!(
+        table.next_deadline(),
+        Some(1_100),
+        "after a restart the failed copy is due again at once"
+    );
+    assert_eq!(
+        table.groups_in_flight(),
+        vec![("G".to_owned(), "T".to_owned())]
+    );
+    table.wait_durable(table.reset(&key, 10)).expect("durable");
+    assert_eq!(table.cursor(&key), Some((10, 10)));
+    assert_eq!(table.next_deadline(), None);
+}

@@ -1,0 +1,245 @@
+//! ACK_MESSAGE (200051), BATCH_ACK_MESSAGE (200151) and CHANGE_MESSAGE_INVISIBLETIME (200053):
+//! a popped message is finished, or stays invisible longer. Each is answered once it is
+//! durable in the POP journal, so an acknowledgement the client saw survives a crash.
+//!
+//! Answers follow RocketMQ: an acknowledgement of a message that is no longer in flight under
+//! that receipt (already finished, its invisibility changed, or visible again) is SUCCESS and
+//! does nothing. Where Tidemark differs: changing the invisibility of a message that is not in
+//! flight does nothing either (RocketMQ would schedule one more delivery of it).
+
+use std::sync::Arc;
+
+use tidemark_protocol::body::BatchAckMessageRequestBody;
+use tidemark_protocol::headers::{
+    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
+    PopReceipt, PopSource,
+};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, ResponseCode};
+
+use super::{bad_header, error, success};
+use crate::offsets::Journaled;
+use crate::pop::revive::popped_topic;
+use crate::pop::{Finish, QueueKey};
+use crate::state::{now_ms, BrokerState};
+
+/// Checks the queue and offset an acknowledgement or change names; `Err` is the answer.
+/// `past_end_ok`: an offset equal to the queue's end is accepted (RocketMQ's ack checks
+/// `offset > max`, its change `offset >= max`).
+fn check_queue(
+    state: &BrokerState,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    past_end_ok: bool,
+) -> Result<(), RemotingCommand> {
+    let Some(config) = state.topics.get(topic) else {
+        return Err(error(
+            ResponseCode::TopicNotExist,
+            format!("topic[{topic}] not exist, apply first please!"),
+        ));
+    };
+    if queue_id < 0 || queue_id >= config.read_queue_nums {
+        return Err(error(
+            ResponseCode::MessageIllegal,
+            format!(
+                "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
+                config.read_queue_nums
+            ),
+        ));
+    }
+    let min = state.store.min_offset(topic, queue_id);
+    let max = state.store.max_offset(topic, queue_id);
+    if offset < min || offset > max || (offset == max && !past_end_ok) {
+        return Err(error(
+            ResponseCode::NoMessage,
+            format!("offset {offset} is outside the queue [{min}, {max})"),
+        ));
+    }
+    Ok(())
+}
+
+/// Finishes one message; `Err` is the answer.
+fn finish_one(
+    state: &BrokerState,
+    key: &QueueKey,
+    offset: i64,
+    receipt_pop_time: i64,
+    orderly: bool,
+) -> Result<Journaled, RemotingCommand> {
+    let (outcome, journaled) = state.pop.finish(key, offset, receipt_pop_time);
+    match outcome {
+        Finish::Finished(_) if orderly => state
+            .held_pulls
+            .notify_topic(&popped_topic(&key.group, &key.topic)),
+        Finish::NotInFlight if orderly => {
+            let beyond = state.pop.cursor(key).is_none_or(|(_, next)| offset >= next);
+            if beyond {
+                return Err(error(
+                    ResponseCode::MessageIllegal,
+                    format!("offset {offset} was never popped in order from this queue"),
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(journaled)
+}
+
+async fn settle(
+    state: &BrokerState,
+    journaled: Journaled,
+    key: &QueueKey,
+) -> Option<RemotingCommand> {
+    if let Err(failure) = state.pop.durable(journaled).await {
+        return Some(error(
+            ResponseCode::SystemError,
+            format!("acknowledgement not recorded durably: {failure}"),
+        ));
+    }
+    crate::pop::commit_floor(state, key);
+    None
+}
+
+pub(super) async fn ack(state: &Arc<BrokerState>, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<AckMessageRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let receipt = match PopReceipt::decode(&header.extra_info) {
+        Ok(receipt) => receipt,
+        Err(problem) => {
+            return error(
+                ResponseCode::MessageIllegal,
+                format!("bad extraInfo: {problem}"),
+            )
+        }
+    };
+    if let Err(answer) = check_queue(state, &header.topic, header.queue_id, header.offset, true) {
+        return answer;
+    }
+    let key = QueueKey::new(&header.consumer_group, &header.topic, header.queue_id);
+    let journaled = match finish_one(
+        state,
+        &key,
+        header.offset,
+        receipt.pop_time,
+        receipt.is_orderly(),
+    ) {
+        Ok(journaled) => journaled,
+        Err(answer) => return answer,
+    };
+    settle(state, journaled, &key).await.unwrap_or_else(success)
+}
+
+pub(super) async fn batch_ack(
+    state: &Arc<BrokerState>,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let body = match BatchAckMessageRequestBody::from_json_bytes(&request.body) {
+        Ok(body) => body,
+        Err(failure) => {
+            return error(
+                ResponseCode::MessageIllegal,
+                format!("bad batch ack body: {failure}"),
+            )
+        }
+    };
+    if body.acks.is_empty() {
+        return error(ResponseCode::NoMessage, "the batch acknowledges nothing");
+    }
+    let mut last = None;
+    for batch in &body.acks {
+        let Some(source) = PopSource::from_flag(&batch.retry) else {
+            return error(
+                ResponseCode::MessageIllegal,
+                format!("retry flag {:?} is not 0, 1 or 2", batch.retry),
+            );
+        };
+        let topic = source.real_topic(&batch.consumer_group, &batch.topic);
+        let key = QueueKey::new(&batch.consumer_group, &topic, batch.queue_id);
+        let orderly = batch.revive_queue_id == tidemark_protocol::headers::ORDERLY_REVIVE_QID;
+        for offset in batch.acked_offsets() {
+            if check_queue(state, &topic, batch.queue_id, offset, true).is_err() {
+                continue;
+            }
+            match finish_one(state, &key, offset, batch.pop_time, orderly) {
+                Ok(journaled) => last = Some((journaled, key.clone())),
+                Err(_) => continue,
+            }
+        }
+    }
+    if let Some((journaled, key)) = last {
+        if let Some(answer) = settle(state, journaled, &key).await {
+            return answer;
+        }
+        // Every queue the batch touched: the last record covers the earlier ones.
+        for batch in &body.acks {
+            if let Some(source) = PopSource::from_flag(&batch.retry) {
+                let topic = source.real_topic(&batch.consumer_group, &batch.topic);
+                crate::pop::commit_floor(
+                    state,
+                    &QueueKey::new(&batch.consumer_group, &topic, batch.queue_id),
+                );
+            }
+        }
+    }
+    success()
+}
+
+pub(super) async fn change_invisible_time(
+    state: &Arc<BrokerState>,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<ChangeInvisibleTimeRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let receipt = match PopReceipt::decode(&header.extra_info) {
+        Ok(receipt) => receipt,
+        Err(problem) => {
+            return error(
+                ResponseCode::MessageIllegal,
+                format!("bad extraInfo: {problem}"),
+            )
+        }
+    };
+    if let Err(answer) = check_queue(state, &header.topic, header.queue_id, header.offset, false) {
+        return answer;
+    }
+    if header.invisible_time < 0 {
+        return error(
+            ResponseCode::InvalidParameter,
+            format!("invisible time {} is negative", header.invisible_time),
+        );
+    }
+    let key = QueueKey::new(&header.consumer_group, &header.topic, header.queue_id);
+    let now = now_ms();
+    let visible_at = now.saturating_add(header.invisible_time);
+    // Orderly receipts keep their pop time (the old receipt stays valid); others get a new one.
+    let new_pop_time = if receipt.is_orderly() {
+        receipt.pop_time
+    } else {
+        now
+    };
+    let (_, journaled) = state.pop.change_invisibility(
+        &key,
+        header.offset,
+        receipt.pop_time,
+        new_pop_time,
+        visible_at,
+    );
+    if let Err(failure) = state.pop.durable(journaled).await {
+        return error(
+            ResponseCode::SystemError,
+            format!("invisibility change not recorded durably: {failure}"),
+        );
+    }
+    RemotingCommand::response(ResponseCode::Success, None).with_header(
+        &ChangeInvisibleTimeResponseHeader {
+            pop_time: new_pop_time,
+            invisible_time: visible_at - new_pop_time,
+            revive_qid: receipt.revive_qid,
+        },
+    )
+}
