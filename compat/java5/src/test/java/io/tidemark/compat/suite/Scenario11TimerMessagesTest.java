@@ -107,7 +107,9 @@ class Scenario11TimerMessagesTest extends SuiteBase {
             // The client's clock read just before (relative delays) or exactly (absolute) the
             // broker's: a relative delay may resolve a few ms after what the test noted.
             assertTrue(received >= timerOut, body + " arrived " + (timerOut - received) + " ms before its time");
-            assertTrue(Math.abs(timerOut - due) < 500, body + " resolved to " + timerOut + ", asked " + due);
+            // RocketMQ rounds the time down to its timer precision (1 s); Tidemark keeps it.
+            long resolvedWithin = againstApacheReference() ? 1500 : 500;
+            assertTrue(Math.abs(timerOut - due) < resolvedWithin, body + " resolved to " + timerOut + ", asked " + due);
             assertTrue(received - timerOut <= LATE_MAX_MS, body + " arrived " + (received - timerOut) + " ms late");
             lateMax = Math.max(lateMax, received - timerOut);
         }
