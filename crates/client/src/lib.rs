@@ -1,5 +1,6 @@
 //! `tidemark-client` is Tidemark's RocketMQ client: a [`Producer`], a push consumer
-//! ([`PushConsumer`], concurrent or orderly), a lite pull consumer ([`LitePullConsumer`]) and the
+//! ([`PushConsumer`], concurrent or orderly), a lite pull consumer ([`LitePullConsumer`]), a
+//! RocketMQ 5 POP consumer ([`SimpleConsumer`]: receive, ack, change invisibility) and the
 //! two offset stores, speaking RocketMQ's 4.x remoting protocol to Tidemark or to an Apache
 //! RocketMQ cluster.
 //!
@@ -30,7 +31,7 @@ pub use config::ClientConfig;
 pub use consumer::{
     concurrent_fn, orderly_fn, ConcurrentListener, ConsumeResult, ConsumeStatus, ConsumerSettings,
     LitePullConsumer, LitePullConsumerBuilder, OrderlyListener, OrderlyStatus, PushConsumer,
-    PushConsumerBuilder, Settlement,
+    PushConsumerBuilder, ReceivedMessage, Settlement, SimpleConsumer, SimpleConsumerBuilder,
 };
 pub use error::{ClientError, Result};
 pub use message::{

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use tidemark_client::{
     concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
-    MessageModel, Producer, PushConsumer,
+    MessageModel, Producer, PushConsumer, SimpleConsumer,
 };
 use tidemark_protocol::json::{self, Object, Value, WriteOptions};
 
@@ -19,6 +19,9 @@ pub enum AdminCommand {
     SendMessage(SendArgs),
     /// Consume messages with a push consumer and print one JSON line per message.
     ConsumeMessage(ConsumeArgs),
+    /// Receive messages by POP (RocketMQ 5) and print one JSON line per message, acknowledging
+    /// each once printed (up to --ack-limit; the rest stay in flight).
+    PopMessage(PopArgs),
     /// A group's progress per queue: broker offset, committed offset, lag.
     ConsumerProgress(ProgressArgs),
     /// Min and max offsets of every queue of a topic.
@@ -88,6 +91,35 @@ pub struct ConsumeArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct PopArgs {
+    #[command(flatten)]
+    pub cluster: Cluster,
+    #[arg(short = 't', long)]
+    pub topic: String,
+    #[arg(short = 'g', long)]
+    pub group: String,
+    /// Tag expression, `*` or `TagA || TagB`.
+    #[arg(short = 's', long, default_value = "*")]
+    pub expression: String,
+    /// Stop after this many messages (exit code 1 if the timeout comes first).
+    #[arg(long)]
+    pub count: Option<usize>,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+    /// How long a received message stays invisible, ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub invisible_ms: u64,
+    /// Acknowledge only the first this many messages; later ones are printed and left in flight
+    /// (they come back to the group once their invisibility ends).
+    #[arg(long)]
+    pub ack_limit: Option<usize>,
+    /// Where a group that never consumed a queue starts: first or last.
+    #[arg(long, default_value = "first")]
+    pub from: String,
+}
+
+#[derive(Debug, Args)]
 pub struct ProgressArgs {
     #[command(flatten)]
     pub cluster: Cluster,
@@ -112,6 +144,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
     match command {
         AdminCommand::SendMessage(args) => send(args).await,
         AdminCommand::ConsumeMessage(args) => consume(args).await,
+        AdminCommand::PopMessage(args) => pop(args).await,
         AdminCommand::ConsumerProgress(args) => progress(args).await,
         AdminCommand::TopicStatus(args) => topic_status(args).await,
     }
@@ -263,6 +296,55 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     }
     // Whatever is still queued was not printed: dropping it leaves those messages in flight.
     drop(received);
+    consumer.shutdown().await;
+    if let Some(wanted) = args.count {
+        if count < wanted {
+            bail!(
+                "received {count} of {wanted} messages within {} s",
+                args.timeout_secs
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn pop(args: PopArgs) -> anyhow::Result<()> {
+    let from = match args.from.as_str() {
+        "first" => ConsumeFromWhere::ConsumeFromFirstOffset,
+        "last" => ConsumeFromWhere::ConsumeFromLastOffset,
+        other => bail!("--from must be first or last, not {other:?}"),
+    };
+    let consumer = SimpleConsumer::builder(&args.group)
+        .client_config(ClientConfig::new(&args.cluster.namesrv))
+        .subscribe(&args.topic, &args.expression)
+        .consume_from_where(from)
+        .invisible_duration(Duration::from_millis(args.invisible_ms))
+        .await_duration(Duration::from_secs(5))
+        .start()
+        .await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
+    let wanted = args.count.unwrap_or(usize::MAX);
+    let ack_limit = args.ack_limit.unwrap_or(usize::MAX);
+    let (mut count, mut acked) = (0usize, 0usize);
+    'receiving: while count < wanted && tokio::time::Instant::now() < deadline {
+        let batch = match tokio::time::timeout_at(deadline, consumer.receive(32)).await {
+            Ok(batch) => batch?,
+            Err(_) => break,
+        };
+        for received in batch {
+            if count >= wanted {
+                break 'receiving;
+            }
+            let mut line = message_json(&received.message);
+            line.push(string("receipt"), string(received.receipt.encode()));
+            print_json(line)?;
+            count += 1;
+            if acked < ack_limit {
+                consumer.ack(&received).await?;
+                acked += 1;
+            }
+        }
+    }
     consumer.shutdown().await;
     if let Some(wanted) = args.count {
         if count < wanted {

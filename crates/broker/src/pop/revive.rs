@@ -10,6 +10,7 @@
 //! from there, and a copy of a message still in flight finishes it instead of being made again.
 //! So a crash between storing a copy and journaling it cannot deliver the message twice.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +31,8 @@ const IDLE: Duration = Duration::from_millis(1_000);
 const PER_PASS_MAX: usize = 2_000;
 /// A copy that failed is tried again this much later.
 const RETRY_AFTER_MS: i64 = 1_000;
+/// Copies stored in one append at most.
+const COPIES_PER_APPEND: usize = 256;
 /// The POP retry topic's queue count (RocketMQ's `PopAckConstants.retryQueueNum`).
 const RETRY_QUEUE_NUMS: i32 = 1;
 
@@ -133,29 +136,36 @@ fn copy_of(
     )
 }
 
-/// Copies one expired message; `Err` leaves it in flight to be tried again.
-fn revive_one(
+/// A copy ready to be stored, and the in-flight message it finishes.
+struct Copy {
+    key: QueueKey,
+    offset: i64,
+    message: NewMessage,
+    dead: bool,
+}
+
+/// Reads one expired message and builds its copy; `Ok(None)`: nothing left to copy (retention
+/// removed it; it is finished here). `Err` leaves it in flight to be tried again.
+fn prepare(
     state: &BrokerState,
     key: &QueueKey,
     offset: i64,
     entry: &InFlight,
-) -> Result<(), String> {
+) -> Result<Option<Copy>, String> {
     let Some(record) = read(state, &key.topic, key.queue_id, offset)? else {
-        // Retention removed it: there is nothing left to hand out again.
-        warn!(group = %key.group, topic = %key.topic, queue = key.queue_id, offset, "popped message expired after the store dropped it; finished without a copy");
         let min = state.store.min_offset(&key.topic, key.queue_id);
         if offset < min {
+            warn!(group = %key.group, topic = %key.topic, queue = key.queue_id, offset, "popped message expired after the store dropped it; finished without a copy");
             let _ = state.pop.finish_gone(key, offset);
             super::commit_floor(state, key);
-            return Ok(());
+            return Ok(None);
         }
         return Err("message not readable yet".to_owned());
     };
     let (message, dead) = copy_of(state, key, offset, entry, &record);
-    let queue_nums = if dead { 1 } else { RETRY_QUEUE_NUMS };
     let (_, created) = state.topics.ensure(
         &message.topic,
-        queue_nums,
+        if dead { 1 } else { RETRY_QUEUE_NUMS },
         perm::READ | perm::WRITE,
         now_ms(),
     );
@@ -166,23 +176,58 @@ fn revive_one(
             .map_err(|failure| format!("new topic {} not persisted: {failure}", message.topic))?;
         state.topics_changed.notify_one();
     }
-    let appended = state
-        .store
-        .put(&message)
-        .map_err(|failure| failure.to_string())?;
+    Ok(Some(Copy {
+        key: key.clone(),
+        offset,
+        message,
+        dead,
+    }))
+}
+
+/// Stores copies bound for one destination queue in one append (one sync), then finishes
+/// their messages; on failure they stay in flight to be tried again.
+fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
+    let Some(first) = copies.first() else {
+        return 0;
+    };
+    let destination = first.message.topic.clone();
+    let messages: Vec<NewMessage> = copies.iter().map(|copy| copy.message.clone()).collect();
+    let appended = match state.store.put_batch(&messages) {
+        Ok(appended) => appended,
+        Err(failure) => {
+            warn!(%failure, %destination, count = copies.len(), "expired popped messages not copied yet; will retry");
+            for copy in &copies {
+                state
+                    .pop
+                    .revive_failed(&copy.key, copy.offset, now + RETRY_AFTER_MS);
+            }
+            return 0;
+        }
+    };
     state.ha.notify_new_data();
-    if dead {
-        info!(group = %key.group, topic = %key.topic, offset, reconsume_times = message.reconsume_times, "popped message moved to the dead-letter topic");
+    let mut floors: Vec<QueueKey> = Vec::new();
+    for (copy, stored) in copies.iter().zip(&appended) {
+        if copy.dead {
+            info!(group = %copy.key.group, topic = %copy.key.topic, offset = copy.offset, reconsume_times = copy.message.reconsume_times, "popped message moved to the dead-letter topic");
+        }
+        let _ = state.pop.revived(
+            &copy.key,
+            copy.offset,
+            &destination,
+            stored.queue_offset + 1,
+        );
+        if !floors.contains(&copy.key) {
+            floors.push(copy.key.clone());
+        }
     }
-    let _ = state
-        .pop
-        .revived(key, offset, &message.topic, appended.queue_offset + 1);
-    super::commit_floor(state, key);
-    state.held_pulls.notify(&message.topic, 0);
-    state
-        .held_pulls
-        .notify_topic(&popped_topic(&key.group, &key.topic));
-    Ok(())
+    for key in &floors {
+        super::commit_floor(state, key);
+        state
+            .held_pulls
+            .notify_topic(&popped_topic(&key.group, &key.topic));
+    }
+    state.held_pulls.notify(&destination, 0);
+    appended.len()
 }
 
 /// Revives everything due by `now`; returns how many messages were copied.
@@ -193,14 +238,26 @@ pub fn revive_due(state: &BrokerState, now: i64) -> usize {
             .held_pulls
             .notify_topic(&popped_topic(&key.group, &key.topic));
     }
-    let mut copied = 0;
+    let mut by_destination: BTreeMap<String, Vec<Copy>> = BTreeMap::new();
     for (key, offset, entry) in expired {
-        match revive_one(state, &key, offset, &entry) {
-            Ok(()) => copied += 1,
+        match prepare(state, &key, offset, &entry) {
+            Ok(Some(copy)) => by_destination
+                .entry(copy.message.topic.clone())
+                .or_default()
+                .push(copy),
+            Ok(None) => {}
             Err(failure) => {
                 warn!(%failure, group = %key.group, topic = %key.topic, offset, "expired popped message not copied yet; will retry");
                 state.pop.revive_failed(&key, offset, now + RETRY_AFTER_MS);
             }
+        }
+    }
+    let mut copied = 0;
+    for (_, mut copies) in by_destination {
+        while !copies.is_empty() {
+            let rest = copies.split_off(copies.len().min(COPIES_PER_APPEND));
+            copied += store_copies(state, copies, now);
+            copies = rest;
         }
     }
     copied

@@ -29,6 +29,7 @@ mod lite;
 mod pull;
 mod queues;
 mod rebalance;
+mod simple;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,6 +51,7 @@ pub use listener::{
     OrderlyStatus, Settlement,
 };
 pub use lite::{LitePullConsumer, LitePullConsumerBuilder};
+pub use simple::{ReceivedMessage, SimpleConsumer, SimpleConsumerBuilder};
 
 /// Push consumer settings (Java `DefaultMQPushConsumer` fields, same defaults).
 #[derive(Debug, Clone)]
