@@ -7,11 +7,13 @@
 mod common;
 
 use common::*;
-use tidemark_protocol::body::{BatchAck, BatchAckMessageRequestBody, SubscriptionGroupConfig};
+use tidemark_protocol::body::{
+    BatchAck, BatchAckMessageRequestBody, ConsumerProgress, SubscriptionGroupConfig,
+};
 use tidemark_protocol::headers::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
-    NotificationRequestHeader, NotificationResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, PopReceipt, PopSource,
+    GetConsumeStatsRequestHeader, NotificationRequestHeader, NotificationResponseHeader,
+    PopMessageRequestHeader, PopMessageResponseHeader, PopReceipt, PopSource,
 };
 use tidemark_protocol::message::MessageRecord;
 
@@ -234,6 +236,53 @@ async fn popped_messages_are_acknowledged_once_and_the_rest_come_back_as_retries
         .decode_header::<ChangeInvisibleTimeResponseHeader>()
         .expect("header");
     assert_eq!(changed.invisible_time, 60_000);
+    // Operators see it: per queue in flight, next visible, acknowledged holes.
+    let progress = call(
+        &client,
+        &cluster.broker,
+        RemotingCommand::request_with_header(
+            RequestCode::GetConsumerProgress,
+            &GetConsumeStatsRequestHeader {
+                consumer_group: POP_GROUP.into(),
+                topic: Some(TOPIC.into()),
+                topic_list: None,
+            },
+        ),
+    )
+    .await;
+    let progress = ConsumerProgress::from_json_bytes(&progress.body).expect("progress body");
+    let in_flight: i64 = progress.queues.iter().filter_map(|q| q.pop_in_flight).sum();
+    assert_eq!(in_flight, 5, "the five odd ones");
+    let next: i64 = progress
+        .queues
+        .iter()
+        .filter_map(|q| q.pop_next_offset)
+        .sum();
+    assert_eq!(next, 10, "every message handed out");
+    let holes: i64 = progress.queues.iter().map(|q| q.acked_above).sum();
+    let floors: i64 = progress.queues.iter().map(|q| q.consumer_offset).sum();
+    assert_eq!(
+        floors + holes + in_flight,
+        10,
+        "floor + acknowledged holes + in flight cover the queues"
+    );
+    let next_visible: Vec<i64> = progress
+        .queues
+        .iter()
+        .filter(|q| q.pop_in_flight.unwrap_or(0) > 0)
+        .map(|q| {
+            q.pop_visible_again_at_ms
+                .expect("in flight: a visibility time")
+        })
+        .collect();
+    assert!(!next_visible.is_empty());
+    assert!(
+        next_visible
+            .iter()
+            .min()
+            .is_some_and(|at| *at <= now_ms() + 1_500),
+        "the earliest ends with the 1.5 s invisibility: {next_visible:?}"
+    );
     // An acknowledgement with the old receipt is answered but does nothing.
     assert_eq!(
         call(&client, &cluster.broker, ack_request(held))

@@ -392,6 +392,16 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
                 entry.push(string("ackedAbove"), Value::Int(view.acked_above));
                 entry.push(string("stuckOffset"), Value::Int(view.stuck_offset));
                 entry.push(string("stuckSinceMs"), Value::Int(view.stuck_since_ms));
+                if let Some(in_flight) = view.pop_in_flight {
+                    entry.push(string("popInFlight"), Value::Int(in_flight));
+                    entry.push(
+                        string("popNextOffset"),
+                        Value::Int(view.pop_next_offset.unwrap_or(0)),
+                    );
+                    if let Some(at) = view.pop_visible_again_at_ms {
+                        entry.push(string("popVisibleAgainAtMs"), Value::Int(at));
+                    }
+                }
             }
             queues.push(Value::Object(entry));
         }
@@ -407,7 +417,7 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "{:<40} {:<16} {:>5} {:>14} {:>16} {:>10} {:>10} {:>22}",
+        "{:<40} {:<16} {:>5} {:>14} {:>16} {:>10} {:>10} {:>22} {:>22}",
         "#Topic",
         "#Broker",
         "#QID",
@@ -415,12 +425,24 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
         "#Consumer Offset",
         "#Diff",
         "#Time Lag",
-        "#Stuck (offset, for)"
+        "#Stuck (offset, for)",
+        "#POP in flight (next in)"
     )?;
     let mut total_lag = 0;
     for (queue, line) in &stats.offset_table {
         let lag = line.broker_offset - line.consumer_offset;
         total_lag += lag;
+        let popped = match extra
+            .get(queue)
+            .and_then(|view| view.pop_in_flight.map(|n| (n, view)))
+        {
+            Some((0, _)) => "0".to_owned(),
+            Some((in_flight, view)) => match view.pop_visible_again_at_ms {
+                Some(at) => format!("{in_flight} ({})", format_duration_ms(at - now)),
+                None => in_flight.to_string(),
+            },
+            None => "-".to_owned(),
+        };
         let (time_lag, stuck) = match extra.get(queue) {
             Some(view) => (
                 format_duration_ms(view.time_lag_ms),
@@ -438,7 +460,7 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
         };
         writeln!(
             out,
-            "{:<40} {:<16} {:>5} {:>14} {:>16} {:>10} {:>10} {:>22}",
+            "{:<40} {:<16} {:>5} {:>14} {:>16} {:>10} {:>10} {:>22} {:>22}",
             queue.topic,
             queue.broker_name,
             queue.queue_id,
@@ -446,7 +468,8 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
             line.consumer_offset,
             lag,
             time_lag,
-            stuck
+            stuck,
+            popped
         )?;
     }
     writeln!(out, "\nConsume TPS: {:.2}", stats.consume_tps)?;

@@ -267,9 +267,11 @@ pub(super) fn consumer_progress(state: &BrokerState, request: &RemotingCommand) 
         let Some(config) = state.topics.get(&topic) else {
             continue;
         };
+        let popped = state.pop.views(&group, Some(&topic));
         for queue_id in 0..config.read_queue_nums {
             let broker_offset = state.store.max_offset(&topic, queue_id).max(0);
             let progress = state.offsets.queue_progress(&topic, &group, queue_id);
+            let pop = popped.iter().find(|view| view.queue_id == queue_id);
             let consumer_offset = progress.as_ref().map_or(0, |p| p.offset.max(0));
             let time_lag_ms = if consumer_offset < broker_offset {
                 state
@@ -290,7 +292,11 @@ pub(super) fn consumer_progress(state: &BrokerState, request: &RemotingCommand) 
                 queue_id,
                 broker_offset,
                 consumer_offset,
-                acked_above: progress.as_ref().map_or(0, |p| p.acked.count()),
+                // A popping group's finished offsets above its floor are the acknowledged holes.
+                acked_above: match pop {
+                    Some(pop) => pop.acked_holes,
+                    None => progress.as_ref().map_or(0, |p| p.acked.count()),
+                },
                 acked_ranges: progress
                     .as_ref()
                     .map(|p| p.acked.encode(p.offset))
@@ -302,6 +308,9 @@ pub(super) fn consumer_progress(state: &BrokerState, request: &RemotingCommand) 
                     -1
                 },
                 stuck_since_ms: stuck_since.unwrap_or(0),
+                pop_in_flight: pop.map(|pop| pop.in_flight as i64),
+                pop_visible_again_at_ms: pop.and_then(|pop| pop.oldest_visible_at),
+                pop_next_offset: pop.map(|pop| pop.next),
             });
         }
     }

@@ -114,6 +114,13 @@ json_object! {
         "stuckOffset" => stuck_offset: i64,
         /// Since when (epoch ms) that offset has not moved; 0 when nothing is stuck.
         "stuckSinceMs" => stuck_since_ms: i64,
+        /// POP (absent for groups that never popped the queue): messages handed out and not
+        /// yet acknowledged.
+        "popInFlight" => pop_in_flight: Option<i64>,
+        /// POP: when the first of them becomes visible again (epoch ms).
+        "popVisibleAgainAtMs" => pop_visible_again_at_ms: Option<i64>,
+        /// POP: the next offset to hand out.
+        "popNextOffset" => pop_next_offset: Option<i64>,
     }
 }
 
