@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use tidemark_client::{
     concurrent_fn, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer,
-    PushConsumer,
+    PushConsumer, SimpleConsumer,
 };
 use tidemark_protocol::headers::UpdateConsumerOffsetRequestHeader;
 use tidemark_protocol::json::{self, Object, Value, WriteOptions};
@@ -103,6 +103,10 @@ pub struct ConsumeArgs {
     /// Consumer instances in the group.
     #[arg(long, default_value_t = 1)]
     pub consumers: usize,
+    /// POP (RocketMQ 5): each consumer receives batches of 32 and acknowledges every message;
+    /// the latency reported is the acknowledgement's round trip.
+    #[arg(long)]
+    pub pop: bool,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -134,6 +138,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 Duration::from_secs(args.common.duration),
             )
         }
+        BenchCommand::Consume(args) if args.pop => pop_consume(&args).await,
         BenchCommand::Consume(args) => {
             let stats = Arc::new(Stats::default());
             let reporter = progress(stats.clone(), "consumed");
@@ -430,6 +435,69 @@ async fn produce(
     stats.stopped.store(true, Ordering::Release);
     producer.shutdown().await;
     Ok(())
+}
+
+/// POP consumption: `consumers` receive loops, each acknowledging every message it got (all of
+/// a batch's acknowledgements in flight at once, as the 5.x clients send them).
+async fn pop_consume(args: &ConsumeArgs) -> anyhow::Result<()> {
+    let stats = Arc::new(Stats::default());
+    let reporter = progress(stats.clone(), "popped+acked");
+    let deadline = Instant::now() + Duration::from_secs(args.common.duration);
+    let mut loops = Vec::new();
+    for _ in 0..args.consumers.max(1) {
+        let consumer = Arc::new(
+            SimpleConsumer::builder(&args.group)
+                .client_config(args.common.client_config()?)
+                .subscribe(&args.common.topic, "*")
+                .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+                .invisible_duration(Duration::from_secs(60))
+                .await_duration(Duration::from_secs(1))
+                .start()
+                .await?,
+        );
+        let stats = stats.clone();
+        loops.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let batch = match consumer.receive(32).await {
+                    Ok(batch) => batch,
+                    Err(_) => {
+                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                };
+                let mut acks = tokio::task::JoinSet::new();
+                for message in batch {
+                    let (consumer, stats) = (consumer.clone(), stats.clone());
+                    acks.spawn(async move {
+                        let started = Instant::now();
+                        match consumer.ack(&message).await {
+                            Ok(()) => stats.record(message.message.body.len(), started.elapsed()),
+                            Err(_) => {
+                                stats.errors.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    });
+                }
+                while acks.join_next().await.is_some() {}
+            }
+            consumer.shutdown().await;
+        }));
+    }
+    for task in loops {
+        task.await?;
+    }
+    stats.stopped.store(true, Ordering::Release);
+    reporter.abort();
+    stats.print_summary(
+        if args.consumers > 1 {
+            "pop-consume-n"
+        } else {
+            "pop-consume"
+        },
+        0,
+        args.common.json,
+        Duration::from_secs(args.common.duration),
+    )
 }
 
 /// `from_born_after`: count only messages born after the consumers started (e2e) when 1.
