@@ -3,8 +3,8 @@
 # pull consumer, one POP consumer and eight POP consumers (separate groups) each read it for the
 # same time. POP consumers acknowledge every message; their latency is the ack's round trip.
 #
-#   scripts/bench-pop             # against `tidemark dev` (release build)
-#   scripts/bench-pop --apache    # against Apache RocketMQ 5.3.3 (compat/java5's stand-in;
+#   bench/pop.sh             # against `tidemark dev` (release build)
+#   bench/pop.sh --apache    # against Apache RocketMQ 5.3.3 (compat/java5's stand-in;
 #                                 # build it once: mvn -f compat/java5 process-test-classes -Pcompat-suite)
 #
 # Prints one JSON line per run (msgsPerSec, p50Ms/p99Ms of the ack or born-to-consume latency).
