@@ -40,7 +40,7 @@ run() {
   local namesrv_port broker_port
   namesrv_port="$(free_port)"; broker_port="$(free_port)"
   local log="$work/$name.log"
-  "$bin" dev --data-dir "$work/$name-data" --namesrv-port "$namesrv_port" --broker-port "$broker_port" >"$log" 2>&1 &
+  "$bin" dev --data-dir "$work/$name-data" --namesrv-port "$namesrv_port" --broker-port "$broker_port" --grpc-port 0 >"$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 600); do
     grep -q "tidemark dev ready" "$log" && break

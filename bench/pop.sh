@@ -24,7 +24,7 @@ data=$(mktemp -d)
 log=$(mktemp)
 ns=$((20000 + RANDOM % 10000))
 broker=$((ns + 100))
-"${server[@]}" dev --data-dir "$data" --namesrv-port "$ns" --broker-port "$broker" >"$log" 2>&1 &
+"${server[@]}" dev --data-dir "$data" --namesrv-port "$ns" --broker-port "$broker" --grpc-port 0 >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$data" "$log"' EXIT
 for _ in $(seq 1 120); do

@@ -325,6 +325,8 @@ impl DevServer {
                 namesrv_port.to_string(),
                 "--broker-port".to_owned(),
                 broker_port.to_string(),
+                "--grpc-port".to_owned(),
+                free_port().to_string(),
             ];
             args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
             match ServerProcess::try_start(name, server_binary(), args, READY_LINE) {
@@ -433,7 +435,7 @@ impl BrokerSet {
                     &config,
                     format!(
                         "broker_name = \"broker-ms\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
-                     broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\n\
+                     broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\ngrpc_listen_port = 0\n\
                      namesrv_addr = \"127.0.0.1:{namesrv_port}\"\nstore_path_root_dir = \"{}\"\n\
                      register_name_server_period = 10000\n{extra}\n",
                         root.display()

@@ -151,6 +151,10 @@ pub struct BrokerConfig {
     pub broker_permission: i32,
     #[serde(alias = "regionId")]
     pub region_id: String,
+    /// The port RocketMQ 5's gRPC clients connect to (MessagingService, TLS or plaintext on
+    /// the same port; RocketMQ serves it from its proxy on 8081). 0: no gRPC.
+    #[serde(alias = "grpcServerPort")]
+    pub grpc_listen_port: u16,
     #[serde(alias = "traceOn")]
     pub trace_on: bool,
     /// Delay of each level, 1-based (`messageDelayLevel`): `s`, `m`, `h` or `d` suffixes.
@@ -236,6 +240,7 @@ impl Default for BrokerConfig {
             short_polling_time_mills: 1000,
             broker_permission: 6,
             region_id: "DefaultRegion".into(),
+            grpc_listen_port: 8081,
             trace_on: true,
             message_delay_level: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
                 .into(),

@@ -147,6 +147,32 @@ impl Channel {
         Ok((channel, task))
     }
 
+    /// A connection with no socket behind it, for a gateway that turns another protocol's
+    /// calls (gRPC) into requests for a remoting handler in the same process: it has an id and
+    /// the caller's addresses, but anything sent over it (a server-to-client request) fails as
+    /// if the peer had gone. Close it when the caller leaves.
+    pub fn in_process(peer: SocketAddr, local: SocketAddr) -> Channel {
+        // The receiver is dropped at once: sends fail, nothing queues up.
+        let (outbound, _) = mpsc::channel(1);
+        Channel {
+            inner: Arc::new(Inner {
+                id: NEXT_CHANNEL_ID.fetch_add(1, Ordering::Relaxed),
+                peer,
+                local,
+                outbound,
+                pending: Mutex::new(HashMap::new()),
+                closed: CancellationToken::new(),
+                stop_reading: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Marks an in-process connection closed (its caller left).
+    pub fn mark_closed(&self) {
+        self.inner.stop_reading.cancel();
+        self.inner.closed.cancel();
+    }
+
     /// Process-unique id of this connection.
     pub fn id(&self) -> u64 {
         self.inner.id

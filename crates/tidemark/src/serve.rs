@@ -30,6 +30,9 @@ pub struct DevArgs {
     /// The broker's port; it also serves `port - 2` (VIP channel).
     #[arg(long, default_value_t = 10911)]
     pub broker_port: u16,
+    /// RocketMQ 5's gRPC port (what 5.x clients' endpoints name; TLS or plaintext); 0: none.
+    #[arg(long, default_value_t = 8081)]
+    pub grpc_port: u16,
     /// Acknowledge sends only after fsync.
     #[arg(long)]
     pub sync_flush: bool,
@@ -124,10 +127,20 @@ async fn serve_broker(
         config.broker_ip1,
         config.listen_port
     );
+    let grpc = match config.grpc_listen_port {
+        0 => None,
+        port => Some(bind(SocketAddr::new(ip, port), "gRPC").await?),
+    };
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .context("broker start-up task")??;
     let state = broker.state().clone();
+    let grpc_task = grpc.map(|listener| {
+        let mut stop = stop.clone();
+        tokio::spawn(tidemark_grpc::serve(listener, state.clone(), async move {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        }))
+    });
     let mut stop = stop;
     let serving = tokio::spawn(broker.serve_with_ha(main, vip, ha, async move {
         let _ = stop.wait_for(|stopped| *stopped).await;
@@ -150,6 +163,9 @@ async fn serve_broker(
         announce(&ready);
     }
     serving.await.context("broker task")??;
+    if let Some(task) = grpc_task {
+        task.await.context("gRPC task")??;
+    }
     Ok(())
 }
 
@@ -196,6 +212,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         broker_ip1: advertised.clone(),
         listen_ip: args.listen_ip.to_string(),
         listen_port: args.broker_port,
+        grpc_listen_port: args.grpc_port,
         namesrv_addr: namesrv_addr.clone(),
         store_path_root_dir: args.data_dir.join("broker"),
         message_delay_level: args.message_delay_level.clone(),
@@ -212,6 +229,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         "listen_port" => "--broker-port".to_owned(),
         "message_delay_level" => "--message-delay-level".to_owned(),
         "listen_ip" => "--listen-ip".to_owned(),
+        "grpc_listen_port" => "--grpc-port".to_owned(),
         other => other.to_owned(),
     })?;
     let broker_name = config.broker_name.clone();
@@ -234,8 +252,12 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         registered = wait_until_registered(&namesrv_addr, &broker_name) => registered?,
         outcome = &mut broker => return ended_unasked(outcome),
     }
+    let grpc_addr = match args.grpc_port {
+        0 => "off".to_owned(),
+        port => format!("{advertised}:{port}"),
+    };
     announce(&format!(
-        "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} data={}",
+        "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} grpc={grpc_addr} data={}",
         args.data_dir.display()
     ));
     info!(%namesrv_addr, %broker_addr, "tidemark dev ready; point clients at the name server");

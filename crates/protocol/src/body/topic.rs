@@ -75,6 +75,8 @@ json_object! {
         "consumeBroadcastEnable" => consume_broadcast_enable: bool = true,
         "consumeEnable" => consume_enable: bool = true,
         "consumeFromMinEnable" => consume_from_min_enable: bool = true,
+        /// 5.x: the group consumes in order (FIFO; gRPC consumers learn it from the broker).
+        "consumeMessageOrderly" => consume_message_orderly: Option<bool>,
         "groupName" => group_name: String,
         "notifyConsumerIdsChangedEnable" => notify_consumer_ids_changed_enable: bool = true,
         "retryMaxTimes" => retry_max_times: i32 = 16,

@@ -29,7 +29,7 @@ import java.util.stream.Stream;
 /**
  * One {@code tidemark dev} child process (name server + broker) for a test class.
  *
- * <p>Command line: {@code <tidemark.bin> dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [extra...]},
+ * <p>Command line: {@code <tidemark.bin> dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> --grpc-port <p3> [extra...]},
  * where the extra arguments (none by default; see compat/java's {@code DevArgs}) are passed on unchanged, on every start.
  * Ready when a stdout line contains {@value #READY_LINE}. stdout and stderr of every start go to
  * one log file under {@code target/tidemark-suite-logs/}; its tail is put into failure messages.
@@ -48,6 +48,7 @@ public final class TidemarkProcess implements AutoCloseable {
     private final Path logFile;
     private final int namesrvPort;
     private final int brokerPort;
+    private final int grpcPort;
     private final List<String> extraArgs;
     private final Deque<String> tail = new ArrayDeque<>();
     private Writer log;
@@ -56,13 +57,14 @@ public final class TidemarkProcess implements AutoCloseable {
     private int starts;
 
     private TidemarkProcess(Path bin, Path dataDir, Path logFile, int namesrvPort, int brokerPort,
-        List<String> extraArgs) {
+        int grpcPort, List<String> extraArgs) {
         this.bin = bin;
         this.extraArgs = List.copyOf(extraArgs);
         this.dataDir = dataDir;
         this.logFile = logFile;
         this.namesrvPort = namesrvPort;
         this.brokerPort = brokerPort;
+        this.grpcPort = grpcPort;
     }
 
     /** Picks a data directory and free ports, then starts and waits until ready. */
@@ -90,7 +92,7 @@ public final class TidemarkProcess implements AutoCloseable {
         Path dataDir = target.resolve("tidemark-suite-" + stamp);
         Path logFile = target.resolve("tidemark-suite-logs").resolve(stamp + ".log");
         int[] ports = pickPorts();
-        TidemarkProcess p = new TidemarkProcess(bin, dataDir, logFile, ports[0], ports[1], extraArgs);
+        TidemarkProcess p = new TidemarkProcess(bin, dataDir, logFile, ports[0], ports[1], ports[2], extraArgs);
         try {
             Files.createDirectories(dataDir);
             Files.createDirectories(logFile.getParent());
@@ -112,6 +114,11 @@ public final class TidemarkProcess implements AutoCloseable {
 
     public String brokerAddr() {
         return "127.0.0.1:" + brokerPort;
+    }
+
+    /** Where RocketMQ 5's gRPC clients connect. */
+    public String grpcAddr() {
+        return "127.0.0.1:" + grpcPort;
     }
 
     public Path dataDir() {
@@ -187,7 +194,8 @@ public final class TidemarkProcess implements AutoCloseable {
         List<String> cmd = new ArrayList<>(List.of(bin.toString(), "dev",
             "--data-dir", dataDir.toString(),
             "--namesrv-port", Integer.toString(namesrvPort),
-            "--broker-port", Integer.toString(brokerPort)));
+            "--broker-port", Integer.toString(brokerPort),
+            "--grpc-port", Integer.toString(grpcPort)));
         cmd.addAll(extraArgs);
         try {
             if (log == null) {
@@ -319,12 +327,14 @@ public final class TidemarkProcess implements AutoCloseable {
             if (p2 - 2 <= 1024 || p2 + 1 > 65535) {
                 continue;
             }
-            boolean distinct = p1 != p2 - 2 && p1 != p2 && p1 != p2 + 1;
-            if (distinct && canBind(p2 - 2) && canBind(p2 + 1) && canBind(p1) && canBind(p2)) {
-                return new int[] {p1, p2};
+            int p3 = freePort();
+            boolean distinct = p1 != p2 - 2 && p1 != p2 && p1 != p2 + 1
+                && p3 != p1 && p3 != p2 - 2 && p3 != p2 && p3 != p2 + 1;
+            if (distinct && canBind(p2 - 2) && canBind(p2 + 1) && canBind(p1) && canBind(p2) && canBind(p3)) {
+                return new int[] {p1, p2, p3};
             }
         }
-        throw new IllegalStateException("could not find free ports p1, p2-2, p2, p2+1 on 127.0.0.1");
+        throw new IllegalStateException("could not find free ports p1, p2-2, p2, p2+1, p3 on 127.0.0.1");
     }
 
     static int freePort() {

@@ -143,6 +143,7 @@ final class MasterSlaveSet implements AutoCloseable {
             "broker_ip1 = \"127.0.0.1\"",
             "listen_ip = \"127.0.0.1\"",
             "listen_port = " + port,
+            "grpc_listen_port = 0",
             "namesrv_addr = \"127.0.0.1:" + namesrvPort + "\"",
             "store_path_root_dir = \"" + dir.resolve("store-" + id).toString().replace("\\", "/") + "\"",
             "register_name_server_period = 10000",

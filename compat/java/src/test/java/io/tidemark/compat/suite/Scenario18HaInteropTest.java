@@ -66,6 +66,7 @@ class Scenario18HaInteropTest {
             "broker_ip1 = \"127.0.0.1\"",
             "listen_ip = \"127.0.0.1\"",
             "listen_port = " + port,
+            "grpc_listen_port = 0",
             "namesrv_addr = \"" + namesrv + "\"",
             "store_path_root_dir = \"" + dir.resolve("tidemark-store").toString().replace("\\", "/") + "\"",
             "mapped_file_size_commit_log = " + SEGMENT,

@@ -27,7 +27,7 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
 public final class ApacheDev5 {
 
     private static final Set<String> KNOWN =
-        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--message-delay-level");
+        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level");
 
     private ApacheDev5() {
     }
@@ -86,6 +86,7 @@ public final class ApacheDev5 {
         store.setHaListenPort(brokerPort + 1);
         store.setMappedFileSizeCommitLog(64 * 1024 * 1024);
         store.setTimerWheelEnable(true);
+        // No gRPC here (Apache serves it from its proxy): --grpc-port is accepted and ignored.
         String delayLevels = opts.remove("--message-delay-level");
         if (delayLevels != null) {
             store.setMessageDelayLevel(delayLevels);

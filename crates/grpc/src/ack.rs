@@ -1,0 +1,218 @@
+//! AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue: a receipt handle
+//! (Tidemark's is RocketMQ's nine-field receipt) names the popped message; each call becomes
+//! the broker's ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME or CONSUMER_SEND_MSG_BACK.
+//!
+//! As RocketMQ's proxy answers: a handle whose invisibility already ended is
+//! INVALID_RECEIPT_HANDLE (the message is someone else's now), a handle that does not parse too.
+
+use tidemark_protocol::headers::{
+    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
+    ConsumerSendMsgBackRequestHeader, PopReceipt,
+};
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+
+use crate::convert::{duration_ms, full_name};
+use crate::gateway::{Caller, Gateway};
+use crate::proto::{
+    AckMessageRequest, AckMessageResponse, AckMessageResultEntry, ChangeInvisibleDurationRequest,
+    ChangeInvisibleDurationResponse, Code, ForwardMessageToDeadLetterQueueRequest,
+    ForwardMessageToDeadLetterQueueResponse, Status,
+};
+use crate::status::{combined, from_response, ok, status};
+
+const INVISIBLE_MAX_MS: i64 = 12 * 3_600_000;
+
+impl Gateway {
+    /// The broker's current receipt behind a handle a client holds (renewed ones are
+    /// translated), if it is still valid now.
+    fn receipt(&self, handle: &str) -> Result<PopReceipt, Status> {
+        let receipt = match self.renewals.current(handle) {
+            Some(current) => current,
+            None => PopReceipt::decode(handle).map_err(|problem| {
+                status(
+                    Code::InvalidReceiptHandle,
+                    format!("receipt handle unreadable: {problem}"),
+                )
+            })?,
+        };
+        if receipt.visible_again_at() <= tidemark_remoting::now_ms() {
+            return Err(status(
+                Code::InvalidReceiptHandle,
+                "receipt handle is expired",
+            ));
+        }
+        Ok(receipt)
+    }
+
+    async fn ack_one(&self, caller: &Caller, group: &str, topic: &str, handle: &str) -> Status {
+        let receipt = match self.receipt(handle) {
+            Ok(receipt) => receipt,
+            Err(status) => return status,
+        };
+        let header = AckMessageRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: receipt.source.real_topic(group, topic),
+            queue_id: receipt.queue_id,
+            extra_info: receipt.encode(),
+            offset: receipt.queue_offset,
+            broker_name: None,
+        };
+        let response = self
+            .invoke(
+                caller,
+                RemotingCommand::request_with_header(RequestCode::AckMessage, &header),
+            )
+            .await;
+        if response.response_code() == ResponseCode::Success {
+            self.renewals.remove(handle);
+        }
+        from_response(&response)
+    }
+
+    pub async fn ack_message(
+        &self,
+        caller: &Caller,
+        request: AckMessageRequest,
+    ) -> AckMessageResponse {
+        let group = full_name(request.group.as_ref());
+        let topic = full_name(request.topic.as_ref());
+        if group.is_empty() || topic.is_empty() {
+            return AckMessageResponse {
+                status: Some(status(Code::BadRequest, "group and topic are required")),
+                entries: Vec::new(),
+            };
+        }
+        let mut entries = Vec::with_capacity(request.entries.len());
+        for entry in &request.entries {
+            let result = self
+                .ack_one(caller, &group, &topic, &entry.receipt_handle)
+                .await;
+            entries.push(AckMessageResultEntry {
+                message_id: entry.message_id.clone(),
+                receipt_handle: entry.receipt_handle.clone(),
+                status: Some(result),
+            });
+        }
+        AckMessageResponse {
+            status: Some(combined(
+                entries.iter().filter_map(|entry| entry.status.as_ref()),
+            )),
+            entries,
+        }
+    }
+
+    pub async fn change_invisible_duration(
+        &self,
+        caller: &Caller,
+        request: ChangeInvisibleDurationRequest,
+    ) -> ChangeInvisibleDurationResponse {
+        let answer = |status: Status, handle: String| ChangeInvisibleDurationResponse {
+            status: Some(status),
+            receipt_handle: handle,
+        };
+        let group = full_name(request.group.as_ref());
+        let topic = full_name(request.topic.as_ref());
+        let invisible_ms = request.invisible_duration.as_ref().map_or(-1, duration_ms);
+        if !(0..=INVISIBLE_MAX_MS).contains(&invisible_ms) {
+            return answer(
+                status(
+                    Code::IllegalInvisibleTime,
+                    "the invisible duration must be 0 to 12 h",
+                ),
+                String::new(),
+            );
+        }
+        let receipt = match self.receipt(&request.receipt_handle) {
+            Ok(receipt) => receipt,
+            Err(failure) => return answer(failure, String::new()),
+        };
+        let header = ChangeInvisibleTimeRequestHeader {
+            consumer_group: group.clone(),
+            topic: receipt.source.real_topic(&group, &topic),
+            queue_id: receipt.queue_id,
+            extra_info: receipt.encode(),
+            offset: receipt.queue_offset,
+            invisible_time: invisible_ms,
+            broker_name: None,
+        };
+        let response = self
+            .invoke(
+                caller,
+                RemotingCommand::request_with_header(
+                    RequestCode::ChangeMessageInvisibleTime,
+                    &header,
+                ),
+            )
+            .await;
+        if response.response_code() != ResponseCode::Success {
+            return answer(from_response(&response), String::new());
+        }
+        // Put back (or kept) by the client: no more automatic renewal of this one.
+        self.renewals.remove(&request.receipt_handle);
+        match response.decode_header::<ChangeInvisibleTimeResponseHeader>() {
+            Ok(changed) => {
+                let next = PopReceipt {
+                    start_offset: receipt.queue_offset,
+                    pop_time: changed.pop_time,
+                    invisible_time: changed.invisible_time,
+                    revive_qid: changed.revive_qid,
+                    ..receipt
+                };
+                answer(ok(), next.encode())
+            }
+            Err(failure) => answer(
+                status(
+                    Code::InternalServerError,
+                    format!("unreadable answer: {failure}"),
+                ),
+                String::new(),
+            ),
+        }
+    }
+
+    /// The message goes to the group's dead-letter topic now, and is finished here.
+    pub async fn forward_to_dead_letter_queue(
+        &self,
+        caller: &Caller,
+        request: ForwardMessageToDeadLetterQueueRequest,
+    ) -> ForwardMessageToDeadLetterQueueResponse {
+        let answer = |status: Status| ForwardMessageToDeadLetterQueueResponse {
+            status: Some(status),
+        };
+        let group = full_name(request.group.as_ref());
+        let topic = full_name(request.topic.as_ref());
+        let receipt = match self.receipt(&request.receipt_handle) {
+            Ok(receipt) => receipt,
+            Err(failure) => return answer(failure),
+        };
+        let Some(commit_log_offset) = receipt.commit_log_offset else {
+            return answer(status(
+                Code::InvalidReceiptHandle,
+                "the receipt handle does not name the stored message",
+            ));
+        };
+        let header = ConsumerSendMsgBackRequestHeader {
+            offset: commit_log_offset,
+            group: group.clone(),
+            delay_level: -1,
+            origin_msg_id: Some(request.message_id.clone()),
+            origin_topic: Some(topic.clone()),
+            unit_mode: false,
+            max_reconsume_times: Some(request.max_delivery_attempts.max(0)),
+            broker_name: None,
+        };
+        let response = self
+            .invoke(
+                caller,
+                RemotingCommand::request_with_header(RequestCode::ConsumerSendMsgBack, &header),
+            )
+            .await;
+        if response.response_code() != ResponseCode::Success {
+            return answer(from_response(&response));
+        }
+        answer(
+            self.ack_one(caller, &group, &topic, &request.receipt_handle)
+                .await,
+        )
+    }
+}

@@ -1,0 +1,175 @@
+//! The gateway: what every RPC shares — the client behind a call, the broker it is served by,
+//! and the one way a call reaches the broker (a remoting request to the broker's own handler
+//! over the client's in-process connection).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tidemark_broker::{BrokerHandler, BrokerState};
+use tidemark_protocol::body::{
+    ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, ProducerData,
+    SubscriptionData,
+};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{Reply, RequestHandler};
+use tonic::Request;
+use tracing::debug;
+
+use crate::convert::full_name;
+use crate::proto::{settings::PubSub, ClientType, Code, FilterType, Settings, Status};
+use crate::receive::Renewals;
+use crate::sessions::{Session, Sessions};
+use crate::status::status;
+
+/// The metadata key every RocketMQ 5 client sends with its id.
+pub const CLIENT_ID_HEADER: &str = "x-mq-client-id";
+
+/// Shared by every RPC.
+#[derive(Debug)]
+pub struct Gateway {
+    pub state: Arc<BrokerState>,
+    handler: BrokerHandler,
+    pub sessions: Sessions,
+    pub renewals: Renewals,
+    /// The port this gateway listens on (route answers name it).
+    pub port: u16,
+}
+
+/// The client behind one call.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub session: Arc<Session>,
+    /// The host the client dialled, when it says (route answers point back at it).
+    pub authority: Option<String>,
+}
+
+impl Gateway {
+    pub fn new(state: Arc<BrokerState>, port: u16) -> Self {
+        Self {
+            handler: BrokerHandler::new(state.clone()),
+            state,
+            sessions: Sessions::default(),
+            renewals: Renewals::default(),
+            port,
+        }
+    }
+
+    /// The client behind a call, or the status to answer with (no client id).
+    pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let client_id = request
+            .metadata()
+            .get(CLIENT_ID_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| status(Code::ClientIdRequired, "x-mq-client-id is required"))?;
+        let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+        let peer = request.remote_addr().unwrap_or(unspecified);
+        let local = request.local_addr().unwrap_or(unspecified);
+        Ok(Caller {
+            session: self.sessions.get_or_open(client_id, peer, local),
+            authority: None,
+        })
+    }
+
+    /// Serves one remoting request for `caller` with the broker's own handler.
+    pub async fn invoke(&self, caller: &Caller, command: RemotingCommand) -> RemotingCommand {
+        match self
+            .handler
+            .handle(caller.session.channel.clone(), command)
+            .await
+        {
+            Reply::Response(response) => response,
+            Reply::NoResponse => RemotingCommand::response(ResponseCode::Success, None),
+            Reply::Unsupported => RemotingCommand::response(
+                ResponseCode::RequestCodeNotSupported,
+                "not served by this broker".to_owned(),
+            ),
+        }
+    }
+
+    /// Tells the broker who the client is (RocketMQ's heartbeat), from the settings it sent:
+    /// consumers join their group with their subscriptions, producers their topics' group.
+    pub async fn register(&self, caller: &Caller, settings: &Settings) -> RemotingCommand {
+        let client_type = settings
+            .client_type
+            .and_then(|value| ClientType::try_from(value).ok())
+            .unwrap_or(ClientType::Unspecified);
+        let mut data = HeartbeatData {
+            client_id: caller.session.client_id.clone(),
+            ..HeartbeatData::default()
+        };
+        match &settings.pub_sub {
+            Some(PubSub::Subscription(subscription)) => {
+                let group = full_name(subscription.group.as_ref());
+                if group.is_empty() {
+                    return RemotingCommand::response(
+                        ResponseCode::SubscriptionGroupNotExist,
+                        "a consumer's settings name no group".to_owned(),
+                    );
+                }
+                let subscriptions = subscription
+                    .subscriptions
+                    .iter()
+                    .map(|entry| {
+                        let expression = entry
+                            .expression
+                            .as_ref()
+                            .filter(|e| e.r#type != FilterType::Sql as i32)
+                            .map_or("*", |e| e.expression.as_str());
+                        SubscriptionData::from_expression(
+                            &full_name(entry.topic.as_ref()),
+                            if expression.is_empty() {
+                                "*"
+                            } else {
+                                expression
+                            },
+                            1,
+                        )
+                    })
+                    .collect();
+                data.consumer_data_set = vec![ConsumerData {
+                    consume_from_where: ConsumeFromWhere::ConsumeFromLastOffset,
+                    consume_type: if client_type == ClientType::PushConsumer {
+                        ConsumeType::ConsumePassively
+                    } else {
+                        ConsumeType::ConsumePop
+                    },
+                    group_name: group,
+                    message_model: MessageModel::Clustering,
+                    subscription_data_set: subscriptions,
+                    unit_mode: false,
+                }];
+            }
+            Some(PubSub::Publishing(_)) => {
+                data.producer_data_set = vec![ProducerData {
+                    group_name: format!("GRPC_PRODUCER_{}", caller.session.client_id),
+                }];
+            }
+            None => {}
+        }
+        let request =
+            RemotingCommand::request(RequestCode::HeartBeat).with_body(data.to_json_bytes());
+        let response = self.invoke(caller, request).await;
+        if response.response_code() != ResponseCode::Success {
+            debug!(client = %caller.session.client_id, remark = ?response.remark, "gRPC client not registered");
+        }
+        response
+    }
+
+    /// A client left (or went silent): the broker forgets its connection.
+    pub fn forget(&self, session: &Session) {
+        self.handler.on_close(&session.channel);
+        session.channel.mark_closed();
+        self.renewals.forget_client(&session.client_id);
+    }
+
+    /// Where clients reach this gateway: the host they dialled (so a route answer works through
+    /// whatever address they used), else the broker's advertised address.
+    pub fn endpoint_host(&self, dialled: Option<&str>) -> String {
+        dialled
+            .filter(|host| !host.is_empty())
+            .map_or_else(|| self.state.config.broker_ip1.clone(), str::to_owned)
+    }
+}

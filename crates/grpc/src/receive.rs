@@ -1,0 +1,386 @@
+//! ReceiveMessage: a POP_MESSAGE for the broker's POP path (exact per-message state, long
+//! polling), answered as RocketMQ's proxy streams it — a status frame, one frame per message,
+//! then the delivery time. Push consumers ask for `auto_renew`: their messages stay invisible
+//! until they are acknowledged or put back, as the proxy keeps them ([`Renewals`]).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tidemark_protocol::headers::{
+    ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
+    PopMessageResponseHeader, PopReceipt, PopSource,
+};
+use tidemark_protocol::message::{decode_records, DecodeOptions};
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+
+use crate::convert::{duration_ms, full_name, incoming, timestamp};
+use crate::gateway::{Caller, Gateway};
+use crate::proto::{
+    receive_message_response::Content, Code, FilterType, ReceiveMessageRequest,
+    ReceiveMessageResponse,
+};
+use crate::status::{from_response, ok, status};
+
+/// How long an auto-renewed message stays invisible per renewal (the proxy's default).
+pub const AUTO_RENEW_INVISIBLE_MS: i64 = 60_000;
+/// Renewed this long before its invisibility would end.
+const RENEW_AHEAD_MS: i64 = 10_000;
+/// Auto-renewal stops after this long; the message then comes back as usual.
+const RENEW_FOR_MS: i64 = 3 * 3_600_000;
+/// Longest a receive is held, and the longest invisibility a client may ask for.
+const LONG_POLLING_MAX_MS: i64 = 20_000;
+const INVISIBLE_MAX_MS: i64 = 12 * 3_600_000;
+const INVISIBLE_MIN_MS: i64 = 1_000;
+
+/// A message being kept invisible for a push consumer, by the receipt handle it was given.
+#[derive(Debug, Clone)]
+pub struct Renewal {
+    pub client_id: String,
+    pub group: String,
+    pub topic: String,
+    /// The broker's current receipt (each renewal issues a new one).
+    pub current: PopReceipt,
+    pub started_ms: i64,
+}
+
+/// Messages kept invisible on their consumers' behalf. Owns its lock.
+#[derive(Debug, Default)]
+pub struct Renewals {
+    inner: Mutex<HashMap<String, Renewal>>,
+}
+
+impl Renewals {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Renewal>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn add(&self, handle: String, renewal: Renewal) {
+        self.lock().insert(handle, renewal);
+    }
+
+    /// The broker's current receipt for the handle a client holds, if it is being renewed.
+    pub fn current(&self, handle: &str) -> Option<PopReceipt> {
+        self.lock()
+            .get(handle)
+            .map(|renewal| renewal.current.clone())
+    }
+
+    /// Stops renewing (acknowledged, put back, or given up).
+    pub fn remove(&self, handle: &str) -> Option<Renewal> {
+        self.lock().remove(handle)
+    }
+
+    pub fn forget_client(&self, client_id: &str) {
+        self.lock()
+            .retain(|_, renewal| renewal.client_id != client_id);
+    }
+
+    fn update(&self, handle: &str, receipt: PopReceipt) {
+        if let Some(renewal) = self.lock().get_mut(handle) {
+            renewal.current = receipt;
+        }
+    }
+
+    /// Renewals due by `now`; those renewed for too long are dropped (they come back).
+    fn due(&self, now: i64) -> Vec<(String, Renewal)> {
+        let mut inner = self.lock();
+        inner.retain(|_, renewal| now - renewal.started_ms < RENEW_FOR_MS);
+        inner
+            .iter()
+            .filter(|(_, renewal)| renewal.current.visible_again_at() - now <= RENEW_AHEAD_MS)
+            .map(|(handle, renewal)| (handle.clone(), renewal.clone()))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn frame(content: Content) -> ReceiveMessageResponse {
+    ReceiveMessageResponse {
+        content: Some(content),
+    }
+}
+
+/// A parsed info string of a pop answer (`<key…> <value>` entries joined by `;`).
+fn info(text: Option<&str>) -> HashMap<String, i64> {
+    text.unwrap_or("")
+        .split(';')
+        .filter_map(|entry| {
+            let (key, value) = entry.rsplit_once(' ')?;
+            Some((key.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+impl Gateway {
+    /// The frames of one receive (collected: a pop answers all at once).
+    pub async fn receive_message(
+        &self,
+        caller: &Caller,
+        request: ReceiveMessageRequest,
+        deadline: Option<Duration>,
+    ) -> Vec<ReceiveMessageResponse> {
+        let now = tidemark_remoting::now_ms();
+        let fail = |code: Code, text: String| {
+            vec![
+                frame(Content::Status(status(code, text))),
+                frame(Content::DeliveryTimestamp(timestamp(now))),
+            ]
+        };
+        let group = full_name(request.group.as_ref());
+        if group.is_empty() {
+            return fail(
+                Code::IllegalConsumerGroup,
+                "the consumer group is empty".into(),
+            );
+        }
+        let queue = request.message_queue.clone().unwrap_or_default();
+        let topic_resource = queue.topic.clone().unwrap_or_default();
+        let topic = full_name(Some(&topic_resource));
+        if topic.is_empty() {
+            return fail(Code::IllegalTopic, "the topic name is empty".into());
+        }
+        let invisible_ms = if request.auto_renew {
+            AUTO_RENEW_INVISIBLE_MS
+        } else {
+            match request.invisible_duration.as_ref().map(duration_ms) {
+                Some(ms) if (INVISIBLE_MIN_MS..=INVISIBLE_MAX_MS).contains(&ms) => ms,
+                other => {
+                    return fail(
+                        Code::IllegalInvisibleTime,
+                        format!("the invisible duration must be 1 s to 12 h, not {other:?} ms"),
+                    )
+                }
+            }
+        };
+        let (exp_type, exp) = match request.filter_expression.as_ref() {
+            Some(filter) if filter.r#type == FilterType::Sql as i32 => {
+                return fail(
+                    Code::IllegalFilterExpression,
+                    "SQL92 filters are not supported by Tidemark yet".into(),
+                )
+            }
+            Some(filter) if !filter.expression.is_empty() => ("TAG", filter.expression.clone()),
+            _ => ("TAG", "*".to_owned()),
+        };
+        let mut poll_ms = request
+            .long_polling_timeout
+            .as_ref()
+            .map_or(LONG_POLLING_MAX_MS, duration_ms)
+            .clamp(0, LONG_POLLING_MAX_MS);
+        if let Some(deadline) = deadline {
+            // Answer before the client gives up: leave a second for the way back.
+            poll_ms = poll_ms.min(deadline.as_millis() as i64 - 1_000).max(0);
+        }
+        let fifo = self.group_is_fifo(&group);
+        let header = PopMessageRequestHeader {
+            consumer_group: group.clone(),
+            topic: topic.clone(),
+            queue_id: if fifo { queue.id.max(-1) } else { -1 },
+            max_msg_nums: request.batch_size.clamp(1, 32),
+            invisible_time: invisible_ms,
+            poll_time: poll_ms,
+            born_time: now,
+            init_mode: 1,
+            exp_type: Some(exp_type.to_owned()),
+            exp: Some(exp),
+            order: Some(fifo),
+            attempt_id: request.attempt_id.clone(),
+            broker_name: Some(self.state.config.broker_name.clone()),
+        };
+        let response = self
+            .invoke(
+                caller,
+                RemotingCommand::request_with_header(RequestCode::PopMessage, &header),
+            )
+            .await;
+        let delivered_at = frame(Content::DeliveryTimestamp(timestamp(
+            tidemark_remoting::now_ms(),
+        )));
+        match response.response_code() {
+            ResponseCode::Success => {}
+            ResponseCode::PollingTimeout | ResponseCode::PullNotFound => {
+                return vec![
+                    frame(Content::Status(status(
+                        Code::MessageNotFound,
+                        "no new message",
+                    ))),
+                    delivered_at,
+                ]
+            }
+            _ => {
+                return vec![
+                    frame(Content::Status(from_response(&response))),
+                    delivered_at,
+                ]
+            }
+        }
+        let Ok(pop) = response.decode_header::<PopMessageResponseHeader>() else {
+            return fail(Code::InternalServerError, "unreadable pop answer".into());
+        };
+        let records = match decode_records(&response.body, DecodeOptions::default()) {
+            Ok(records) => records,
+            Err(failure) => {
+                return fail(
+                    Code::InternalServerError,
+                    format!("unreadable messages: {failure}"),
+                )
+            }
+        };
+        let starts = info(pop.start_offset_info.as_deref());
+        let counts = info(pop.order_count_info.as_deref());
+        let mut frames = vec![frame(Content::Status(ok()))];
+        for record in records {
+            let source = if record.topic == topic {
+                PopSource::Topic
+            } else if record.topic.contains('+') {
+                PopSource::RetryV2
+            } else {
+                PopSource::RetryV1
+            };
+            let receipt = PopReceipt {
+                start_offset: starts
+                    .get(&format!("{} {}", source.flag(), record.queue_id))
+                    .copied()
+                    .unwrap_or(record.queue_offset),
+                pop_time: pop.pop_time,
+                invisible_time: pop.invisible_time,
+                revive_qid: pop.revive_qid,
+                source,
+                broker_name: self.state.config.broker_name.clone(),
+                queue_id: record.queue_id,
+                queue_offset: record.queue_offset,
+                commit_log_offset: Some(record.physical_offset),
+            };
+            let handle = receipt.encode();
+            let mut message = incoming(
+                &record,
+                &topic_resource,
+                Some(handle.clone()),
+                Some(invisible_ms),
+            );
+            if let Some(count) = counts.get(&format!(
+                "{} qo{}%{}",
+                source.flag(),
+                record.queue_id,
+                record.queue_offset
+            )) {
+                if let Some(system) = message.system_properties.as_mut() {
+                    system.delivery_attempt = Some((*count as i32).saturating_add(1));
+                }
+            }
+            if request.auto_renew {
+                self.renewals.add(
+                    handle,
+                    Renewal {
+                        client_id: caller.session.client_id.clone(),
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        current: receipt,
+                        started_ms: now,
+                    },
+                );
+            }
+            frames.push(frame(Content::Message(message)));
+        }
+        frames.push(delivered_at);
+        frames
+    }
+
+    /// Keeps auto-renewed messages invisible: each one due gets another
+    /// [`AUTO_RENEW_INVISIBLE_MS`].
+    pub async fn renew_due(&self) {
+        let now = tidemark_remoting::now_ms();
+        for (handle, renewal) in self.renewals.due(now) {
+            let Some(session) = self.sessions.get(&renewal.client_id) else {
+                self.renewals.remove(&handle);
+                continue;
+            };
+            let caller = Caller {
+                session,
+                authority: None,
+            };
+            let receipt = &renewal.current;
+            let header = ChangeInvisibleTimeRequestHeader {
+                consumer_group: renewal.group.clone(),
+                topic: receipt.source.real_topic(&renewal.group, &renewal.topic),
+                queue_id: receipt.queue_id,
+                extra_info: receipt.encode(),
+                offset: receipt.queue_offset,
+                invisible_time: AUTO_RENEW_INVISIBLE_MS,
+                broker_name: None,
+            };
+            let response = self
+                .invoke(
+                    &caller,
+                    RemotingCommand::request_with_header(
+                        RequestCode::ChangeMessageInvisibleTime,
+                        &header,
+                    ),
+                )
+                .await;
+            match response.decode_header::<ChangeInvisibleTimeResponseHeader>() {
+                Ok(changed) if response.response_code() == ResponseCode::Success => {
+                    let mut next = receipt.clone();
+                    next.pop_time = changed.pop_time;
+                    next.invisible_time = changed.invisible_time;
+                    next.start_offset = next.queue_offset;
+                    self.renewals.update(&handle, next);
+                }
+                _ => {
+                    // Gone (acknowledged elsewhere, or its invisibility already ended).
+                    self.renewals.remove(&handle);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt(pop_time: i64) -> PopReceipt {
+        PopReceipt {
+            start_offset: 0,
+            pop_time,
+            invisible_time: AUTO_RENEW_INVISIBLE_MS,
+            revive_qid: 0,
+            source: PopSource::Topic,
+            broker_name: "b".into(),
+            queue_id: 0,
+            queue_offset: 0,
+            commit_log_offset: Some(0),
+        }
+    }
+
+    #[test]
+    fn renewals_come_due_ahead_of_the_invisibility_and_stop_after_three_hours() {
+        let renewals = Renewals::default();
+        renewals.add(
+            "h".into(),
+            Renewal {
+                client_id: "c".into(),
+                group: "G".into(),
+                topic: "T".into(),
+                current: receipt(0),
+                started_ms: 0,
+            },
+        );
+        assert!(renewals.due(40_000).is_empty());
+        assert_eq!(renewals.due(50_000).len(), 1);
+        renewals.update("h", receipt(50_000));
+        assert!(renewals.due(60_000).is_empty());
+        assert_eq!(renewals.current("h").map(|r| r.pop_time), Some(50_000));
+        assert!(renewals.due(RENEW_FOR_MS + 1).is_empty());
+        assert!(renewals.is_empty(), "given up after three hours");
+        assert_eq!(info(Some("0 3 100;1 0 57")).get("1 0"), Some(&57));
+    }
+}

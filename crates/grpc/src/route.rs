@@ -1,0 +1,262 @@
+//! QueryRoute, QueryAssignment and Heartbeat: where a topic's queues are (this gateway, at the
+//! address the client dialled), which of them a consumer group reads, and that a client is
+//! still there.
+
+use tidemark_protocol::body::perm;
+use tidemark_protocol::ResponseCode;
+
+use crate::convert::full_name;
+use crate::gateway::{Caller, Gateway};
+use crate::proto::Code;
+use crate::proto::{
+    Address, AddressScheme, Assignment, Broker, Endpoints, MessageQueue, MessageType, Permission,
+    QueryAssignmentRequest, QueryAssignmentResponse, QueryRouteRequest, QueryRouteResponse, Status,
+};
+use crate::status::{ok, status};
+
+/// The topic attribute RocketMQ 5's admin sets (`+message.type=FIFO` on UPDATE_AND_CREATE_TOPIC).
+pub const MESSAGE_TYPE_ATTRIBUTE: &str = "message.type";
+
+/// The message types a topic accepts: its `message.type` attribute (NORMAL, FIFO, DELAY,
+/// TRANSACTION, or MIXED), every type when it has none (topics created on the fly and by
+/// 4.x tools).
+pub fn accepted_types(
+    attributes: Option<&std::collections::BTreeMap<String, String>>,
+) -> Vec<MessageType> {
+    let all = vec![
+        MessageType::Normal,
+        MessageType::Fifo,
+        MessageType::Delay,
+        MessageType::Transaction,
+    ];
+    match attributes
+        .and_then(|attributes| attributes.get(MESSAGE_TYPE_ATTRIBUTE))
+        .map(|value| value.to_ascii_uppercase())
+        .as_deref()
+    {
+        Some("NORMAL") => vec![MessageType::Normal],
+        Some("FIFO") => vec![MessageType::Fifo],
+        Some("DELAY") => vec![MessageType::Delay],
+        Some("TRANSACTION") => vec![MessageType::Transaction],
+        _ => all,
+    }
+}
+
+fn permission(queue_id: i32, read: i32, write: i32, topic_perm: i32) -> Permission {
+    let readable = queue_id < read && perm::is_readable(topic_perm);
+    let writable = queue_id < write && perm::is_writeable(topic_perm);
+    match (readable, writable) {
+        (true, true) => Permission::ReadWrite,
+        (true, false) => Permission::Read,
+        (false, true) => Permission::Write,
+        (false, false) => Permission::None,
+    }
+}
+
+impl Gateway {
+    fn endpoints(&self, dialled: Option<&Endpoints>) -> Endpoints {
+        let address = dialled.and_then(|endpoints| endpoints.addresses.first());
+        let host = self.endpoint_host(address.map(|address| address.host.as_str()));
+        let scheme = if host.parse::<std::net::Ipv4Addr>().is_ok() {
+            AddressScheme::IPv4
+        } else if host.parse::<std::net::Ipv6Addr>().is_ok() {
+            AddressScheme::IPv6
+        } else {
+            AddressScheme::DomainName
+        };
+        Endpoints {
+            scheme: scheme as i32,
+            addresses: vec![Address {
+                host,
+                port: i32::from(self.port),
+            }],
+        }
+    }
+
+    fn broker(&self, dialled: Option<&Endpoints>) -> Broker {
+        Broker {
+            name: self.state.config.broker_name.clone(),
+            id: 0,
+            endpoints: Some(self.endpoints(dialled)),
+        }
+    }
+
+    /// The topic's config, created on first use where the broker auto-creates topics.
+    async fn topic(
+        &self,
+        caller: &Caller,
+        name: &str,
+    ) -> Result<tidemark_protocol::body::TopicConfig, Status> {
+        if name.is_empty() {
+            return Err(status(Code::IllegalTopic, "the topic name is empty"));
+        }
+        if let Some(config) = self.state.topics.get(name) {
+            return Ok(config);
+        }
+        if !self.state.config.auto_create_topic_enable {
+            return Err(status(
+                Code::TopicNotFound,
+                format!("topic {name} does not exist"),
+            ));
+        }
+        let created = self.state.topics.get_or_create_from_template(
+            name,
+            "TBW102",
+            self.state.config.default_topic_queue_nums,
+            tidemark_remoting::now_ms(),
+        );
+        match created {
+            Some((config, true)) => {
+                if let Err(failure) = self.state.persist_metadata_now().await {
+                    return Err(status(
+                        Code::InternalServerError,
+                        format!("topic {name} created but not persisted: {failure}"),
+                    ));
+                }
+                self.state.topics_changed.notify_one();
+                let _ = caller;
+                Ok(config)
+            }
+            Some((config, false)) => Ok(config),
+            None => Err(status(
+                Code::TopicNotFound,
+                format!("topic {name} does not exist"),
+            )),
+        }
+    }
+
+    pub async fn query_route(
+        &self,
+        caller: &Caller,
+        request: QueryRouteRequest,
+    ) -> QueryRouteResponse {
+        let resource = request.topic.clone().unwrap_or_default();
+        let name = full_name(Some(&resource));
+        let config = match self.topic(caller, &name).await {
+            Ok(config) => config,
+            Err(status) => {
+                return QueryRouteResponse {
+                    status: Some(status),
+                    message_queues: Vec::new(),
+                }
+            }
+        };
+        let broker = self.broker(request.endpoints.as_ref());
+        let types: Vec<i32> = accepted_types(config.attributes.as_ref())
+            .into_iter()
+            .map(|kind| kind as i32)
+            .collect();
+        let queues = config.read_queue_nums.max(config.write_queue_nums).max(0);
+        let message_queues = (0..queues)
+            .map(|queue_id| MessageQueue {
+                topic: Some(resource.clone()),
+                id: queue_id,
+                permission: permission(
+                    queue_id,
+                    config.read_queue_nums,
+                    config.write_queue_nums,
+                    config.perm,
+                ) as i32,
+                broker: Some(broker.clone()),
+                accept_message_types: types.clone(),
+            })
+            .collect();
+        QueryRouteResponse {
+            status: Some(ok()),
+            message_queues,
+        }
+    }
+
+    /// Whether a group consumes in order (its 5.x `consumeMessageOrderly` flag).
+    pub fn group_is_fifo(&self, group: &str) -> bool {
+        self.state
+            .groups
+            .get(group)
+            .and_then(|config| config.consume_message_orderly)
+            .unwrap_or(false)
+    }
+
+    /// RocketMQ's proxy answer: every consumer gets this broker (queue −1: pop any queue); a
+    /// FIFO group gets each readable queue, so each is popped in order.
+    pub async fn query_assignment(
+        &self,
+        caller: &Caller,
+        request: QueryAssignmentRequest,
+    ) -> QueryAssignmentResponse {
+        let resource = request.topic.clone().unwrap_or_default();
+        let name = full_name(Some(&resource));
+        let group = full_name(request.group.as_ref());
+        let config = match self.topic(caller, &name).await {
+            Ok(config) => config,
+            Err(status) => {
+                return QueryAssignmentResponse {
+                    status: Some(status),
+                    assignments: Vec::new(),
+                }
+            }
+        };
+        if !perm::is_readable(config.perm) || config.read_queue_nums <= 0 {
+            return QueryAssignmentResponse {
+                status: Some(status(
+                    Code::Forbidden,
+                    format!("topic {name} has no readable queue"),
+                )),
+                assignments: Vec::new(),
+            };
+        }
+        let broker = self.broker(request.endpoints.as_ref());
+        let types: Vec<i32> = accepted_types(config.attributes.as_ref())
+            .into_iter()
+            .map(|kind| kind as i32)
+            .collect();
+        let queue = |id: i32| Assignment {
+            message_queue: Some(MessageQueue {
+                topic: Some(resource.clone()),
+                id,
+                permission: Permission::ReadWrite as i32,
+                broker: Some(broker.clone()),
+                accept_message_types: types.clone(),
+            }),
+        };
+        let assignments = if self.group_is_fifo(&group) {
+            (0..config.read_queue_nums).map(queue).collect()
+        } else {
+            vec![queue(-1)]
+        };
+        QueryAssignmentResponse {
+            status: Some(ok()),
+            assignments,
+        }
+    }
+
+    /// A heartbeat renews the client's registration (from the settings it sent).
+    pub async fn heartbeat(&self, caller: &Caller) -> Status {
+        let Some(settings) = caller.session.settings() else {
+            // Not an error for the client: its settings are still on their way.
+            return ok();
+        };
+        let response = self.register(caller, &settings).await;
+        match response.response_code() {
+            ResponseCode::Success => ok(),
+            _ => crate::status::from_response(&response),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn topics_accept_their_message_type_or_every_type() {
+        assert_eq!(accepted_types(None).len(), 4);
+        let fifo = BTreeMap::from([(MESSAGE_TYPE_ATTRIBUTE.to_owned(), "FIFO".to_owned())]);
+        assert_eq!(accepted_types(Some(&fifo)), vec![MessageType::Fifo]);
+        let mixed = BTreeMap::from([(MESSAGE_TYPE_ATTRIBUTE.to_owned(), "MIXED".to_owned())]);
+        assert_eq!(accepted_types(Some(&mixed)).len(), 4);
+        assert_eq!(permission(0, 4, 4, 6), Permission::ReadWrite);
+        assert_eq!(permission(5, 8, 4, 6), Permission::Read);
+        assert_eq!(permission(0, 4, 4, 2), Permission::Write);
+    }
+}

@@ -1,0 +1,344 @@
+//! `MessagingService`: each RPC finds its client and hands the call to the gateway module that
+//! owns it. Application outcomes are in the responses' `Status`; a gRPC error status means the
+//! call itself was malformed (tonic answers undecodable requests itself).
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio_stream::Stream;
+use tonic::{Request, Response, Streaming};
+
+use crate::gateway::Gateway;
+use crate::proto::messaging_service_server::MessagingService;
+use crate::proto::*;
+use crate::status::{ok, status};
+
+/// The service tonic serves: the gateway behind an `Arc`.
+#[derive(Debug, Clone)]
+pub struct Service {
+    gateway: Arc<Gateway>,
+}
+
+impl Service {
+    pub fn new(gateway: Arc<Gateway>) -> Self {
+        Self { gateway }
+    }
+}
+
+type Answer<T> = Result<Response<T>, tonic::Status>;
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
+
+/// The remaining time of a call's deadline (`grpc-timeout`), if the client set one.
+fn deadline<T>(request: &Request<T>) -> Option<std::time::Duration> {
+    let value = request.metadata().get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => std::time::Duration::from_secs(amount * 3_600),
+        "M" => std::time::Duration::from_secs(amount * 60),
+        "S" => std::time::Duration::from_secs(amount),
+        "m" => std::time::Duration::from_millis(amount),
+        "u" => std::time::Duration::from_micros(amount),
+        "n" => std::time::Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+macro_rules! caller_or_answer {
+    ($self:ident, $request:ident, $response:ident { $($field:ident: $value:expr),* }) => {
+        match $self.gateway.caller(&$request) {
+            Ok(caller) => caller,
+            Err(failure) => {
+                return Ok(Response::new($response {
+                    status: Some(failure),
+                    $($field: $value),*
+                }))
+            }
+        }
+    };
+}
+
+#[tonic::async_trait]
+impl MessagingService for Service {
+    async fn query_route(&self, request: Request<QueryRouteRequest>) -> Answer<QueryRouteResponse> {
+        let caller = caller_or_answer!(
+            self,
+            request,
+            QueryRouteResponse {
+                message_queues: Vec::new()
+            }
+        );
+        let answer = self
+            .gateway
+            .query_route(&caller, request.into_inner())
+            .await;
+        Ok(Response::new(answer))
+    }
+
+    async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Answer<HeartbeatResponse> {
+        let caller = caller_or_answer!(self, request, HeartbeatResponse {});
+        Ok(Response::new(HeartbeatResponse {
+            status: Some(self.gateway.heartbeat(&caller).await),
+        }))
+    }
+
+    async fn send_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Answer<SendMessageResponse> {
+        let caller = caller_or_answer!(
+            self,
+            request,
+            SendMessageResponse {
+                entries: Vec::new()
+            }
+        );
+        Ok(Response::new(
+            self.gateway
+                .send_message(&caller, request.into_inner())
+                .await,
+        ))
+    }
+
+    async fn query_assignment(
+        &self,
+        request: Request<QueryAssignmentRequest>,
+    ) -> Answer<QueryAssignmentResponse> {
+        let caller = caller_or_answer!(
+            self,
+            request,
+            QueryAssignmentResponse {
+                assignments: Vec::new()
+            }
+        );
+        Ok(Response::new(
+            self.gateway
+                .query_assignment(&caller, request.into_inner())
+                .await,
+        ))
+    }
+
+    type ReceiveMessageStream = BoxStream<ReceiveMessageResponse>;
+
+    async fn receive_message(
+        &self,
+        request: Request<ReceiveMessageRequest>,
+    ) -> Answer<Self::ReceiveMessageStream> {
+        let frames = match self.gateway.caller(&request) {
+            Ok(caller) => {
+                let deadline = deadline(&request);
+                self.gateway
+                    .receive_message(&caller, request.into_inner(), deadline)
+                    .await
+            }
+            Err(failure) => vec![ReceiveMessageResponse {
+                content: Some(receive_message_response::Content::Status(failure)),
+            }],
+        };
+        let stream: Self::ReceiveMessageStream =
+            Box::pin(tokio_stream::iter(frames.into_iter().map(Ok)));
+        Ok(Response::new(stream))
+    }
+
+    async fn ack_message(&self, request: Request<AckMessageRequest>) -> Answer<AckMessageResponse> {
+        let caller = caller_or_answer!(
+            self,
+            request,
+            AckMessageResponse {
+                entries: Vec::new()
+            }
+        );
+        Ok(Response::new(
+            self.gateway
+                .ack_message(&caller, request.into_inner())
+                .await,
+        ))
+    }
+
+    async fn forward_message_to_dead_letter_queue(
+        &self,
+        request: Request<ForwardMessageToDeadLetterQueueRequest>,
+    ) -> Answer<ForwardMessageToDeadLetterQueueResponse> {
+        let caller = caller_or_answer!(self, request, ForwardMessageToDeadLetterQueueResponse {});
+        Ok(Response::new(
+            self.gateway
+                .forward_to_dead_letter_queue(&caller, request.into_inner())
+                .await,
+        ))
+    }
+
+    type PullMessageStream = BoxStream<PullMessageResponse>;
+
+    async fn pull_message(
+        &self,
+        request: Request<PullMessageRequest>,
+    ) -> Answer<Self::PullMessageStream> {
+        let frames = match self.gateway.caller(&request) {
+            Ok(caller) => {
+                self.gateway
+                    .pull_message(&caller, request.into_inner())
+                    .await
+            }
+            Err(failure) => vec![PullMessageResponse {
+                content: Some(pull_message_response::Content::Status(failure)),
+            }],
+        };
+        let stream: Self::PullMessageStream =
+            Box::pin(tokio_stream::iter(frames.into_iter().map(Ok)));
+        Ok(Response::new(stream))
+    }
+
+    async fn update_offset(
+        &self,
+        request: Request<UpdateOffsetRequest>,
+    ) -> Answer<UpdateOffsetResponse> {
+        let caller = caller_or_answer!(self, request, UpdateOffsetResponse {});
+        Ok(Response::new(
+            self.gateway
+                .update_offset(&caller, request.into_inner())
+                .await,
+        ))
+    }
+
+    async fn get_offset(&self, request: Request<GetOffsetRequest>) -> Answer<GetOffsetResponse> {
+        let caller = caller_or_answer!(self, request, GetOffsetResponse { offset: 0 });
+        Ok(Response::new(
+            self.gateway.get_offset(&caller, request.into_inner()).await,
+        ))
+    }
+
+    async fn query_offset(
+        &self,
+        request: Request<QueryOffsetRequest>,
+    ) -> Answer<QueryOffsetResponse> {
+        let caller = caller_or_answer!(self, request, QueryOffsetResponse { offset: 0 });
+        Ok(Response::new(
+            self.gateway
+                .query_offset(&caller, request.into_inner())
+                .await,
+        ))
+    }
+
+    async fn end_transaction(
+        &self,
+        request: Request<EndTransactionRequest>,
+    ) -> Answer<EndTransactionResponse> {
+        let _caller = caller_or_answer!(self, request, EndTransactionResponse {});
+        Ok(Response::new(EndTransactionResponse {
+            status: Some(status(
+                Code::Unsupported,
+                "transactional messages are not supported by Tidemark yet",
+            )),
+        }))
+    }
+
+    type TelemetryStream = BoxStream<TelemetryCommand>;
+
+    async fn telemetry(
+        &self,
+        request: Request<Streaming<TelemetryCommand>>,
+    ) -> Answer<Self::TelemetryStream> {
+        let caller = self
+            .gateway
+            .caller(&request)
+            .map_err(|failure| tonic::Status::invalid_argument(failure.message))?;
+        let (outbound, receiver) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(
+            self.gateway
+                .clone()
+                .telemetry(caller, request.into_inner(), outbound),
+        );
+        let stream: Self::TelemetryStream =
+            Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver));
+        Ok(Response::new(stream))
+    }
+
+    async fn notify_client_termination(
+        &self,
+        request: Request<NotifyClientTerminationRequest>,
+    ) -> Answer<NotifyClientTerminationResponse> {
+        let caller = caller_or_answer!(self, request, NotifyClientTerminationResponse {});
+        if let Some(session) = self.gateway.sessions.close(&caller.session.client_id) {
+            self.gateway.forget(&session);
+        }
+        Ok(Response::new(NotifyClientTerminationResponse {
+            status: Some(ok()),
+        }))
+    }
+
+    async fn change_invisible_duration(
+        &self,
+        request: Request<ChangeInvisibleDurationRequest>,
+    ) -> Answer<ChangeInvisibleDurationResponse> {
+        let caller = caller_or_answer!(
+            self,
+            request,
+            ChangeInvisibleDurationResponse {
+                receipt_handle: String::new()
+            }
+        );
+        Ok(Response::new(
+            self.gateway
+                .change_invisible_duration(&caller, request.into_inner())
+                .await,
+        ))
+    }
+
+    async fn recall_message(
+        &self,
+        request: Request<RecallMessageRequest>,
+    ) -> Answer<RecallMessageResponse> {
+        let _caller = caller_or_answer!(
+            self,
+            request,
+            RecallMessageResponse {
+                message_id: String::new()
+            }
+        );
+        Ok(Response::new(RecallMessageResponse {
+            status: Some(status(
+                Code::Unsupported,
+                "recalling a delayed message is not supported by Tidemark yet",
+            )),
+            message_id: String::new(),
+        }))
+    }
+
+    async fn sync_lite_subscription(
+        &self,
+        request: Request<SyncLiteSubscriptionRequest>,
+    ) -> Answer<SyncLiteSubscriptionResponse> {
+        let _caller = caller_or_answer!(self, request, SyncLiteSubscriptionResponse {});
+        Ok(Response::new(SyncLiteSubscriptionResponse {
+            status: Some(status(
+                Code::Unsupported,
+                "lite topics are not supported by Tidemark",
+            )),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_are_read_in_every_unit() {
+        let mut request = Request::new(());
+        request
+            .metadata_mut()
+            .insert("grpc-timeout", "23S".parse().expect("ascii"));
+        assert_eq!(deadline(&request), Some(std::time::Duration::from_secs(23)));
+        request
+            .metadata_mut()
+            .insert("grpc-timeout", "150m".parse().expect("ascii"));
+        assert_eq!(
+            deadline(&request),
+            Some(std::time::Duration::from_millis(150))
+        );
+        request
+            .metadata_mut()
+            .insert("grpc-timeout", "x".parse().expect("ascii"));
+        assert_eq!(deadline(&request), None);
+    }
+}

@@ -1,0 +1,114 @@
+//! gRPC clients as the broker sees them. Each client (by its `x-mq-client-id`) gets one
+//! in-process remoting connection, so the broker's handler serves its calls exactly as it serves
+//! a remoting client's — heartbeats register it, the connection's id identifies it — and the
+//! settings it sent on its Telemetry stream.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tidemark_remoting::Channel;
+
+use crate::proto::Settings;
+
+/// One connected gRPC client.
+#[derive(Debug)]
+pub struct Session {
+    pub client_id: String,
+    pub channel: Channel,
+    inner: Mutex<SessionState>,
+}
+
+#[derive(Debug, Default)]
+struct SessionState {
+    settings: Option<Settings>,
+    last_seen_ms: i64,
+}
+
+impl Session {
+    fn lock(&self) -> MutexGuard<'_, SessionState> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn settings(&self) -> Option<Settings> {
+        self.lock().settings.clone()
+    }
+
+    pub fn set_settings(&self, settings: Settings) {
+        self.lock().settings = Some(settings);
+    }
+
+    pub fn touch(&self, now_ms: i64) {
+        self.lock().last_seen_ms = now_ms;
+    }
+
+    fn last_seen(&self) -> i64 {
+        self.lock().last_seen_ms
+    }
+}
+
+/// Every connected client, by client id. Owns its lock; returns shared sessions.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    clients: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl Sessions {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The client's session, opened on its first call.
+    pub fn get_or_open(
+        &self,
+        client_id: &str,
+        peer: SocketAddr,
+        local: SocketAddr,
+    ) -> Arc<Session> {
+        let now = tidemark_remoting::now_ms();
+        let session = self
+            .lock()
+            .entry(client_id.to_owned())
+            .or_insert_with(|| {
+                Arc::new(Session {
+                    client_id: client_id.to_owned(),
+                    channel: Channel::in_process(peer, local),
+                    inner: Mutex::new(SessionState::default()),
+                })
+            })
+            .clone();
+        session.touch(now);
+        session
+    }
+
+    pub fn get(&self, client_id: &str) -> Option<Arc<Session>> {
+        self.lock().get(client_id).cloned()
+    }
+
+    /// Forgets a client (it said goodbye); its session, if it had one.
+    pub fn close(&self, client_id: &str) -> Option<Arc<Session>> {
+        self.lock().remove(client_id)
+    }
+
+    /// Forgets clients not heard from since `before_ms`; the sessions removed.
+    pub fn expire(&self, before_ms: i64) -> Vec<Arc<Session>> {
+        let mut clients = self.lock();
+        let stale: Vec<String> = clients
+            .iter()
+            .filter(|(_, session)| session.last_seen() < before_ms)
+            .map(|(id, _)| id.clone())
+            .collect();
+        stale
+            .into_iter()
+            .filter_map(|id| clients.remove(&id))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,437 @@
+//! MessagingService over loopback with tonic's own client: the settings handshake a 5.x client
+//! waits for, route, send, receive with a receipt, redelivery after the invisibility with its
+//! attempt counted, ack, change of invisibility, offsets, and the answers to bad calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_broker::{Broker, BrokerConfig};
+use tidemark_grpc::proto::messaging_service_client::MessagingServiceClient;
+use tidemark_grpc::proto::*;
+use tidemark_namesrv::{NameServer, NameServerConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+use tonic::Request;
+
+struct Server {
+    grpc: String,
+    _stop: watch::Sender<bool>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Server {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let namesrv = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let namesrv_addr = namesrv.local_addr().expect("bound").to_string();
+    let (stop, stopping) = watch::channel(false);
+    let wait = |mut stopping: watch::Receiver<bool>| async move {
+        let _ = stopping.wait_for(|stopped| *stopped).await;
+    };
+    tokio::spawn(NameServer::serve(
+        namesrv,
+        NameServerConfig::default(),
+        wait(stopping.clone()),
+    ));
+    let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let grpc_addr = grpc.local_addr().expect("bound").to_string();
+    let config = BrokerConfig {
+        store_path_root_dir: dir.path().to_path_buf(),
+        namesrv_addr,
+        listen_ip: "127.0.0.1".into(),
+        listen_port: main.local_addr().expect("bound").port(),
+        mapped_file_size_commit_log: 8 << 20,
+        pre_online_timeout_ms: 0,
+        ..BrokerConfig::default()
+    };
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+        .await
+        .expect("task")
+        .expect("broker opens");
+    let state = broker.state().clone();
+    tokio::spawn(broker.serve(main, vip, wait(stopping.clone())));
+    tokio::spawn(tidemark_grpc::serve(grpc, state, wait(stopping)));
+    Server {
+        grpc: grpc_addr,
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+async fn client(server: &Server) -> MessagingServiceClient<Channel> {
+    for _ in 0..50 {
+        if let Ok(client) = MessagingServiceClient::connect(format!("http://{}", server.grpc)).await
+        {
+            return client;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("gRPC server not reachable");
+}
+
+fn with_client_id<T>(message: T, client_id: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert("x-mq-client-id", client_id.parse().expect("ascii"));
+    request.set_timeout(Duration::from_secs(10));
+    request
+}
+
+fn resource(name: &str) -> Resource {
+    Resource {
+        resource_namespace: String::new(),
+        name: name.into(),
+    }
+}
+
+fn code(status: &Option<Status>) -> Code {
+    Code::try_from(status.as_ref().map_or(0, |status| status.code)).expect("known code")
+}
+
+fn message(topic: &str, id: &str, body: &str, tag: &str) -> Message {
+    Message {
+        topic: Some(resource(topic)),
+        user_properties: [("color".to_owned(), "blue".to_owned())].into(),
+        system_properties: Some(SystemProperties {
+            tag: Some(tag.into()),
+            keys: vec![format!("key-{id}")],
+            message_id: id.into(),
+            body_encoding: Encoding::Identity as i32,
+            message_type: MessageType::Normal as i32,
+            queue_id: 0,
+            ..SystemProperties::default()
+        }),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+async fn receive(
+    client: &mut MessagingServiceClient<Channel>,
+    group: &str,
+    topic: &str,
+    invisible_ms: i64,
+) -> (Code, Vec<Message>) {
+    let request = ReceiveMessageRequest {
+        group: Some(resource(group)),
+        message_queue: Some(MessageQueue {
+            topic: Some(resource(topic)),
+            id: -1,
+            ..MessageQueue::default()
+        }),
+        filter_expression: Some(FilterExpression {
+            r#type: FilterType::Tag as i32,
+            expression: "*".into(),
+        }),
+        batch_size: 32,
+        invisible_duration: Some(prost_types::Duration {
+            seconds: invisible_ms / 1000,
+            nanos: ((invisible_ms % 1000) * 1_000_000) as i32,
+        }),
+        auto_renew: false,
+        long_polling_timeout: Some(prost_types::Duration {
+            seconds: 2,
+            nanos: 0,
+        }),
+        attempt_id: None,
+    };
+    let mut stream = client
+        .receive_message(with_client_id(request, "consumer-1"))
+        .await
+        .expect("receive call")
+        .into_inner();
+    let mut status = None;
+    let mut messages = Vec::new();
+    while let Some(frame) = stream.message().await.expect("frame") {
+        match frame.content {
+            Some(receive_message_response::Content::Status(s)) => status = Some(s),
+            Some(receive_message_response::Content::Message(m)) => messages.push(m),
+            _ => {}
+        }
+    }
+    (code(&status), messages)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sends_receives_and_acknowledges_over_grpc() {
+    let server = start().await;
+    let mut client = client(&server).await;
+    let topic = "GrpcTopic";
+    let group = "grpc_group";
+
+    // The settings handshake: the answer completes the client's settings.
+    let (sender, receiver) = tokio::sync::mpsc::channel(4);
+    sender
+        .send(TelemetryCommand {
+            status: None,
+            command: Some(telemetry_command::Command::Settings(Settings {
+                client_type: Some(ClientType::SimpleConsumer as i32),
+                pub_sub: Some(settings::PubSub::Subscription(Subscription {
+                    group: Some(resource(group)),
+                    subscriptions: vec![SubscriptionEntry {
+                        topic: Some(resource(topic)),
+                        expression: Some(FilterExpression {
+                            r#type: FilterType::Tag as i32,
+                            expression: "*".into(),
+                        }),
+                    }],
+                    ..Subscription::default()
+                })),
+                ..Settings::default()
+            })),
+        })
+        .await
+        .expect("queued");
+    let mut telemetry = client
+        .telemetry(with_client_id(
+            tokio_stream::wrappers::ReceiverStream::new(receiver),
+            "consumer-1",
+        ))
+        .await
+        .expect("telemetry")
+        .into_inner();
+    let reply = tokio::time::timeout(Duration::from_secs(5), telemetry.message())
+        .await
+        .expect("settings answered in time")
+        .expect("frame")
+        .expect("a command");
+    let Some(telemetry_command::Command::Settings(settings)) = reply.command else {
+        panic!("not settings: {reply:?}");
+    };
+    let Some(settings::PubSub::Subscription(subscription)) = settings.pub_sub else {
+        panic!("a consumer gets subscription settings");
+    };
+    assert_eq!(subscription.receive_batch_size, Some(32));
+    assert!(settings
+        .backoff_policy
+        .is_some_and(|policy| policy.max_attempts == 17));
+
+    // Route: every queue at this gateway, read-write, every message type.
+    let route = client
+        .query_route(with_client_id(
+            QueryRouteRequest {
+                topic: Some(resource(topic)),
+                endpoints: None,
+            },
+            "producer-1",
+        ))
+        .await
+        .expect("route")
+        .into_inner();
+    assert_eq!(code(&route.status), Code::Ok);
+    assert!(!route.message_queues.is_empty());
+    let queue = &route.message_queues[0];
+    assert_eq!(queue.permission, Permission::ReadWrite as i32);
+    assert_eq!(queue.accept_message_types.len(), 4);
+    let port: i32 = server
+        .grpc
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    assert_eq!(
+        queue
+            .broker
+            .as_ref()
+            .and_then(|b| b.endpoints.as_ref())
+            .map(|e| e.addresses[0].port),
+        Some(port)
+    );
+
+    // Send three; one with a reserved property is refused on its own.
+    let mut reserved = message(topic, "id-x", "bad", "TagA");
+    reserved
+        .user_properties
+        .insert("UNIQ_KEY".into(), "spoof".into());
+    let sent = client
+        .send_message(with_client_id(
+            SendMessageRequest {
+                messages: vec![
+                    message(topic, "id-1", "one", "TagA"),
+                    message(topic, "id-2", "two", "TagA"),
+                    reserved,
+                    message(topic, "id-3", "three", "TagA"),
+                ],
+            },
+            "producer-1",
+        ))
+        .await
+        .expect("send")
+        .into_inner();
+    assert_eq!(code(&sent.status), Code::MultipleResults);
+    let codes: Vec<Code> = sent.entries.iter().map(|e| code(&e.status)).collect();
+    assert_eq!(
+        codes,
+        vec![
+            Code::Ok,
+            Code::Ok,
+            Code::IllegalMessagePropertyKey,
+            Code::Ok
+        ]
+    );
+    assert_eq!(sent.entries[1].message_id, "id-2");
+
+    // Receive all three with receipts; body digest, attempt 1, user property kept.
+    let (status, first) = receive(&mut client, group, topic, 2_000).await;
+    assert_eq!(status, Code::Ok);
+    let mut bodies: Vec<String> = first
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect();
+    bodies.sort();
+    assert_eq!(bodies, vec!["one", "three", "two"]);
+    for m in &first {
+        let system = m.system_properties.as_ref().expect("system properties");
+        assert_eq!(system.delivery_attempt, Some(1));
+        assert!(system.receipt_handle.is_some());
+        assert_eq!(
+            m.user_properties.get("color").map(String::as_str),
+            Some("blue")
+        );
+        assert_eq!(
+            system.body_digest.as_ref().map(|d| d.checksum.clone()),
+            Some(format!("{:X}", crc32fast::hash(&m.body)))
+        );
+        assert_eq!(system.tag.as_deref(), Some("TagA"));
+    }
+    let handle = |m: &Message| {
+        m.system_properties
+            .as_ref()
+            .and_then(|s| s.receipt_handle.clone())
+            .expect("handle")
+    };
+    // Acknowledge "one"; extend "two"; leave "three" to come back.
+    let one = first.iter().find(|m| m.body == b"one").expect("one");
+    let two = first.iter().find(|m| m.body == b"two").expect("two");
+    let acked = client
+        .ack_message(with_client_id(
+            AckMessageRequest {
+                group: Some(resource(group)),
+                topic: Some(resource(topic)),
+                entries: vec![AckMessageEntry {
+                    message_id: "id-1".into(),
+                    receipt_handle: handle(one),
+                    lite_topic: None,
+                }],
+            },
+            "consumer-1",
+        ))
+        .await
+        .expect("ack")
+        .into_inner();
+    assert_eq!(code(&acked.status), Code::Ok);
+    let changed = client
+        .change_invisible_duration(with_client_id(
+            ChangeInvisibleDurationRequest {
+                group: Some(resource(group)),
+                topic: Some(resource(topic)),
+                receipt_handle: handle(two),
+                invisible_duration: Some(prost_types::Duration {
+                    seconds: 60,
+                    nanos: 0,
+                }),
+                message_id: "id-2".into(),
+                lite_topic: None,
+                suspend: None,
+            },
+            "consumer-1",
+        ))
+        .await
+        .expect("change")
+        .into_inner();
+    assert_eq!(code(&changed.status), Code::Ok);
+    assert_ne!(changed.receipt_handle, handle(two), "a new handle");
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let (_, again) = receive(&mut client, group, topic, 2_000).await;
+    let again_bodies: Vec<String> = again
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect();
+    assert_eq!(
+        again_bodies,
+        vec!["three"],
+        "only the unacknowledged, unextended one"
+    );
+    assert_eq!(
+        again[0]
+            .system_properties
+            .as_ref()
+            .and_then(|s| s.delivery_attempt),
+        Some(2)
+    );
+    // An expired handle is refused as RocketMQ refuses it.
+    let expired = client
+        .ack_message(with_client_id(
+            AckMessageRequest {
+                group: Some(resource(group)),
+                topic: Some(resource(topic)),
+                entries: vec![AckMessageEntry {
+                    message_id: "id-3".into(),
+                    receipt_handle: handle(
+                        first.iter().find(|m| m.body == b"three").expect("three"),
+                    ),
+                    lite_topic: None,
+                }],
+            },
+            "consumer-1",
+        ))
+        .await
+        .expect("ack")
+        .into_inner();
+    assert_eq!(code(&expired.status), Code::InvalidReceiptHandle);
+
+    // Without a client id, a clear status.
+    let anonymous = client
+        .query_route(Request::new(QueryRouteRequest {
+            topic: Some(resource(topic)),
+            endpoints: None,
+        }))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(&anonymous.status), Code::ClientIdRequired);
+
+    // Offsets: what the group committed, and the queue's ends.
+    let end = client
+        .query_offset(with_client_id(
+            QueryOffsetRequest {
+                message_queue: Some(queue.clone()),
+                query_offset_policy: QueryOffsetPolicy::End as i32,
+                timestamp: None,
+            },
+            "consumer-1",
+        ))
+        .await
+        .expect("query offset")
+        .into_inner();
+    assert_eq!(code(&end.status), Code::Ok);
+    let updated = client
+        .update_offset(with_client_id(
+            UpdateOffsetRequest {
+                group: Some(resource("offset_group")),
+                message_queue: Some(queue.clone()),
+                offset: end.offset,
+            },
+            "consumer-1",
+        ))
+        .await
+        .expect("update offset")
+        .into_inner();
+    assert_eq!(code(&updated.status), Code::Ok);
+    let got = client
+        .get_offset(with_client_id(
+            GetOffsetRequest {
+                group: Some(resource("offset_group")),
+                message_queue: Some(queue.clone()),
+            },
+            "consumer-1",
+        ))
+        .await
+        .expect("get offset")
+        .into_inner();
+    assert_eq!((code(&got.status), got.offset), (Code::Ok, end.offset));
+    drop(sender);
+    let _ = Arc::new(());
+}
