@@ -1,0 +1,112 @@
+package io.tidemark.compat.suite;
+
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.Deque;
+import java.util.Map;
+
+import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.consumer.FilterExpression;
+import org.apache.rocketmq.client.apis.consumer.MessageListener;
+import org.apache.rocketmq.client.apis.consumer.PushConsumer;
+import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
+import org.apache.rocketmq.client.apis.producer.Producer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+
+/**
+ * The clients of one test against one Tidemark: RocketMQ 5's gRPC clients (rocketmq-client-java,
+ * pointed at {@code tidemark dev}'s gRPC port) and, for the cross-protocol scenarios, the 5.x
+ * remoting ones (pointed at its name server). All shut down afterwards.
+ */
+final class Clients implements AutoCloseable {
+
+    private final String namesrvAddr;
+    private final Deque<AutoCloseable> open = new ArrayDeque<>();
+    final ClientServiceProvider provider = ClientServiceProvider.loadService();
+
+    Clients(String namesrvAddr) {
+        this.namesrvAddr = namesrvAddr;
+    }
+
+    /** The gRPC clients' configuration: the gateway's address; TLS as the test asks. */
+    ClientConfiguration grpcConfig(String endpoint, boolean tls) {
+        return ClientConfiguration.newBuilder()
+            .setEndpoints(endpoint)
+            .enableSsl(tls)
+            .setRequestTimeout(Duration.ofSeconds(5))
+            .build();
+    }
+
+    Producer grpcProducer(ClientConfiguration config, String... topics) throws Exception {
+        Producer p = provider.newProducerBuilder().setClientConfiguration(config).setTopics(topics).build();
+        open.push(p);
+        return p;
+    }
+
+    SimpleConsumer simpleConsumer(ClientConfiguration config, String group, String topic, Duration await)
+        throws Exception {
+        SimpleConsumer c = provider.newSimpleConsumerBuilder()
+            .setClientConfiguration(config)
+            .setConsumerGroup(group)
+            .setSubscriptionExpressions(Map.of(topic, FilterExpression.SUB_ALL))
+            .setAwaitDuration(await)
+            .build();
+        open.push(c);
+        return c;
+    }
+
+    PushConsumer pushConsumer(ClientConfiguration config, String group, String topic, MessageListener listener)
+        throws Exception {
+        PushConsumer c = provider.newPushConsumerBuilder()
+            .setClientConfiguration(config)
+            .setConsumerGroup(group)
+            .setSubscriptionExpressions(Map.of(topic, FilterExpression.SUB_ALL))
+            .setMessageListener(listener)
+            .build();
+        open.push(c);
+        return c;
+    }
+
+    /** A 5.x remoting producer (also the way to admin calls through its MQClientAPIImpl). */
+    DefaultMQProducer producer() throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer(Names.unique("P"));
+        p.setNamesrvAddr(namesrvAddr);
+        p.setInstanceName(Names.instance("producer"));
+        p.setVipChannelEnabled(false);
+        p.setPollNameServerInterval(1000);
+        p.setSendMsgTimeout(5000);
+        p.start();
+        open.push(p::shutdown);
+        return p;
+    }
+
+    /** A 5.x remoting push consumer reading from the first offset. */
+    DefaultMQPushConsumer push(String group, String topic, MessageListenerConcurrently listener) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(namesrvAddr);
+        c.setInstanceName(Names.instance("push"));
+        c.setVipChannelEnabled(false);
+        c.setPollNameServerInterval(1000);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener(listener);
+        c.start();
+        open.push(c::shutdown);
+        return c;
+    }
+
+    @Override
+    public void close() {
+        while (!open.isEmpty()) {
+            try {
+                open.pop().close();
+            } catch (Exception e) {
+                System.err.println("client shutdown failed: " + e);
+            }
+        }
+    }
+}
