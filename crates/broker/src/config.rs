@@ -155,6 +155,10 @@ pub struct BrokerConfig {
     /// the same port; RocketMQ serves it from its proxy on 8081). 0: no gRPC.
     #[serde(alias = "grpcServerPort")]
     pub grpc_listen_port: u16,
+    /// PEM certificate chain and private key for gRPC over TLS; unset, a self-signed
+    /// certificate is made at start (the 5.x clients trust any).
+    pub grpc_tls_certificate: Option<std::path::PathBuf>,
+    pub grpc_tls_private_key: Option<std::path::PathBuf>,
     #[serde(alias = "traceOn")]
     pub trace_on: bool,
     /// Delay of each level, 1-based (`messageDelayLevel`): `s`, `m`, `h` or `d` suffixes.
@@ -241,6 +245,8 @@ impl Default for BrokerConfig {
             broker_permission: 6,
             region_id: "DefaultRegion".into(),
             grpc_listen_port: 8081,
+            grpc_tls_certificate: None,
+            grpc_tls_private_key: None,
             trace_on: true,
             message_delay_level: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
                 .into(),
@@ -330,6 +336,13 @@ impl BrokerConfig {
     }
 
     fn check(&self, key: &dyn Fn(&str) -> String) -> Result<(), String> {
+        if self.grpc_tls_certificate.is_some() != self.grpc_tls_private_key.is_some() {
+            return Err(format!(
+                "{} and {} go together: set both, or neither for a self-signed certificate",
+                key("grpc_tls_certificate"),
+                key("grpc_tls_private_key")
+            ));
+        }
         match self.broker_role {
             BrokerRole::Slave if self.broker_id <= 0 => {
                 return Err(format!(

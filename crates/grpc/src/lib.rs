@@ -25,6 +25,7 @@ mod service;
 mod sessions;
 mod status;
 mod telemetry;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -48,6 +49,8 @@ pub enum GrpcError {
     Transport(#[from] tonic::transport::Error),
     #[error("gRPC listener: {0}")]
     Io(#[from] std::io::Error),
+    #[error("gRPC TLS: {0}")]
+    Tls(String),
 }
 
 /// Serves MessagingService on `listener` for `state`'s broker until `shutdown` resolves.
@@ -57,10 +60,27 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GrpcError> {
     let port = listener.local_addr()?.port();
+    let identity = tls::TlsIdentity {
+        files: state
+            .config
+            .grpc_tls_certificate
+            .clone()
+            .zip(state.config.grpc_tls_private_key.clone()),
+        names: vec![state.config.broker_ip1.clone()],
+    };
+    let acceptor = tls::acceptor(&identity).map_err(GrpcError::Tls)?;
     let gateway = Arc::new(Gateway::new(state, port));
     let housekeeping = tokio::spawn(housekeeping(gateway.clone()));
-    info!(port, "gRPC (RocketMQ 5 MessagingService) serving");
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    info!(
+        port,
+        certificate = if identity.files.is_some() {
+            "configured"
+        } else {
+            "self-signed"
+        },
+        "gRPC (RocketMQ 5 MessagingService) serving, TLS and plaintext"
+    );
+    let incoming = tls::incoming(listener, acceptor);
     let served = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(60)))
         .add_service(

@@ -157,6 +157,29 @@ async fn receive(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_sends_receives_and_acknowledges_over_grpc() {
     let server = start().await;
+    // Garbage on the port: that connection is dropped, the server keeps serving.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut garbage = tokio::net::TcpStream::connect(&server.grpc)
+            .await
+            .expect("connect");
+        garbage
+            .write_all(b"\x16\x03\x01\x00\x05hello")
+            .await
+            .expect("write");
+        let mut sink = Vec::new();
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), garbage.read_to_end(&mut sink)).await;
+        assert!(read.is_ok(), "a bad handshake is closed, not left hanging");
+        let mut plain = tokio::net::TcpStream::connect(&server.grpc)
+            .await
+            .expect("connect");
+        plain
+            .write_all(b"GET / HTTP/1.1\r\n\r\n")
+            .await
+            .expect("write");
+        let _ = tokio::time::timeout(Duration::from_secs(5), plain.read_to_end(&mut sink)).await;
+    }
     let mut client = client(&server).await;
     let topic = "GrpcTopic";
     let group = "grpc_group";

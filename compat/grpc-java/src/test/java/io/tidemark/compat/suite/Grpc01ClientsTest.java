@@ -40,8 +40,14 @@ import org.junit.jupiter.api.Timeout;
 @Tag("tidemark")
 class Grpc01ClientsTest extends SuiteBase {
 
+    /** Plaintext, as the Python client dials. */
     private ClientConfiguration config() {
         return clients.grpcConfig(tidemark.grpcAddr(), false);
+    }
+
+    /** TLS, the Java client's default (it trusts any certificate; Tidemark's is self-signed). */
+    private ClientConfiguration tlsConfig() {
+        return clients.grpcConfig(tidemark.grpcAddr(), true);
     }
 
     private static void waitFor(BooleanSupplier done, long timeoutMs) throws InterruptedException {
@@ -83,7 +89,7 @@ class Grpc01ClientsTest extends SuiteBase {
     void aProducerAndASimpleConsumer() throws Exception {
         String topic = Names.topic("g1simple");
         String group = Names.group("g1simple");
-        Producer producer = clients.grpcProducer(config(), topic);
+        Producer producer = clients.grpcProducer(tlsConfig(), topic);
         List<String> sent = new ArrayList<>();
         for (int i = 0; i < 10; i++) {
             SendReceipt receipt = producer.send(message(topic, "sync-" + i));
@@ -103,7 +109,7 @@ class Grpc01ClientsTest extends SuiteBase {
             .setDeliveryTimestamp(dueAt).setBody("delayed".getBytes(StandardCharsets.UTF_8)).build());
         sent.add("delayed");
 
-        SimpleConsumer consumer = clients.simpleConsumer(config(), group, topic, Duration.ofSeconds(3));
+        SimpleConsumer consumer = clients.simpleConsumer(tlsConfig(), group, topic, Duration.ofSeconds(3));
         Map<String, List<Integer>> attempts = new ConcurrentHashMap<>();
         Map<String, Long> arrivedAt = new ConcurrentHashMap<>();
         MessageView held = null;
