@@ -69,6 +69,13 @@ pub async fn serve(
         names: vec![state.config.broker_ip1.clone()],
     };
     let acceptor = tls::acceptor(&identity).map_err(GrpcError::Tls)?;
+    // Room for the largest body the broker takes plus the message's envelope, so an oversize
+    // message gets the broker's MESSAGE_BODY_TOO_LARGE rather than a transport error.
+    let decode_max = state
+        .config
+        .max_message_size
+        .saturating_mul(2)
+        .saturating_add(1 << 20);
     let gateway = Arc::new(Gateway::new(state, port));
     let housekeeping = tokio::spawn(housekeeping(gateway.clone()));
     info!(
@@ -84,7 +91,8 @@ pub async fn serve(
     let served = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(60)))
         .add_service(
-            proto::messaging_service_server::MessagingServiceServer::new(Service::new(gateway)),
+            proto::messaging_service_server::MessagingServiceServer::new(Service::new(gateway))
+                .max_decoding_message_size(decode_max),
         )
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;

@@ -2,7 +2,6 @@
 //! waits for, route, send, receive with a receipt, redelivery after the invisibility with its
 //! attempt counted, ack, change of invisibility, offsets, and the answers to bad calls.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_broker::{Broker, BrokerConfig};
@@ -16,6 +15,7 @@ use tonic::Request;
 
 struct Server {
     grpc: String,
+    broker: String,
     _stop: watch::Sender<bool>,
     _dir: tempfile::TempDir,
 }
@@ -37,6 +37,7 @@ async fn start() -> Server {
     let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let grpc_addr = grpc.local_addr().expect("bound").to_string();
+    let broker_addr = main.local_addr().expect("bound").to_string();
     let config = BrokerConfig {
         store_path_root_dir: dir.path().to_path_buf(),
         namesrv_addr,
@@ -55,6 +56,7 @@ async fn start() -> Server {
     tokio::spawn(tidemark_grpc::serve(grpc, state, wait(stopping)));
     Server {
         grpc: grpc_addr,
+        broker: broker_addr,
         _stop: stop,
         _dir: dir,
     }
@@ -456,5 +458,72 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
         .into_inner();
     assert_eq!((code(&got.status), got.offset), (Code::Ok, end.offset));
     drop(sender);
-    let _ = Arc::new(());
+
+    // A FIFO topic (RocketMQ 5's message.type attribute, set over remoting) routes as FIFO only
+    // and refuses a normal message as the proxy does.
+    let remoting = tidemark_remoting::RemotingClient::new(Default::default(), None);
+    let create = tidemark_protocol::RemotingCommand::request_with_header(
+        tidemark_protocol::RequestCode::UpdateAndCreateTopic,
+        &tidemark_protocol::headers::CreateTopicRequestHeader {
+            topic: "FifoTopic".into(),
+            default_topic: "TBW102".into(),
+            read_queue_nums: 2,
+            write_queue_nums: 2,
+            perm: 6,
+            topic_filter_type: "SINGLE_TAG".into(),
+            topic_sys_flag: None,
+            order: false,
+            attributes: Some("+message.type=FIFO".into()),
+            force: None,
+        },
+    );
+    let created = remoting
+        .invoke(&server.broker, create, Duration::from_secs(5))
+        .await
+        .expect("created");
+    assert_eq!(
+        created.response_code(),
+        tidemark_protocol::ResponseCode::Success
+    );
+    let fifo_route = client
+        .query_route(with_client_id(
+            QueryRouteRequest {
+                topic: Some(resource("FifoTopic")),
+                endpoints: None,
+            },
+            "producer-1",
+        ))
+        .await
+        .expect("route")
+        .into_inner();
+    assert_eq!(
+        fifo_route.message_queues[0].accept_message_types,
+        vec![MessageType::Fifo as i32]
+    );
+    let wrong = client
+        .send_message(with_client_id(
+            SendMessageRequest {
+                messages: vec![message("FifoTopic", "id-9", "normal", "TagA")],
+            },
+            "producer-1",
+        ))
+        .await
+        .expect("send")
+        .into_inner();
+    assert_eq!(code(&wrong.status), Code::MessagePropertyConflictWithType);
+    // An oversize body: the broker's answer, not a transport error.
+    let mut huge = message(topic, "id-big", "", "TagA");
+    huge.body = vec![b'x'; 4 * 1024 * 1024 + 1];
+    let too_big = client
+        .send_message(with_client_id(
+            SendMessageRequest {
+                messages: vec![huge],
+            },
+            "producer-1",
+        ))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(&too_big.status), Code::MessageBodyTooLarge);
+    remoting.shutdown();
 }

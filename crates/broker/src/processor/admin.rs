@@ -110,6 +110,16 @@ pub(super) async fn create_topic(
             "perm must be 0-7 and queue numbers positive",
         );
     }
+    let attributes = match apply_attributes(
+        state
+            .topics
+            .get(&header.topic)
+            .and_then(|existing| existing.attributes),
+        header.attributes.as_deref().unwrap_or(""),
+    ) {
+        Ok(attributes) => attributes,
+        Err(problem) => return error(ResponseCode::InvalidParameter, problem),
+    };
     let config = TopicConfig {
         topic_name: header.topic.clone(),
         read_queue_nums: header.read_queue_nums,
@@ -122,7 +132,7 @@ pub(super) async fn create_topic(
         },
         topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
         order: header.order,
-        attributes: None,
+        attributes,
     };
     if state.topics.upsert(config, now_ms()) {
         if let Err(failure) = state.persist_metadata_now().await {
@@ -134,6 +144,36 @@ pub(super) async fn create_topic(
         state.topics_changed.notify_one();
     }
     success()
+}
+
+/// RocketMQ 5's topic attributes as UPDATE_AND_CREATE_TOPIC carries them (`+key=value` sets,
+/// `-key` removes, comma-separated) applied to what the topic had. `message.type` must be one of
+/// RocketMQ's message types.
+fn apply_attributes(
+    existing: Option<std::collections::BTreeMap<String, String>>,
+    changes: &str,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, String> {
+    let mut attributes = existing.unwrap_or_default();
+    for change in changes.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        if let Some(set) = change.strip_prefix('+') {
+            let (key, value) = set
+                .split_once('=')
+                .ok_or_else(|| format!("attribute {change:?} is not +key=value"))?;
+            if key == "message.type"
+                && !["NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"].contains(&value)
+            {
+                return Err(format!(
+                    "message.type {value:?} is not NORMAL, FIFO, DELAY, TRANSACTION or MIXED"
+                ));
+            }
+            attributes.insert(key.to_owned(), value.to_owned());
+        } else if let Some(key) = change.strip_prefix('-') {
+            attributes.remove(key);
+        } else {
+            return Err(format!("attribute {change:?} starts with neither + nor -"));
+        }
+    }
+    Ok((!attributes.is_empty()).then_some(attributes))
 }
 
 pub(super) async fn delete_topic(
@@ -662,4 +702,26 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
     };
     table.insert("brokerRole".to_owned(), role.to_owned());
     success().with_body(KvTable { table }.to_json_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::apply_attributes;
+
+    #[test]
+    fn topic_attributes_are_set_removed_and_checked_as_rocketmq_5_sends_them() {
+        let fifo = apply_attributes(None, "+message.type=FIFO").expect("accepted");
+        assert_eq!(
+            fifo.as_ref()
+                .and_then(|a| a.get("message.type"))
+                .map(String::as_str),
+            Some("FIFO")
+        );
+        let more = apply_attributes(fifo, "+queue.type=BatchCQ, -message.type").expect("accepted");
+        assert_eq!(more.as_ref().map(|a| a.len()), Some(1));
+        assert_eq!(apply_attributes(None, ""), Ok(None));
+        assert!(apply_attributes(None, "+message.type=WEIRD").is_err());
+        assert!(apply_attributes(None, "message.type=FIFO").is_err());
+        assert!(apply_attributes(None, "+message.type").is_err());
+    }
 }
