@@ -39,6 +39,8 @@ use tracing::info;
 pub use gateway::{Gateway, CLIENT_ID_HEADER};
 pub use route::MESSAGE_TYPE_ATTRIBUTE;
 pub use service::Service;
+/// The gRPC and protobuf crates the generated client is written in (for callers of it).
+pub use {prost_types, tonic};
 
 /// A client not heard from for this long (no heartbeat, no call) is forgotten.
 const CLIENT_IDLE_MS: i64 = 120_000;

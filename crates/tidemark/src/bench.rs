@@ -68,6 +68,10 @@ pub struct Common {
     /// Request header form: `json` (Java's default) or `rocketmq` (binary).
     #[arg(long, default_value = "json")]
     pub serialize: String,
+    /// Speak RocketMQ 5's gRPC to this endpoint (`host:port`) instead of remoting through the
+    /// name server (produce and POP consume).
+    #[arg(long)]
+    pub grpc: Option<String>,
 }
 
 impl Common {
@@ -128,15 +132,34 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Produce(args) => {
             let stats = Arc::new(Stats::default());
             let reporter = progress(stats.clone(), "sent");
-            let producing = produce(&args.common, args.producers, args.size, stats.clone()).await;
+            let producing = match &args.common.grpc {
+                Some(endpoint) => {
+                    crate::bench_grpc::produce(
+                        endpoint,
+                        &args.common,
+                        args.producers,
+                        args.size,
+                        stats.clone(),
+                    )
+                    .await
+                }
+                None => produce(&args.common, args.producers, args.size, stats.clone()).await,
+            };
             reporter.abort();
             producing?;
             stats.print_summary(
-                "produce",
+                if args.common.grpc.is_some() {
+                    "grpc-produce"
+                } else {
+                    "produce"
+                },
                 args.size,
                 args.common.json,
                 Duration::from_secs(args.common.duration),
             )
+        }
+        BenchCommand::Consume(args) if args.common.grpc.is_some() => {
+            crate::bench_grpc::consume(&args).await
         }
         BenchCommand::Consume(args) if args.pop => pop_consume(&args).await,
         BenchCommand::Consume(args) => {
@@ -303,17 +326,17 @@ async fn commit(args: CommitArgs) -> anyhow::Result<()> {
 
 /// Counters and latency samples of one run.
 #[derive(Debug, Default)]
-struct Stats {
-    count: AtomicU64,
+pub(crate) struct Stats {
+    pub(crate) count: AtomicU64,
     bytes: AtomicU64,
-    errors: AtomicU64,
+    pub(crate) errors: AtomicU64,
     /// Latencies in microseconds.
     latencies: Mutex<Vec<u64>>,
-    stopped: AtomicBool,
+    pub(crate) stopped: AtomicBool,
 }
 
 impl Stats {
-    fn record(&self, bytes: usize, latency: Duration) {
+    pub(crate) fn record(&self, bytes: usize, latency: Duration) {
         if self.stopped.load(Ordering::Acquire) {
             return;
         }
@@ -324,7 +347,7 @@ impl Stats {
         }
     }
 
-    fn print_summary(
+    pub(crate) fn print_summary(
         &self,
         mode: &str,
         size: usize,
@@ -379,7 +402,7 @@ impl Stats {
 }
 
 /// Prints `[Ns] <what> <count> (<rate>/s) errors <n>` to stderr every second.
-fn progress(stats: Arc<Stats>, what: &'static str) -> tokio::task::JoinHandle<()> {
+pub(crate) fn progress(stats: Arc<Stats>, what: &'static str) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let started = Instant::now();
         let mut last = 0;

@@ -3,6 +3,7 @@
 
 mod admin;
 mod bench;
+mod bench_grpc;
 mod inspect;
 mod serve;
 
