@@ -496,11 +496,36 @@ async fn orderly_pops_hand_a_queue_out_one_batch_at_a_time() {
     for message in &second {
         call(&client, &cluster.broker, ack_request(message)).await;
     }
-    let third = popped(&call(&client, &cluster.broker, pop_request(1, 2, 1_000, 0, true)).await);
+    // A retried attempt (its answer was lost) gets the same batch again, not counted again;
+    // another attempt is blocked.
+    let mut attempt = pop_request(1, 2, 1_000, 0, true);
+    attempt.ext_fields.insert("attemptId", "attempt-1");
+    let third = popped(&call(&client, &cluster.broker, attempt.clone()).await);
     assert_eq!(
         third.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
         vec!["o3"]
     );
+    let mut retried = attempt.clone();
+    retried.ext_fields.insert("bornTime", now_ms().to_string());
+    let again = call(&client, &cluster.broker, retried).await;
+    let again_counts = again
+        .decode_header::<PopMessageResponseHeader>()
+        .expect("header")
+        .order_count_info
+        .expect("order counts");
+    let again = popped(&again);
+    assert_eq!(
+        again.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
+        vec!["o3"]
+    );
+    assert!(again_counts.contains("0 qo1%3 0"), "{again_counts}");
+    let mut other = attempt.clone();
+    other.ext_fields.insert("attemptId", "attempt-2");
+    assert_eq!(
+        call(&client, &cluster.broker, other).await.response_code(),
+        ResponseCode::PollingTimeout
+    );
+    let third = again;
     // An orderly acknowledgement of an offset never popped is refused.
     assert_eq!(
         call(&client, &cluster.broker, ack_request(&third[0]))

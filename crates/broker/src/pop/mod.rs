@@ -16,7 +16,7 @@
 pub mod revive;
 pub mod state;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -43,6 +43,9 @@ pub struct PopPlan {
     /// Orderly: handed-out messages whose invisibility ended, in order — handed out again
     /// before anything new.
     pub redeliver: Vec<i64>,
+    /// Orderly: the pop retries the attempt that took the queue (its answer was lost): the
+    /// same batch again, and nothing new.
+    pub same_attempt: bool,
 }
 
 /// How an acknowledgement went.
@@ -86,6 +89,9 @@ struct Inner {
     deadlines: BTreeSet<(i64, QueueKey, i64)>,
     /// Queues a pop is reading right now: one pop per queue at a time.
     busy: HashSet<QueueKey>,
+    /// Orderly: the attempt id of the pop that took each queue (kept in memory: after a restart
+    /// a retried attempt waits for the invisibility like any other pop).
+    attempts: HashMap<QueueKey, String>,
     /// In-flight messages the revive service is copying.
     reviving: HashSet<(QueueKey, i64)>,
 }
@@ -114,28 +120,44 @@ impl Claim<'_> {
         &self.key
     }
 
-    /// The queue's cursor and in-flight messages as they are now.
-    pub fn plan(&self, now: i64) -> PopPlan {
+    /// The queue's cursor and in-flight messages as they are now, for a pop with `attempt` (an
+    /// orderly pop's attempt id).
+    pub fn plan(&self, now: i64, attempt: Option<&str>) -> PopPlan {
         let inner = self.table.lock();
-        match inner.state.queues.get(&self.key) {
-            None => PopPlan {
+        let Some(queue) = inner.state.queues.get(&self.key) else {
+            return PopPlan {
                 next: None,
                 in_flight: 0,
                 blocked: false,
                 redeliver: Vec::new(),
-            },
-            Some(queue) => PopPlan {
-                next: Some(queue.next),
-                in_flight: queue.in_flight.len(),
-                blocked: queue.orderly_blocked(now),
-                redeliver: queue
-                    .in_flight
-                    .iter()
-                    .filter(|(_, entry)| entry.orderly && entry.visible_at <= now)
-                    .map(|(offset, _)| *offset)
-                    .collect(),
-            },
+                same_attempt: false,
+            };
+        };
+        let blocked = queue.orderly_blocked(now);
+        let same_attempt = blocked
+            && attempt.is_some_and(|attempt| {
+                inner.attempts.get(&self.key).map(String::as_str) == Some(attempt)
+            });
+        PopPlan {
+            next: Some(queue.next),
+            in_flight: queue.in_flight.len(),
+            blocked: blocked && !same_attempt,
+            redeliver: queue
+                .in_flight
+                .iter()
+                .filter(|(_, entry)| entry.orderly && (same_attempt || entry.visible_at <= now))
+                .map(|(offset, _)| *offset)
+                .collect(),
+            same_attempt,
         }
+    }
+
+    /// Orderly: remembers which attempt took the queue.
+    pub fn note_attempt(&self, attempt: &str) {
+        self.table
+            .lock()
+            .attempts
+            .insert(self.key.clone(), attempt.to_owned());
     }
 
     /// Records what this pop handed out (and where the cursor is now).
@@ -324,6 +346,7 @@ impl PopTable {
         inner.state.apply_reset(key, offset);
         inner.deadlines.retain(|(_, held, _)| held != key);
         inner.reviving.retain(|(held, _)| held != key);
+        inner.attempts.remove(key);
         self.journal(&state::reset_record(key, offset))
     }
 

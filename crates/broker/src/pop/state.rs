@@ -12,7 +12,8 @@
 //!
 //! Journal records (big-endian), each starting with a kind byte and the queue key
 //! (`u16` group length, group, `u16` topic length, topic, `i32` queue id):
-//! - `1` popped: `next` after the pop, pop time, visible-at, `u8` orderly, `u16` count, offsets.
+//! - `1` popped: `next` after the pop, pop time, visible-at, `u8` kind (0 normal, 1 orderly, 2
+//!   orderly re-sent for the same attempt: not counted as a new delivery), `u16` count, offsets.
 //! - `2` finished (acknowledged, or moved on by the revive service): offset, pop time (`-1`:
 //!   whatever the receipt).
 //! - `3` invisibility changed: offset, old pop time, new pop time, new visible-at.
@@ -100,6 +101,9 @@ pub struct Popped {
     pub pop_time: i64,
     pub visible_at: i64,
     pub orderly: bool,
+    /// The same orderly batch sent again for a retried attempt (its answer was lost): the
+    /// deliveries are not counted again.
+    pub resent: bool,
     pub offsets: Vec<i64>,
 }
 
@@ -120,10 +124,11 @@ impl PopState {
         let queue = self.queues.entry(key.clone()).or_default();
         queue.next = queue.next.max(popped.next);
         for &offset in &popped.offsets {
-            let deliveries = queue
-                .in_flight
-                .get(&offset)
-                .map_or(1, |entry| entry.deliveries.saturating_add(1));
+            let deliveries = match queue.in_flight.get(&offset) {
+                Some(entry) if popped.resent => entry.deliveries,
+                Some(entry) => entry.deliveries.saturating_add(1),
+                None => 1,
+            };
             queue.in_flight.insert(
                 offset,
                 InFlight {
@@ -199,7 +204,11 @@ pub fn popped_record(key: &QueueKey, popped: &Popped) -> Vec<u8> {
     for value in [popped.next, popped.pop_time, popped.visible_at] {
         out.extend_from_slice(&value.to_be_bytes());
     }
-    out.push(u8::from(popped.orderly));
+    out.push(match (popped.orderly, popped.resent) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => 2,
+    });
     out.extend_from_slice(&(popped.offsets.len() as u16).to_be_bytes());
     for offset in &popped.offsets {
         out.extend_from_slice(&offset.to_be_bytes());
@@ -368,7 +377,11 @@ impl JournalCodec for PopCodec {
                 let next = reader.i64("cursor")?;
                 let pop_time = reader.i64("pop time")?;
                 let visible_at = reader.i64("visible-at")?;
-                let orderly = reader.u8("orderly flag")? != 0;
+                let kind = reader.u8("pop kind")?;
+                if kind > 2 {
+                    return Err(format!("unknown pop kind {kind}"));
+                }
+                let (orderly, resent) = (kind != 0, kind == 2);
                 let count = reader.u16("offset count")?;
                 let offsets = (0..count)
                     .map(|_| reader.i64("offset"))
@@ -384,6 +397,7 @@ impl JournalCodec for PopCodec {
                         pop_time,
                         visible_at,
                         orderly,
+                        resent,
                         offsets,
                     },
                 );
@@ -465,6 +479,7 @@ mod tests {
             pop_time,
             visible_at: pop_time + 1_000,
             orderly: false,
+            resent: false,
             offsets: offsets.to_vec(),
         }
     }
@@ -510,6 +525,18 @@ mod tests {
         };
         state.apply_popped(&key(), &again);
         assert_eq!(state.queues[&key()].in_flight[&0].deliveries, 2);
+        let resent = Popped {
+            orderly: true,
+            resent: true,
+            ..popped(2, 1_300, &[0, 1])
+        };
+        state.apply_popped(&key(), &resent);
+        assert_eq!(
+            state.queues[&key()].in_flight[&0].deliveries,
+            2,
+            "a lost answer sent again is not another delivery"
+        );
+        assert_eq!(state.queues[&key()].in_flight[&0].pop_time, 1_300);
     }
 
     #[test]

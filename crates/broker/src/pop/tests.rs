@@ -23,6 +23,7 @@ fn pop(table: &PopTable, key: &QueueKey, next: i64, now: i64, offsets: &[i64]) {
         pop_time: now,
         visible_at: now + 1_000,
         orderly: false,
+        resent: false,
         offsets: offsets.to_vec(),
     });
     table.wait_durable(journaled).expect("durable");

@@ -56,6 +56,7 @@ struct PopAsk {
     invisible_time: i64,
     init_mode: i32,
     orderly: bool,
+    attempt_id: Option<String>,
     expression: SubscriptionExpression,
 }
 
@@ -179,7 +180,7 @@ fn pop_queue(
     let Some(claim) = state.pop.claim(key.clone()) else {
         return;
     };
-    let plan = claim.plan(now);
+    let plan = claim.plan(now, ask.attempt_id.as_deref());
     let min = state.store.min_offset(topic, queue_id);
     let max = state.store.max_offset(topic, queue_id);
     if plan.blocked {
@@ -213,7 +214,12 @@ fn pop_queue(
         }
     }
     let mut next = start;
-    let budget = remaining - offsets.len();
+    // A retried attempt gets the same batch again, nothing new.
+    let budget = if plan.same_attempt {
+        0
+    } else {
+        remaining - offsets.len()
+    };
     if budget > 0 && start < max {
         let read = state
             .store
@@ -239,11 +245,17 @@ fn pop_queue(
         batch.rest += (max - next).max(0);
         return;
     }
+    if ask.orderly {
+        if let Some(attempt) = ask.attempt_id.as_deref().filter(|a| !a.is_empty()) {
+            claim.note_attempt(attempt);
+        }
+    }
     let journaled = claim.record(&Popped {
         next,
         pop_time: now,
         visible_at: now.saturating_add(ask.invisible_time),
         orderly: ask.orderly,
+        resent: plan.same_attempt,
         offsets: offsets.clone(),
     });
     drop(claim);
@@ -414,6 +426,10 @@ pub(super) async fn pop(state: &Arc<BrokerState>, request: &RemotingCommand) -> 
         invisible_time: header.invisible_time,
         init_mode: header.init_mode,
         orderly,
+        attempt_id: header
+            .attempt_id
+            .clone()
+            .filter(|attempt| !attempt.is_empty()),
         expression,
     };
     let now = now_ms();
