@@ -158,11 +158,19 @@ impl Gateway {
         response
     }
 
-    /// A client left (or went silent): the broker forgets its connection.
-    pub fn forget(&self, session: &Session) {
+    /// A client left (or went silent): what it held is released and the broker forgets its
+    /// connection.
+    pub async fn forget(&self, session: Arc<Session>) {
+        let held = self.renewals.take_client(&session.client_id);
+        if !held.is_empty() {
+            let caller = Caller {
+                session: session.clone(),
+                authority: None,
+            };
+            self.release(&caller, held).await;
+        }
         self.handler.on_close(&session.channel);
         session.channel.mark_closed();
-        self.renewals.forget_client(&session.client_id);
     }
 
     /// Where clients reach this gateway: the host they dialled (so a route answer works through

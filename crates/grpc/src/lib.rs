@@ -113,7 +113,7 @@ async fn housekeeping(gateway: Arc<Gateway>) {
         if seconds.is_multiple_of(10) {
             let before = tidemark_remoting::now_ms() - CLIENT_IDLE_MS;
             for session in gateway.sessions.expire(before) {
-                gateway.forget(&session);
+                gateway.forget(session).await;
             }
         }
     }

@@ -71,9 +71,18 @@ impl Renewals {
         self.lock().remove(handle)
     }
 
-    pub fn forget_client(&self, client_id: &str) {
-        self.lock()
-            .retain(|_, renewal| renewal.client_id != client_id);
+    /// Stops renewing a client's messages; the ones it held, to be released.
+    pub fn take_client(&self, client_id: &str) -> Vec<Renewal> {
+        let mut inner = self.lock();
+        let handles: Vec<String> = inner
+            .iter()
+            .filter(|(_, renewal)| renewal.client_id == client_id)
+            .map(|(handle, _)| handle.clone())
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|handle| inner.remove(&handle))
+            .collect()
     }
 
     fn update(&self, handle: &str, receipt: PopReceipt) {
@@ -292,6 +301,32 @@ impl Gateway {
         }
         frames.push(delivered_at);
         frames
+    }
+
+    /// A push consumer left with messages it was holding: they become visible again at once
+    /// (RocketMQ's proxy releases them too) instead of when their invisibility would end.
+    pub async fn release(&self, caller: &Caller, held: Vec<Renewal>) {
+        for renewal in held {
+            let receipt = &renewal.current;
+            let header = ChangeInvisibleTimeRequestHeader {
+                consumer_group: renewal.group.clone(),
+                topic: receipt.source.real_topic(&renewal.group, &renewal.topic),
+                queue_id: receipt.queue_id,
+                extra_info: receipt.encode(),
+                offset: receipt.queue_offset,
+                invisible_time: 0,
+                broker_name: None,
+            };
+            let _ = self
+                .invoke(
+                    caller,
+                    RemotingCommand::request_with_header(
+                        RequestCode::ChangeMessageInvisibleTime,
+                        &header,
+                    ),
+                )
+                .await;
+        }
     }
 
     /// Keeps auto-renewed messages invisible: each one due gets another

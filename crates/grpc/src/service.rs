@@ -259,7 +259,7 @@ impl MessagingService for Service {
     ) -> Answer<NotifyClientTerminationResponse> {
         let caller = caller_or_answer!(self, request, NotifyClientTerminationResponse {});
         if let Some(session) = self.gateway.sessions.close(&caller.session.client_id) {
-            self.gateway.forget(&session);
+            self.gateway.forget(session).await;
         }
         Ok(Response::new(NotifyClientTerminationResponse {
             status: Some(ok()),
