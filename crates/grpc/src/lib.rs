@@ -42,6 +42,8 @@ pub use service::Service;
 /// The gRPC and protobuf crates the generated client is written in (for callers of it).
 pub use {prost_types, tonic};
 
+/// How long running calls (and open Telemetry streams) get to finish once shutdown starts.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// A client not heard from for this long (no heartbeat, no call) is forgotten.
 const CLIENT_IDLE_MS: i64 = 120_000;
 
@@ -90,16 +92,33 @@ pub async fn serve(
         "gRPC (RocketMQ 5 MessagingService) serving, TLS and plaintext"
     );
     let incoming = tls::incoming(listener, acceptor);
-    let served = tonic::transport::Server::builder()
+    // Shutdown asks the server to stop taking calls and let running ones finish; clients keep
+    // their Telemetry streams open for as long as they live, so after a grace period the
+    // server stops regardless (as RocketMQ's proxy does).
+    let (stopping, mut stop_seen) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    });
+    let mut graceful = stop_seen.clone();
+    let server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(60)))
         .add_service(
             proto::messaging_service_server::MessagingServiceServer::new(Service::new(gateway))
                 .max_decoding_message_size(decode_max),
         )
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = graceful.wait_for(|stopped| *stopped).await;
+        });
+    let served = tokio::select! {
+        served = server => served.map_err(GrpcError::from),
+        _ = async {
+            let _ = stop_seen.wait_for(|stopped| *stopped).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => Ok(()),
+    };
     housekeeping.abort();
-    Ok(served?)
+    served
 }
 
 /// Renews auto-renewed messages and forgets silent clients.
