@@ -457,6 +457,37 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
         .expect("get offset")
         .into_inner();
     assert_eq!((code(&got.status), got.offset), (Code::Ok, end.offset));
+    // PullMessage reads a queue by offset: its messages, then where to go on.
+    let mut pulled = Vec::new();
+    let mut next_offset = None;
+    for queue in route.message_queues.iter().filter(|q| q.id < 4) {
+        let mut stream = client
+            .pull_message(with_client_id(
+                PullMessageRequest {
+                    group: Some(resource("puller")),
+                    message_queue: Some(queue.clone()),
+                    offset: 0,
+                    batch_size: 32,
+                    filter_expression: None,
+                    long_polling_timeout: None,
+                },
+                "consumer-1",
+            ))
+            .await
+            .expect("pull")
+            .into_inner();
+        while let Some(frame) = stream.message().await.expect("frame") {
+            match frame.content {
+                Some(pull_message_response::Content::Message(m)) => pulled.push(m.body),
+                Some(pull_message_response::Content::NextOffset(n)) if n > 0 => {
+                    next_offset = Some(n)
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(pulled.len(), 3, "the three stored messages");
+    assert!(next_offset.is_some());
     drop(sender);
 
     // A FIFO topic (RocketMQ 5's message.type attribute, set over remoting) routes as FIFO only
@@ -649,6 +680,42 @@ async fn malformed_calls_get_an_error_status_and_the_server_keeps_serving() {
         .expect("answered")
         .into_inner();
     assert_eq!(code(&heartbeat.status), Code::Ok);
+    // Telemetry settings that are neither a producer's nor a consumer's: the stream fails with
+    // a gRPC status, the next call is served.
+    let (sender, receiver) = tokio::sync::mpsc::channel(2);
+    sender
+        .send(TelemetryCommand {
+            status: None,
+            command: Some(telemetry_command::Command::Settings(Settings::default())),
+        })
+        .await
+        .expect("queued");
+    let mut telemetry = client
+        .telemetry(with_client_id(
+            tokio_stream::wrappers::ReceiverStream::new(receiver),
+            "fuzzer",
+        ))
+        .await
+        .expect("stream opened")
+        .into_inner();
+    let failure = tokio::time::timeout(Duration::from_secs(5), telemetry.message())
+        .await
+        .expect("answered in time")
+        .expect_err("an error status");
+    assert_eq!(failure.code(), tonic::Code::InvalidArgument);
+    drop(sender);
+    let again = client
+        .heartbeat(with_client_id(
+            HeartbeatRequest {
+                group: None,
+                client_type: ClientType::Producer as i32,
+            },
+            "fuzzer",
+        ))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(&again.status), Code::Ok);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
