@@ -8,8 +8,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tidemark_protocol::headers::{
-    ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, PopReceipt, PopSource,
+    parse_pop_info, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader, PopMessageResponseHeader, PopReceipt, PopSource,
 };
 use tidemark_protocol::message::{decode_records, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
@@ -42,6 +42,22 @@ pub struct Renewal {
     /// The broker's current receipt (each renewal issues a new one).
     pub current: PopReceipt,
     pub started_ms: i64,
+}
+
+impl Renewal {
+    /// The broker request that makes its message invisible for `invisible_ms` from now.
+    fn change_request(&self, invisible_ms: i64) -> ChangeInvisibleTimeRequestHeader {
+        let receipt = &self.current;
+        ChangeInvisibleTimeRequestHeader {
+            consumer_group: self.group.clone(),
+            topic: receipt.source.real_topic(&self.group, &self.topic),
+            queue_id: receipt.queue_id,
+            extra_info: receipt.encode(),
+            offset: receipt.queue_offset,
+            invisible_time: invisible_ms,
+            broker_name: None,
+        }
+    }
 }
 
 /// Messages kept invisible on their consumers' behalf. Owns its lock.
@@ -115,17 +131,6 @@ fn frame(content: Content) -> ReceiveMessageResponse {
     ReceiveMessageResponse {
         content: Some(content),
     }
-}
-
-/// A parsed info string of a pop answer (`<key…> <value>` entries joined by `;`).
-fn info(text: Option<&str>) -> HashMap<String, i64> {
-    text.unwrap_or("")
-        .split(';')
-        .filter_map(|entry| {
-            let (key, value) = entry.rsplit_once(' ')?;
-            Some((key.to_owned(), value.parse().ok()?))
-        })
-        .collect()
 }
 
 impl Gateway {
@@ -243,8 +248,8 @@ impl Gateway {
                 )
             }
         };
-        let starts = info(pop.start_offset_info.as_deref());
-        let counts = info(pop.order_count_info.as_deref());
+        let starts = parse_pop_info(pop.start_offset_info.as_deref());
+        let counts = parse_pop_info(pop.order_count_info.as_deref());
         let mut frames = vec![frame(Content::Status(ok()))];
         for record in records {
             let source = if record.topic == topic {
@@ -307,16 +312,7 @@ impl Gateway {
     /// (RocketMQ's proxy releases them too) instead of when their invisibility would end.
     pub async fn release(&self, caller: &Caller, held: Vec<Renewal>) {
         for renewal in held {
-            let receipt = &renewal.current;
-            let header = ChangeInvisibleTimeRequestHeader {
-                consumer_group: renewal.group.clone(),
-                topic: receipt.source.real_topic(&renewal.group, &renewal.topic),
-                queue_id: receipt.queue_id,
-                extra_info: receipt.encode(),
-                offset: receipt.queue_offset,
-                invisible_time: 0,
-                broker_name: None,
-            };
+            let header = renewal.change_request(0);
             let _ = self
                 .invoke(
                     caller,
@@ -343,15 +339,7 @@ impl Gateway {
                 authority: None,
             };
             let receipt = &renewal.current;
-            let header = ChangeInvisibleTimeRequestHeader {
-                consumer_group: renewal.group.clone(),
-                topic: receipt.source.real_topic(&renewal.group, &renewal.topic),
-                queue_id: receipt.queue_id,
-                extra_info: receipt.encode(),
-                offset: receipt.queue_offset,
-                invisible_time: AUTO_RENEW_INVISIBLE_MS,
-                broker_name: None,
-            };
+            let header = renewal.change_request(AUTO_RENEW_INVISIBLE_MS);
             let response = self
                 .invoke(
                     &caller,
@@ -416,6 +404,5 @@ mod tests {
         assert_eq!(renewals.current("h").map(|r| r.pop_time), Some(50_000));
         assert!(renewals.due(RENEW_FOR_MS + 1).is_empty());
         assert!(renewals.is_empty(), "given up after three hours");
-        assert_eq!(info(Some("0 3 100;1 0 57")).get("1 0"), Some(&57));
     }
 }

@@ -612,8 +612,11 @@ fn has_message(
         let key = QueueKey::new(group, &topic, queue_id);
         let max = state.store.max_offset(&topic, queue_id);
         match state.pop.cursor(&key) {
-            Some(_) if orderly && state.pop.orderly_state(&key, now).0 => false,
-            Some(_) if orderly && state.pop.orderly_state(&key, now).1 => true,
+            Some((_, next)) if orderly => match state.pop.orderly_state(&key, now) {
+                (true, _) => false,
+                (false, true) => true,
+                (false, false) => next < max,
+            },
             Some((_, next)) => next < max,
             None => max > state.store.min_offset(&topic, queue_id),
         }

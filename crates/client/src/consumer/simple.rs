@@ -35,8 +35,9 @@ use tidemark_protocol::body::{
     ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel, MessageQueue, SubscriptionData,
 };
 use tidemark_protocol::headers::{
-    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
-    PopMessageRequestHeader, PopMessageResponseHeader, PopReceipt, PopSource,
+    parse_pop_info, AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader, PopMessageResponseHeader,
+    PopReceipt, PopSource,
 };
 use tidemark_protocol::message::{decode_records, property, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
@@ -282,8 +283,8 @@ impl SimpleConsumer {
         response: &RemotingCommand,
     ) -> Result<Vec<ReceivedMessage>> {
         let header = response.decode_header::<PopMessageResponseHeader>()?;
-        let starts = parse_info(header.start_offset_info.as_deref());
-        let counts = parse_info(header.order_count_info.as_deref());
+        let starts = parse_pop_info(header.start_offset_info.as_deref());
+        let counts = parse_pop_info(header.order_count_info.as_deref());
         let records = decode_records(&response.body, DecodeOptions::default())?;
         let mut out = Vec::with_capacity(records.len());
         for record in records {
@@ -410,35 +411,5 @@ impl SimpleConsumer {
         self.instance
             .shutdown(None, Some(&self.settings.group))
             .await;
-    }
-}
-
-/// An info string of a pop answer, `;`-separated entries: the last space-separated field is
-/// the value, the rest the key.
-fn parse_info(info: Option<&str>) -> std::collections::HashMap<String, i64> {
-    let mut out = std::collections::HashMap::new();
-    for entry in info.unwrap_or("").split(';') {
-        if let Some((key, value)) = entry.rsplit_once(' ') {
-            if let Ok(value) = value.parse() {
-                out.insert(key.to_owned(), value);
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn info_strings_are_keyed_by_everything_but_their_value() {
-        let starts = parse_info(Some("0 3 100;1 0 57"));
-        assert_eq!(starts.get("0 3"), Some(&100));
-        assert_eq!(starts.get("1 0"), Some(&57));
-        let counts = parse_info(Some("0 qo1%5 2;0 1 0"));
-        assert_eq!(counts.get("0 qo1%5"), Some(&2));
-        assert!(parse_info(None).is_empty());
-        assert!(parse_info(Some("garbage")).is_empty());
     }
 }

@@ -132,6 +132,20 @@ command_header! {
     }
 }
 
+/// Reads one of a pop answer's info strings (`startOffsetInfo`, `orderCountInfo`): entries
+/// joined by `;`, the last space-separated field of each the value, the rest its key —
+/// `"0 3 100"` is key `"0 3"` (source flag, queue id), value 100. Unreadable entries are left
+/// out.
+pub fn parse_pop_info(info: Option<&str>) -> std::collections::HashMap<String, i64> {
+    info.unwrap_or("")
+        .split(';')
+        .filter_map(|entry| {
+            let (key, value) = entry.rsplit_once(' ')?;
+            Some((key.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
 /// The revive queue id of an orderly pop's receipt.
 pub const ORDERLY_REVIVE_QID: i32 = 999;
 
@@ -298,6 +312,17 @@ mod tests {
             assert!(PopReceipt::decode(bad).is_err(), "{bad:?}");
         }
         assert_eq!(pop_retry_topic_v2("G", "T"), "%RETRY%G+T");
+    }
+
+    #[test]
+    fn info_strings_are_keyed_by_everything_but_their_value() {
+        let starts = parse_pop_info(Some("0 3 100;1 0 57"));
+        assert_eq!(starts.get("0 3"), Some(&100));
+        assert_eq!(starts.get("1 0"), Some(&57));
+        let counts = parse_pop_info(Some("0 qo1%5 2;0 1 0"));
+        assert_eq!(counts.get("0 qo1%5"), Some(&2));
+        assert!(parse_pop_info(None).is_empty());
+        assert!(parse_pop_info(Some("garbage")).is_empty());
     }
 
     #[test]
