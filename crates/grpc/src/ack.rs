@@ -1,6 +1,7 @@
 //! AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue: a receipt handle
 //! (Tidemark's is RocketMQ's nine-field receipt) names the popped message; each call becomes
-//! the broker's ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME or CONSUMER_SEND_MSG_BACK.
+//! the broker's ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME or CONSUMER_SEND_MSG_BACK, served by
+//! the broker the receipt names.
 //!
 //! As RocketMQ's proxy answers: a handle whose invisibility already ended is
 //! INVALID_RECEIPT_HANDLE (the message is someone else's now), a handle that does not parse too.
@@ -12,7 +13,7 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::convert::{duration_ms, full_name};
-use crate::gateway::{Caller, Gateway};
+use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{
     AckMessageRequest, AckMessageResponse, AckMessageResultEntry, ChangeInvisibleDurationRequest,
     ChangeInvisibleDurationResponse, Code, ForwardMessageToDeadLetterQueueRequest,
@@ -58,9 +59,12 @@ impl Gateway {
             broker_name: None,
         };
         let response = self
-            .invoke(
+            .invoke_at(
                 caller,
+                topic,
+                &receipt.broker_name,
                 RemotingCommand::request_with_header(RequestCode::AckMessage, &header),
+                FORWARD_TIMEOUT,
             )
             .await;
         if response.response_code() == ResponseCode::Success {
@@ -136,12 +140,15 @@ impl Gateway {
             broker_name: None,
         };
         let response = self
-            .invoke(
+            .invoke_at(
                 caller,
+                &topic,
+                &receipt.broker_name,
                 RemotingCommand::request_with_header(
                     RequestCode::ChangeMessageInvisibleTime,
                     &header,
                 ),
+                FORWARD_TIMEOUT,
             )
             .await;
         if response.response_code() != ResponseCode::Success {
@@ -202,9 +209,12 @@ impl Gateway {
             broker_name: None,
         };
         let response = self
-            .invoke(
+            .invoke_at(
                 caller,
+                &topic,
+                &receipt.broker_name,
                 RemotingCommand::request_with_header(RequestCode::ConsumerSendMsgBack, &header),
+                FORWARD_TIMEOUT,
             )
             .await;
         if response.response_code() != ResponseCode::Success {

@@ -101,7 +101,8 @@ pub fn full_name(resource: Option<&Resource>) -> String {
 pub struct Outgoing {
     pub body: Bytes,
     pub properties: Properties,
-    pub queue_id: i32,
+    /// The FIFO message group, if any.
+    pub message_group: Option<String>,
     pub born_timestamp: i64,
     pub transactional: bool,
 }
@@ -176,7 +177,10 @@ pub fn outgoing(message: &Message) -> Result<Outgoing, Refused> {
     Ok(Outgoing {
         body,
         properties,
-        queue_id: system.queue_id,
+        message_group: system
+            .message_group
+            .clone()
+            .filter(|group| !group.is_empty()),
         born_timestamp: system
             .born_timestamp
             .as_ref()

@@ -1,9 +1,11 @@
 //! The gateway: what every RPC shares — the client behind a call, the broker it is served by,
-//! and the one way a call reaches the broker (a remoting request to the broker's own handler
-//! over the client's in-process connection).
+//! and the one way a call reaches a broker: a remoting request to this broker's own handler over
+//! the client's in-process connection, or forwarded to the master of the broker that holds the
+//! queue ([`Cluster`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tidemark_broker::{BrokerHandler, BrokerState};
 use tidemark_protocol::body::{
@@ -16,6 +18,7 @@ use tidemark_remoting::{Reply, RequestHandler};
 use tonic::Request;
 use tracing::debug;
 
+use crate::cluster::{Cluster, Target};
 use crate::convert::full_name;
 use crate::proto::{settings::PubSub, ClientType, Code, FilterType, Settings, Status};
 use crate::receive::Renewals;
@@ -24,6 +27,8 @@ use crate::status::status;
 
 /// The metadata key every RocketMQ 5 client sends with its id.
 pub const CLIENT_ID_HEADER: &str = "x-mq-client-id";
+/// How long a request forwarded to another broker may take (a POP adds its polling time).
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Shared by every RPC.
 #[derive(Debug)]
@@ -32,6 +37,7 @@ pub struct Gateway {
     handler: BrokerHandler,
     pub sessions: Sessions,
     pub renewals: Renewals,
+    pub cluster: Cluster,
     /// The port this gateway listens on (route answers name it).
     pub port: u16,
 }
@@ -46,8 +52,14 @@ pub struct Caller {
 
 impl Gateway {
     pub fn new(state: Arc<BrokerState>, port: u16) -> Self {
+        let cluster = Cluster::new(
+            state.config.name_servers(),
+            state.config.broker_name.clone(),
+            !state.config.is_slave(),
+        );
         Self {
             handler: BrokerHandler::new(state.clone()),
+            cluster,
             state,
             sessions: Sessions::default(),
             renewals: Renewals::default(),
@@ -85,6 +97,34 @@ impl Gateway {
             Reply::Unsupported => RemotingCommand::response(
                 ResponseCode::RequestCodeNotSupported,
                 "not served by this broker".to_owned(),
+            ),
+        }
+    }
+
+    /// Serves one remoting request about `broker`'s queues of `topic` (an empty name: this
+    /// broker's): here, or forwarded to that broker's master.
+    pub async fn invoke_at(
+        &self,
+        caller: &Caller,
+        topic: &str,
+        broker: &str,
+        command: RemotingCommand,
+        timeout: Duration,
+    ) -> RemotingCommand {
+        match self.cluster.target(topic, broker).await {
+            Target::Local => self.invoke(caller, command).await,
+            Target::Remote(address) => {
+                match self.cluster.forward(&address, command, timeout).await {
+                    Ok(response) => response,
+                    Err(failure) => RemotingCommand::response(
+                        ResponseCode::SystemError,
+                        format!("broker {broker} at {address} did not answer: {failure}"),
+                    ),
+                }
+            }
+            Target::Unreachable => RemotingCommand::response(
+                ResponseCode::SystemError,
+                format!("no master of broker {broker} serves topic {topic}"),
             ),
         }
     }

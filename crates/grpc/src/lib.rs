@@ -4,7 +4,8 @@
 //!
 //! Every RPC becomes the remoting request the broker already serves — a send, a POP, an ack, a
 //! consumer offset — handed to the broker's own handler over an in-process connection per
-//! client ([`sessions`]). So gRPC and remoting clients share topics, messages and progress, and
+//! client ([`sessions`]), or forwarded to the broker of the cluster that holds the queue
+//! ([`cluster`]). So gRPC and remoting clients share topics, messages and progress, and
 //! the broker crate knows nothing of gRPC. Where RocketMQ's proxy and Tidemark differ is said in
 //! each module.
 
@@ -15,6 +16,7 @@ pub mod proto {
 }
 
 mod ack;
+mod cluster;
 mod convert;
 mod gateway;
 mod offsets;
@@ -82,6 +84,7 @@ pub async fn serve(
         .saturating_add(1 << 20);
     let gateway = Arc::new(Gateway::new(state, port));
     let housekeeping = tokio::spawn(housekeeping(gateway.clone()));
+    let forwarding = gateway.clone();
     info!(
         port,
         certificate = if identity.files.is_some() {
@@ -118,6 +121,7 @@ pub async fn serve(
         } => Ok(()),
     };
     housekeeping.abort();
+    forwarding.cluster.shutdown();
     served
 }
 

@@ -11,7 +11,7 @@ use tidemark_protocol::message::{decode_records, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::convert::{duration_ms, epoch_ms, full_name, incoming};
-use crate::gateway::{Caller, Gateway};
+use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{
     pull_message_response::Content, Code, FilterType, GetOffsetRequest, GetOffsetResponse,
     MessageQueue, PullMessageRequest, PullMessageResponse, QueryOffsetPolicy, QueryOffsetRequest,
@@ -19,7 +19,15 @@ use crate::proto::{
 };
 use crate::status::{from_response, ok, status};
 
-fn queue_of(queue: Option<&MessageQueue>) -> Result<(String, i32, MessageQueue), Status> {
+/// The queue a call is about: its topic, id, and the broker holding it (empty: this one).
+struct QueueRef {
+    topic: String,
+    queue_id: i32,
+    broker: String,
+    queue: MessageQueue,
+}
+
+fn queue_of(queue: Option<&MessageQueue>) -> Result<QueueRef, Status> {
     let queue = queue.cloned().unwrap_or_default();
     let topic = full_name(queue.topic.as_ref());
     if topic.is_empty() {
@@ -31,7 +39,16 @@ fn queue_of(queue: Option<&MessageQueue>) -> Result<(String, i32, MessageQueue),
             format!("queue id {} is not a queue", queue.id),
         ));
     }
-    Ok((topic, queue.id, queue))
+    Ok(QueueRef {
+        topic,
+        queue_id: queue.id,
+        broker: queue
+            .broker
+            .as_ref()
+            .map(|broker| broker.name.clone())
+            .unwrap_or_default(),
+        queue,
+    })
 }
 
 fn offset_of(response: &RemotingCommand) -> Result<i64, Status> {
@@ -56,7 +73,12 @@ impl Gateway {
         request: GetOffsetRequest,
     ) -> GetOffsetResponse {
         let group = full_name(request.group.as_ref());
-        let (topic, queue_id, _) = match queue_of(request.message_queue.as_ref()) {
+        let QueueRef {
+            topic,
+            queue_id,
+            broker,
+            ..
+        } = match queue_of(request.message_queue.as_ref()) {
             Ok(found) => found,
             Err(failure) => {
                 return GetOffsetResponse {
@@ -67,15 +89,18 @@ impl Gateway {
         };
         let header = QueryConsumerOffsetRequestHeader {
             consumer_group: group,
-            topic,
+            topic: topic.clone(),
             queue_id,
             set_zero_if_not_found: Some(false),
             broker_name: None,
         };
         let response = self
-            .invoke(
+            .invoke_at(
                 caller,
+                &topic,
+                &broker,
                 RemotingCommand::request_with_header(RequestCode::QueryConsumerOffset, &header),
+                FORWARD_TIMEOUT,
             )
             .await;
         if response.response_code() == ResponseCode::QueryNotFound {
@@ -105,7 +130,12 @@ impl Gateway {
         request: UpdateOffsetRequest,
     ) -> UpdateOffsetResponse {
         let group = full_name(request.group.as_ref());
-        let (topic, queue_id, _) = match queue_of(request.message_queue.as_ref()) {
+        let QueueRef {
+            topic,
+            queue_id,
+            broker,
+            ..
+        } = match queue_of(request.message_queue.as_ref()) {
             Ok(found) => found,
             Err(failure) => {
                 return UpdateOffsetResponse {
@@ -123,15 +153,18 @@ impl Gateway {
         }
         let header = UpdateConsumerOffsetRequestHeader {
             consumer_group: group,
-            topic,
+            topic: topic.clone(),
             queue_id,
             commit_offset: request.offset,
             broker_name: None,
         };
         let response = self
-            .invoke(
+            .invoke_at(
                 caller,
+                &topic,
+                &broker,
                 RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header),
+                FORWARD_TIMEOUT,
             )
             .await;
         UpdateOffsetResponse {
@@ -144,7 +177,12 @@ impl Gateway {
         caller: &Caller,
         request: QueryOffsetRequest,
     ) -> QueryOffsetResponse {
-        let (topic, queue_id, _) = match queue_of(request.message_queue.as_ref()) {
+        let QueueRef {
+            topic,
+            queue_id,
+            broker,
+            ..
+        } = match queue_of(request.message_queue.as_ref()) {
             Ok(found) => found,
             Err(failure) => {
                 return QueryOffsetResponse {
@@ -159,7 +197,7 @@ impl Gateway {
             QueryOffsetPolicy::Beginning => RemotingCommand::request_with_header(
                 RequestCode::GetMinOffset,
                 &GetMinOffsetRequestHeader {
-                    topic,
+                    topic: topic.clone(),
                     queue_id,
                     broker_name: None,
                 },
@@ -167,7 +205,7 @@ impl Gateway {
             QueryOffsetPolicy::End => RemotingCommand::request_with_header(
                 RequestCode::GetMaxOffset,
                 &GetMaxOffsetRequestHeader {
-                    topic,
+                    topic: topic.clone(),
                     queue_id,
                     committed: Some(true),
                     broker_name: None,
@@ -186,7 +224,7 @@ impl Gateway {
                 RemotingCommand::request_with_header(
                     RequestCode::SearchOffsetByTimestamp,
                     &SearchOffsetRequestHeader {
-                        topic,
+                        topic: topic.clone(),
                         queue_id,
                         timestamp: epoch_ms(at),
                         boundary_type: None,
@@ -195,7 +233,9 @@ impl Gateway {
                 )
             }
         };
-        let response = self.invoke(caller, command).await;
+        let response = self
+            .invoke_at(caller, &topic, &broker, command, FORWARD_TIMEOUT)
+            .await;
         match offset_of(&response) {
             Ok(offset) => QueryOffsetResponse {
                 status: Some(ok()),
@@ -217,7 +257,12 @@ impl Gateway {
             content: Some(content),
         };
         let group = full_name(request.group.as_ref());
-        let (topic, queue_id, queue) = match queue_of(request.message_queue.as_ref()) {
+        let QueueRef {
+            topic,
+            queue_id,
+            broker,
+            queue,
+        } = match queue_of(request.message_queue.as_ref()) {
             Ok(found) => found,
             Err(failure) => return vec![frame(Content::Status(failure))],
         };
@@ -252,9 +297,12 @@ impl Gateway {
             broker_name: None,
         };
         let response = self
-            .invoke(
+            .invoke_at(
                 caller,
+                &topic,
+                &broker,
                 RemotingCommand::request_with_header(RequestCode::PullMessage, &header),
+                FORWARD_TIMEOUT + std::time::Duration::from_millis(suspend_ms.unsigned_abs()),
             )
             .await;
         let next = response

@@ -15,7 +15,7 @@ use tidemark_protocol::message::{decode_records, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::convert::{duration_ms, full_name, incoming, timestamp};
-use crate::gateway::{Caller, Gateway};
+use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{
     receive_message_response::Content, Code, FilterType, ReceiveMessageRequest,
     ReceiveMessageResponse,
@@ -194,6 +194,13 @@ impl Gateway {
             poll_ms = poll_ms.min(deadline.as_millis() as i64 - 1_000).max(0);
         }
         let fifo = self.group_is_fifo(&group);
+        // The broker the assignment named (each broker of the topic is assigned separately).
+        let broker = queue
+            .broker
+            .as_ref()
+            .map(|broker| broker.name.clone())
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| self.cluster.own_name().to_owned());
         let header = PopMessageRequestHeader {
             consumer_group: group.clone(),
             topic: topic.clone(),
@@ -207,12 +214,15 @@ impl Gateway {
             exp: Some(exp),
             order: Some(fifo),
             attempt_id: request.attempt_id.clone(),
-            broker_name: Some(self.state.config.broker_name.clone()),
+            broker_name: Some(broker.clone()),
         };
         let response = self
-            .invoke(
+            .invoke_at(
                 caller,
+                &topic,
+                &broker,
                 RemotingCommand::request_with_header(RequestCode::PopMessage, &header),
+                FORWARD_TIMEOUT + Duration::from_millis(poll_ms.unsigned_abs()),
             )
             .await;
         let delivered_at = frame(Content::DeliveryTimestamp(timestamp(
@@ -268,7 +278,7 @@ impl Gateway {
                 invisible_time: pop.invisible_time,
                 revive_qid: pop.revive_qid,
                 source,
-                broker_name: self.state.config.broker_name.clone(),
+                broker_name: broker.clone(),
                 queue_id: record.queue_id,
                 queue_offset: record.queue_offset,
                 commit_log_offset: Some(record.physical_offset),
@@ -314,12 +324,15 @@ impl Gateway {
         for renewal in held {
             let header = renewal.change_request(0);
             let _ = self
-                .invoke(
+                .invoke_at(
                     caller,
+                    &renewal.topic,
+                    &renewal.current.broker_name,
                     RemotingCommand::request_with_header(
                         RequestCode::ChangeMessageInvisibleTime,
                         &header,
                     ),
+                    FORWARD_TIMEOUT,
                 )
                 .await;
         }
@@ -341,12 +354,15 @@ impl Gateway {
             let receipt = &renewal.current;
             let header = renewal.change_request(AUTO_RENEW_INVISIBLE_MS);
             let response = self
-                .invoke(
+                .invoke_at(
                     &caller,
+                    &renewal.topic,
+                    &receipt.broker_name,
                     RemotingCommand::request_with_header(
                         RequestCode::ChangeMessageInvisibleTime,
                         &header,
                     ),
+                    FORWARD_TIMEOUT,
                 )
                 .await;
             match response.decode_header::<ChangeInvisibleTimeResponseHeader>() {

@@ -1,10 +1,11 @@
-//! QueryRoute, QueryAssignment and Heartbeat: where a topic's queues are (this gateway, at the
-//! address the client dialled), which of them a consumer group reads, and that a client is
-//! still there.
+//! QueryRoute, QueryAssignment and Heartbeat: where a topic's queues are (on every broker of the
+//! cluster, all reached through this gateway at the address the client dialled), which of them
+//! a consumer group reads, and that a client is still there.
 
-use tidemark_protocol::body::perm;
+use tidemark_protocol::body::{perm, TopicConfig};
 use tidemark_protocol::ResponseCode;
 
+use crate::cluster::BrokerQueues;
 use crate::convert::full_name;
 use crate::gateway::{Caller, Gateway};
 use crate::proto::Code;
@@ -73,27 +74,29 @@ impl Gateway {
         }
     }
 
-    fn broker(&self, dialled: Option<&Endpoints>) -> Broker {
+    fn broker(&self, name: &str, dialled: Option<&Endpoints>) -> Broker {
         Broker {
-            name: self.state.config.broker_name.clone(),
+            name: name.to_owned(),
             id: 0,
             endpoints: Some(self.endpoints(dialled)),
         }
     }
 
-    /// The topic's config, created on first use where the broker auto-creates topics.
-    async fn topic(
+    /// The brokers holding a topic (every one of the cluster, see [`crate::cluster`]) and this
+    /// broker's config of it; created here on first use where the broker auto-creates topics.
+    pub(crate) async fn topic_brokers(
         &self,
-        caller: &Caller,
         name: &str,
-    ) -> Result<tidemark_protocol::body::TopicConfig, Status> {
+    ) -> Result<(Vec<BrokerQueues>, Option<TopicConfig>), Status> {
         if name.is_empty() {
             return Err(status(Code::IllegalTopic, "the topic name is empty"));
         }
-        if let Some(config) = self.state.topics.get(name) {
-            return Ok(config);
+        let local = self.state.topics.get(name);
+        let brokers = self.cluster.brokers(name, local.as_ref()).await;
+        if !brokers.is_empty() {
+            return Ok((brokers, local));
         }
-        if !self.state.config.auto_create_topic_enable {
+        if !self.state.config.auto_create_topic_enable || self.state.config.is_slave() {
             return Err(status(
                 Code::TopicNotFound,
                 format!("topic {name} does not exist"),
@@ -106,18 +109,20 @@ impl Gateway {
             tidemark_remoting::now_ms(),
         );
         match created {
-            Some((config, true)) => {
-                if let Err(failure) = self.state.persist_metadata_now().await {
-                    return Err(status(
-                        Code::InternalServerError,
-                        format!("topic {name} created but not persisted: {failure}"),
-                    ));
+            Some((config, fresh)) => {
+                if fresh {
+                    if let Err(failure) = self.state.persist_metadata_now().await {
+                        return Err(status(
+                            Code::InternalServerError,
+                            format!("topic {name} created but not persisted: {failure}"),
+                        ));
+                    }
+                    self.state.topics_changed.notify_one();
                 }
-                self.state.topics_changed.notify_one();
-                let _ = caller;
-                Ok(config)
+                self.cluster.invalidate(name);
+                let own = self.cluster.brokers(name, Some(&config)).await;
+                Ok((own, Some(config)))
             }
-            Some((config, false)) => Ok(config),
             None => Err(status(
                 Code::TopicNotFound,
                 format!("topic {name} does not exist"),
@@ -127,13 +132,13 @@ impl Gateway {
 
     pub async fn query_route(
         &self,
-        caller: &Caller,
+        _caller: &Caller,
         request: QueryRouteRequest,
     ) -> QueryRouteResponse {
         let resource = request.topic.clone().unwrap_or_default();
         let name = full_name(Some(&resource));
-        let config = match self.topic(caller, &name).await {
-            Ok(config) => config,
+        let (brokers, config) = match self.topic_brokers(&name).await {
+            Ok(found) => found,
             Err(status) => {
                 return QueryRouteResponse {
                     status: Some(status),
@@ -141,26 +146,27 @@ impl Gateway {
                 }
             }
         };
-        let broker = self.broker(request.endpoints.as_ref());
-        let types: Vec<i32> = accepted_types(config.attributes.as_ref())
+        let types: Vec<i32> = accepted_types(config.as_ref().and_then(|c| c.attributes.as_ref()))
             .into_iter()
             .map(|kind| kind as i32)
             .collect();
-        let queues = config.read_queue_nums.max(config.write_queue_nums).max(0);
-        let message_queues = (0..queues)
-            .map(|queue_id| MessageQueue {
+        let mut message_queues = Vec::new();
+        for queues in &brokers {
+            let broker = self.broker(&queues.broker_name, request.endpoints.as_ref());
+            let count = queues.read_queue_nums.max(queues.write_queue_nums).max(0);
+            message_queues.extend((0..count).map(|queue_id| MessageQueue {
                 topic: Some(resource.clone()),
                 id: queue_id,
                 permission: permission(
                     queue_id,
-                    config.read_queue_nums,
-                    config.write_queue_nums,
-                    config.perm,
+                    queues.read_queue_nums,
+                    queues.write_queue_nums,
+                    queues.perm,
                 ) as i32,
                 broker: Some(broker.clone()),
                 accept_message_types: types.clone(),
-            })
-            .collect();
+            }));
+        }
         QueryRouteResponse {
             status: Some(ok()),
             message_queues,
@@ -176,18 +182,18 @@ impl Gateway {
             .unwrap_or(false)
     }
 
-    /// RocketMQ's proxy answer: every consumer gets this broker (queue −1: pop any queue); a
-    /// FIFO group gets each readable queue, so each is popped in order.
+    /// RocketMQ's proxy answer: every consumer gets each broker of the topic (queue −1: pop
+    /// any of its queues); a FIFO group gets each readable queue, so each is popped in order.
     pub async fn query_assignment(
         &self,
-        caller: &Caller,
+        _caller: &Caller,
         request: QueryAssignmentRequest,
     ) -> QueryAssignmentResponse {
         let resource = request.topic.clone().unwrap_or_default();
         let name = full_name(Some(&resource));
         let group = full_name(request.group.as_ref());
-        let config = match self.topic(caller, &name).await {
-            Ok(config) => config,
+        let (brokers, config) = match self.topic_brokers(&name).await {
+            Ok(found) => found,
             Err(status) => {
                 return QueryAssignmentResponse {
                     status: Some(status),
@@ -195,7 +201,8 @@ impl Gateway {
                 }
             }
         };
-        if !perm::is_readable(config.perm) || config.read_queue_nums <= 0 {
+        let readable: Vec<&BrokerQueues> = brokers.iter().filter(|b| b.readable()).collect();
+        if readable.is_empty() {
             return QueryAssignmentResponse {
                 status: Some(status(
                     Code::Forbidden,
@@ -204,25 +211,29 @@ impl Gateway {
                 assignments: Vec::new(),
             };
         }
-        let broker = self.broker(request.endpoints.as_ref());
-        let types: Vec<i32> = accepted_types(config.attributes.as_ref())
+        let types: Vec<i32> = accepted_types(config.as_ref().and_then(|c| c.attributes.as_ref()))
             .into_iter()
             .map(|kind| kind as i32)
             .collect();
-        let queue = |id: i32| Assignment {
-            message_queue: Some(MessageQueue {
-                topic: Some(resource.clone()),
-                id,
-                permission: Permission::ReadWrite as i32,
-                broker: Some(broker.clone()),
-                accept_message_types: types.clone(),
-            }),
-        };
-        let assignments = if self.group_is_fifo(&group) {
-            (0..config.read_queue_nums).map(queue).collect()
-        } else {
-            vec![queue(-1)]
-        };
+        let fifo = self.group_is_fifo(&group);
+        let mut assignments = Vec::new();
+        for queues in readable {
+            let broker = self.broker(&queues.broker_name, request.endpoints.as_ref());
+            let queue = |id: i32| Assignment {
+                message_queue: Some(MessageQueue {
+                    topic: Some(resource.clone()),
+                    id,
+                    permission: Permission::ReadWrite as i32,
+                    broker: Some(broker.clone()),
+                    accept_message_types: types.clone(),
+                }),
+            };
+            if fifo {
+                assignments.extend((0..queues.read_queue_nums).map(queue));
+            } else {
+                assignments.push(queue(-1));
+            }
+        }
         QueryAssignmentResponse {
             status: Some(ok()),
             assignments,

@@ -1,6 +1,10 @@
 //! SendMessage: each message becomes one remoting SEND_MESSAGE for the broker's send path, so
 //! everything a remoting send gets — topic creation, timers, size limits, durability under
 //! SYNC_FLUSH — a gRPC send gets too. Answers have one entry per message, in order.
+//!
+//! As RocketMQ's proxy does, the gateway picks the queue, across every broker of the topic: the
+//! next one in turn, or for a message group (FIFO) always the same one by the group's hash. (A
+//! client's own queue choice names no broker, so it cannot be honoured in a cluster.)
 
 use tidemark_protocol::headers::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
@@ -8,7 +12,7 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::convert::{full_name, outgoing, Refused};
-use crate::gateway::{Caller, Gateway};
+use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{Code, MessageType, SendMessageRequest, SendMessageResponse, SendResultEntry};
 use crate::route::accepted_types;
 use crate::status::{combined, from_response, ok, status};
@@ -93,7 +97,11 @@ impl Gateway {
                 "transactional messages are not supported by Tidemark yet".into(),
             );
         }
-        if let Some(config) = self.state.topics.get(&topic) {
+        let (brokers, config) = match self.topic_brokers(&topic).await {
+            Ok(found) => found,
+            Err(failure) => return entry(failure, message_id, 0),
+        };
+        if let Some(config) = &config {
             let kind = message
                 .system_properties
                 .as_ref()
@@ -110,12 +118,21 @@ impl Gateway {
                 );
             }
         }
+        let Some((broker, queue_id)) = self
+            .cluster
+            .pick_queue(&brokers, outgoing.message_group.as_deref())
+        else {
+            return refuse(
+                Code::Forbidden,
+                format!("topic {topic} has no writable queue"),
+            );
+        };
         let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
             producer_group: format!("GRPC_PRODUCER_{}", caller.session.client_id),
             topic: topic.clone(),
             default_topic: "TBW102".into(),
             default_topic_queue_nums: self.state.config.default_topic_queue_nums,
-            queue_id: outgoing.queue_id,
+            queue_id,
             sys_flag: 0,
             born_timestamp: outgoing.born_timestamp,
             flag: 0,
@@ -124,11 +141,13 @@ impl Gateway {
             unit_mode: false,
             batch: false,
             max_reconsume_times: None,
-            broker_name: Some(self.state.config.broker_name.clone()),
+            broker_name: Some(broker.clone()),
         });
         let request = RemotingCommand::request_with_header(RequestCode::SendMessageV2, &header)
             .with_body(outgoing.body);
-        let response = self.invoke(caller, request).await;
+        let response = self
+            .invoke_at(caller, &topic, &broker, request, FORWARD_TIMEOUT)
+            .await;
         if response.response_code() != ResponseCode::Success {
             return entry(from_response(&response), message_id, 0);
         }

@@ -1,0 +1,205 @@
+//! What the gRPC tests share: a name server and brokers on loopback ports (each broker with or
+//! without a gateway), tonic's client, and the requests every test makes.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use tidemark_broker::BrokerConfig;
+use tidemark_grpc::proto::messaging_service_client::MessagingServiceClient;
+use tidemark_grpc::proto::*;
+use tidemark_namesrv::{NameServer, NameServerConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+use tonic::Request;
+
+pub struct Server {
+    pub grpc: String,
+    pub broker: String,
+    pub namesrv: String,
+    pub state: std::sync::Arc<tidemark_broker::BrokerState>,
+    _stop: watch::Sender<bool>,
+    /// The name server, when this server brought its own.
+    _namesrv: Option<watch::Sender<bool>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn stopped(mut stopping: watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stopped| *stopped).await;
+}
+
+/// A name server on a loopback port, stopped when the returned sender drops.
+pub async fn start_namesrv() -> (String, watch::Sender<bool>) {
+    let namesrv = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = namesrv.local_addr().expect("bound").to_string();
+    let (stop, stopping) = watch::channel(false);
+    tokio::spawn(NameServer::serve(
+        namesrv,
+        NameServerConfig::default(),
+        stopped(stopping),
+    ));
+    (addr, stop)
+}
+
+/// A broker named `name` registered with `namesrv`, serving gRPC too when `grpc` is set.
+pub async fn start_broker(namesrv: &str, name: &str, grpc: bool) -> Server {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stop, stopping) = watch::channel(false);
+    let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let broker_addr = main.local_addr().expect("bound").to_string();
+    let config = BrokerConfig {
+        store_path_root_dir: dir.path().to_path_buf(),
+        namesrv_addr: namesrv.to_owned(),
+        broker_name: name.to_owned(),
+        listen_ip: "127.0.0.1".into(),
+        listen_port: main.local_addr().expect("bound").port(),
+        mapped_file_size_commit_log: 8 << 20,
+        pre_online_timeout_ms: 0,
+        ..BrokerConfig::default()
+    };
+    let broker = tokio::task::spawn_blocking(move || tidemark_broker::Broker::open(config))
+        .await
+        .expect("task")
+        .expect("broker opens");
+    let state = broker.state().clone();
+    tokio::spawn(broker.serve(main, vip, stopped(stopping.clone())));
+    let grpc_addr = if grpc {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("bound").to_string();
+        tokio::spawn(tidemark_grpc::serve(
+            listener,
+            state.clone(),
+            stopped(stopping),
+        ));
+        addr
+    } else {
+        String::new()
+    };
+    Server {
+        grpc: grpc_addr,
+        broker: broker_addr,
+        namesrv: namesrv.to_owned(),
+        state,
+        _stop: stop,
+        _namesrv: None,
+        _dir: dir,
+    }
+}
+
+/// One broker with a gateway and its own name server (kept running for the test's length).
+pub async fn start() -> Server {
+    let (namesrv, stop) = start_namesrv().await;
+    let mut server = start_broker(&namesrv, "broker-a", true).await;
+    server._namesrv = Some(stop);
+    server
+}
+
+pub async fn client(server: &Server) -> MessagingServiceClient<Channel> {
+    for _ in 0..50 {
+        if let Ok(client) = MessagingServiceClient::connect(format!("http://{}", server.grpc)).await
+        {
+            return client;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("gRPC server not reachable");
+}
+
+pub fn with_client_id<T>(message: T, client_id: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert("x-mq-client-id", client_id.parse().expect("ascii"));
+    request.set_timeout(Duration::from_secs(10));
+    request
+}
+
+pub fn resource(name: &str) -> Resource {
+    Resource {
+        resource_namespace: String::new(),
+        name: name.into(),
+    }
+}
+
+pub fn code(status: &Option<Status>) -> Code {
+    Code::try_from(status.as_ref().map_or(0, |status| status.code)).expect("known code")
+}
+
+pub fn message(topic: &str, id: &str, body: &str, tag: &str) -> Message {
+    Message {
+        topic: Some(resource(topic)),
+        user_properties: [("color".to_owned(), "blue".to_owned())].into(),
+        system_properties: Some(SystemProperties {
+            tag: Some(tag.into()),
+            keys: vec![format!("key-{id}")],
+            message_id: id.into(),
+            body_encoding: Encoding::Identity as i32,
+            message_type: MessageType::Normal as i32,
+            queue_id: 0,
+            ..SystemProperties::default()
+        }),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+pub async fn receive(
+    client: &mut MessagingServiceClient<Channel>,
+    group: &str,
+    topic: &str,
+    invisible_ms: i64,
+) -> (Code, Vec<Message>) {
+    receive_at(client, group, topic, None, invisible_ms).await
+}
+
+/// Receives from one broker's queues of the topic (`None`: the gateway's own broker).
+pub async fn receive_at(
+    client: &mut MessagingServiceClient<Channel>,
+    group: &str,
+    topic: &str,
+    broker: Option<&str>,
+    invisible_ms: i64,
+) -> (Code, Vec<Message>) {
+    let request = ReceiveMessageRequest {
+        group: Some(resource(group)),
+        message_queue: Some(MessageQueue {
+            topic: Some(resource(topic)),
+            id: -1,
+            broker: broker.map(|name| Broker {
+                name: name.to_owned(),
+                ..Broker::default()
+            }),
+            ..MessageQueue::default()
+        }),
+        filter_expression: Some(FilterExpression {
+            r#type: FilterType::Tag as i32,
+            expression: "*".into(),
+        }),
+        batch_size: 32,
+        invisible_duration: Some(prost_types::Duration {
+            seconds: invisible_ms / 1000,
+            nanos: ((invisible_ms % 1000) * 1_000_000) as i32,
+        }),
+        auto_renew: false,
+        long_polling_timeout: Some(prost_types::Duration {
+            seconds: 2,
+            nanos: 0,
+        }),
+        attempt_id: None,
+    };
+    let mut stream = client
+        .receive_message(with_client_id(request, "consumer-1"))
+        .await
+        .expect("receive call")
+        .into_inner();
+    let mut status = None;
+    let mut messages = Vec::new();
+    while let Some(frame) = stream.message().await.expect("frame") {
+        match frame.content {
+            Some(receive_message_response::Content::Status(s)) => status = Some(s),
+            Some(receive_message_response::Content::Message(m)) => messages.push(m),
+            _ => {}
+        }
+    }
+    (code(&status), messages)
+}
