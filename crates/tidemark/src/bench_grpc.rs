@@ -12,10 +12,15 @@ use anyhow::Context;
 use tidemark_grpc::prost_types;
 use tidemark_grpc::proto::messaging_service_client::MessagingServiceClient;
 use tidemark_grpc::proto::*;
+use tidemark_grpc::tonic;
 use tidemark_grpc::tonic::transport::Channel;
 use tidemark_grpc::tonic::Request;
 
 use crate::bench::{progress, Common, ConsumeArgs, Stats};
+
+/// A receive's deadline: room for the 1 s long poll asked for, and for RocketMQ's proxy, which
+/// raises any long poll to at least 5 s and refuses one the deadline does not cover.
+const RECEIVE_DEADLINE: Duration = Duration::from_secs(10);
 
 fn resource(name: &str) -> Resource {
     Resource {
@@ -29,8 +34,56 @@ fn request<T>(message: T, client_id: &str, timeout: Duration) -> Request<T> {
     if let Ok(value) = client_id.parse() {
         request.metadata_mut().insert("x-mq-client-id", value);
     }
+    // What every 5.x client says about itself (RocketMQ's proxy refuses a stream without them).
+    let metadata = request.metadata_mut();
+    metadata.insert(
+        "x-mq-language",
+        tonic::metadata::MetadataValue::from_static("RUST"),
+    );
+    metadata.insert(
+        "x-mq-protocol",
+        tonic::metadata::MetadataValue::from_static("v2"),
+    );
+    metadata.insert(
+        "x-mq-client-version",
+        tonic::metadata::MetadataValue::from_static(env!("CARGO_PKG_VERSION")),
+    );
     request.set_timeout(timeout);
     request
+}
+
+/// Opens the client's Telemetry stream with its settings and waits for the server's answer, as
+/// a 5.x client does before its first call (RocketMQ's proxy serves receives only to clients
+/// whose settings it has). The returned sender keeps the stream open.
+async fn hello(
+    client: &mut MessagingServiceClient<Channel>,
+    client_id: &str,
+    settings: Settings,
+) -> anyhow::Result<tokio::sync::mpsc::Sender<TelemetryCommand>> {
+    let (sender, receiver) = tokio::sync::mpsc::channel(4);
+    sender
+        .send(TelemetryCommand {
+            status: None,
+            command: Some(telemetry_command::Command::Settings(settings)),
+        })
+        .await
+        .context("telemetry stream")?;
+    let mut answers = client
+        .telemetry(request(
+            tokio_stream::wrappers::ReceiverStream::new(receiver),
+            client_id,
+            Duration::from_secs(3_600),
+        ))
+        .await
+        .context("telemetry stream")?
+        .into_inner();
+    tokio::time::timeout(Duration::from_secs(10), answers.message())
+        .await
+        .context("no settings answer within 10 s")?
+        .context("telemetry stream")?;
+    // Later commands (none are expected in a bench) are read and dropped.
+    tokio::spawn(async move { while let Ok(Some(_)) = answers.message().await {} });
+    Ok(sender)
 }
 
 async fn connect(endpoint: &str) -> anyhow::Result<MessagingServiceClient<Channel>> {
@@ -44,7 +97,9 @@ async fn connect(endpoint: &str) -> anyhow::Result<MessagingServiceClient<Channe
         .with_context(|| format!("cannot reach gRPC endpoint {url}"))
 }
 
-/// `producers` senders, each on its own HTTP/2 connection, until the duration is up.
+/// `producers` senders sharing one client's HTTP/2 connection (as a 5.x client's producers share
+/// its channel to an endpoint, and the remoting bench's senders share one producer's
+/// connection), until the duration is up.
 pub async fn produce(
     endpoint: &str,
     common: &Common,
@@ -52,8 +107,8 @@ pub async fn produce(
     size: usize,
     stats: Arc<Stats>,
 ) -> anyhow::Result<()> {
-    let mut probe = connect(endpoint).await?;
-    let route = probe
+    let mut shared = connect(endpoint).await?;
+    let route = shared
         .query_route(request(
             QueryRouteRequest {
                 topic: Some(resource(&common.topic)),
@@ -68,11 +123,21 @@ pub async fn produce(
     let body = vec![b'x'; size];
     let deadline = Instant::now() + Duration::from_secs(common.duration);
     let mut tasks = Vec::new();
+    let client_id = "bench-producer".to_owned();
+    let settings = Settings {
+        client_type: Some(ClientType::Producer as i32),
+        pub_sub: Some(settings::PubSub::Publishing(Publishing {
+            topics: vec![resource(&common.topic)],
+            ..Publishing::default()
+        })),
+        ..Settings::default()
+    };
+    let telemetry = hello(&mut shared, &client_id, settings).await?;
     for sender in 0..producers.max(1) {
-        let mut client = connect(endpoint).await?;
+        let mut client = shared.clone();
         let (stats, topic, body) = (stats.clone(), common.topic.clone(), body.clone());
+        let client_id = client_id.clone();
         tasks.push(tokio::spawn(async move {
-            let client_id = format!("bench-producer-{sender}");
             let mut sequence = 0u64;
             while Instant::now() < deadline {
                 sequence += 1;
@@ -118,6 +183,7 @@ pub async fn produce(
     for task in tasks {
         task.await?;
     }
+    drop(telemetry);
     stats.stopped.store(true, Ordering::Release);
     Ok(())
 }
@@ -130,18 +196,55 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(args.common.duration);
     let mut loops = Vec::new();
     for index in 0..args.consumers.max(1) {
-        let client = connect(&endpoint).await?;
-        let (stats, topic, group) = (stats.clone(), args.common.topic.clone(), args.group.clone());
+        let mut client = connect(&endpoint).await?;
+        let client_id = format!("bench-consumer-{index}");
+        let (topic, group) = (args.common.topic.clone(), args.group.clone());
+        let settings = Settings {
+            client_type: Some(ClientType::SimpleConsumer as i32),
+            pub_sub: Some(settings::PubSub::Subscription(Subscription {
+                group: Some(resource(&group)),
+                subscriptions: vec![SubscriptionEntry {
+                    topic: Some(resource(&topic)),
+                    expression: Some(FilterExpression {
+                        r#type: FilterType::Tag as i32,
+                        expression: "*".into(),
+                    }),
+                }],
+                ..Subscription::default()
+            })),
+            ..Settings::default()
+        };
+        let telemetry = hello(&mut client, &client_id, settings).await?;
+        // Each broker of the topic is assigned separately; the loop takes them in turn.
+        let assignments: Vec<MessageQueue> = client
+            .query_assignment(request(
+                QueryAssignmentRequest {
+                    topic: Some(resource(&topic)),
+                    group: Some(resource(&group)),
+                    endpoints: None,
+                },
+                &client_id,
+                Duration::from_secs(5),
+            ))
+            .await?
+            .into_inner()
+            .assignments
+            .into_iter()
+            .filter_map(|assignment| assignment.message_queue)
+            .collect();
+        anyhow::ensure!(
+            !assignments.is_empty(),
+            "no queue of {topic} is assigned to group {group}"
+        );
+        let stats = stats.clone();
         loops.push(tokio::spawn(async move {
-            let client_id = format!("bench-consumer-{index}");
+            let _telemetry = telemetry;
+            let mut turn = 0usize;
             while Instant::now() < deadline {
+                turn += 1;
                 let receive = ReceiveMessageRequest {
                     group: Some(resource(&group)),
-                    message_queue: Some(MessageQueue {
-                        topic: Some(resource(&topic)),
-                        id: -1,
-                        ..MessageQueue::default()
-                    }),
+                    message_queue: Some(assignments[turn % assignments.len()].clone()),
                     filter_expression: Some(FilterExpression {
                         r#type: FilterType::Tag as i32,
                         expression: "*".into(),
@@ -160,7 +263,7 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
                 };
                 let mut stream = match client
                     .clone()
-                    .receive_message(request(receive, &client_id, Duration::from_secs(5)))
+                    .receive_message(request(receive, &client_id, RECEIVE_DEADLINE))
                     .await
                 {
                     Ok(response) => response.into_inner(),
@@ -171,14 +274,25 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
                 };
                 let mut handles = Vec::new();
                 while let Ok(Some(frame)) = stream.message().await {
-                    if let Some(receive_message_response::Content::Message(message)) = frame.content
-                    {
-                        let system = message.system_properties.unwrap_or_default();
-                        handles.push((
-                            system.message_id,
-                            system.receipt_handle.unwrap_or_default(),
-                            message.body.len(),
-                        ));
+                    match frame.content {
+                        Some(receive_message_response::Content::Message(message)) => {
+                            let system = message.system_properties.unwrap_or_default();
+                            handles.push((
+                                system.message_id,
+                                system.receipt_handle.unwrap_or_default(),
+                                message.body.len(),
+                            ));
+                        }
+                        Some(receive_message_response::Content::Status(status))
+                            if status.code != Code::Ok as i32
+                                && status.code != Code::MessageNotFound as i32 =>
+                        {
+                            let first = stats.errors.fetch_add(1, Ordering::Relaxed) == 0;
+                            if first {
+                                eprintln!("receive refused: {} {}", status.code, status.message);
+                            }
+                        }
+                        _ => {}
                     }
                 }
                 let mut acks = tokio::task::JoinSet::new();
