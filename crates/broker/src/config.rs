@@ -102,6 +102,10 @@ pub struct BrokerConfig {
     pub auto_create_topic_enable: bool,
     #[serde(alias = "autoCreateSubscriptionGroup")]
     pub auto_create_subscription_group: bool,
+    /// Serve SQL92 subscriptions (RocketMQ's `enablePropertyFilter`; on by default here, off in
+    /// RocketMQ).
+    #[serde(alias = "enablePropertyFilter")]
+    pub enable_property_filter: bool,
     #[serde(alias = "defaultTopicQueueNums")]
     pub default_topic_queue_nums: i32,
     /// How often `consumerOffset.json` (the RocketMQ-format export of consumer progress) is
@@ -228,6 +232,7 @@ impl Default for BrokerConfig {
             clean_resource_interval: 10_000,
             auto_create_topic_enable: true,
             auto_create_subscription_group: true,
+            enable_property_filter: true,
             default_topic_queue_nums: 8,
             flush_consumer_offset_interval: 5000,
             offset_journal_group_commit_ms: 0,

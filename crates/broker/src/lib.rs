@@ -8,6 +8,7 @@
 pub mod clients;
 pub mod config;
 pub mod delay_offsets;
+pub mod filter;
 pub mod ha;
 pub mod ha_progress;
 mod long_poll;

@@ -108,6 +108,8 @@ pub struct BrokerState {
     pub suspended_pops: crate::long_poll::SuspendedPops,
     /// Per (topic, group): PULL or POP, as SET_MESSAGE_REQUEST_MODE stored it.
     pub request_modes: crate::request_modes::RequestModes,
+    /// SQL92 selectors, compiled once per text.
+    pub selectors: crate::filter::CompiledSelectors,
     pub clients: ClientRegistry,
     pub locks: QueueLocks,
     pub held_pulls: HeldPulls,
@@ -263,6 +265,7 @@ impl BrokerState {
             pop,
             suspended_pops: Default::default(),
             request_modes,
+            selectors: Default::default(),
             clients: ClientRegistry::default(),
             locks: QueueLocks::default(),
             held_pulls: HeldPulls::default(),

@@ -96,6 +96,18 @@ pub fn full_name(resource: Option<&Resource>) -> String {
     }
 }
 
+/// A v2 filter expression as the broker takes it: its expression type (`TAG` or `SQL92`) and
+/// text (`*` when empty).
+pub fn filter_of(filter: Option<&crate::proto::FilterExpression>) -> (&'static str, String) {
+    match filter {
+        Some(filter) if filter.r#type == crate::proto::FilterType::Sql as i32 => {
+            ("SQL92", filter.expression.clone())
+        }
+        Some(filter) if !filter.expression.trim().is_empty() => ("TAG", filter.expression.clone()),
+        _ => ("TAG", "*".to_owned()),
+    }
+}
+
 /// What a client's message becomes before it is stored: body (decompressed), properties.
 #[derive(Debug)]
 pub struct Outgoing {

@@ -19,8 +19,8 @@ use tonic::Request;
 use tracing::debug;
 
 use crate::cluster::{Cluster, Target};
-use crate::convert::full_name;
-use crate::proto::{settings::PubSub, ClientType, Code, FilterType, Settings, Status};
+use crate::convert::{filter_of, full_name};
+use crate::proto::{settings::PubSub, ClientType, Code, Settings, Status};
 use crate::receive::Renewals;
 use crate::sessions::{Session, Sessions};
 use crate::status::status;
@@ -153,20 +153,17 @@ impl Gateway {
                     .subscriptions
                     .iter()
                     .map(|entry| {
-                        let expression = entry
-                            .expression
-                            .as_ref()
-                            .filter(|e| e.r#type != FilterType::Sql as i32)
-                            .map_or("*", |e| e.expression.as_str());
-                        SubscriptionData::from_expression(
-                            &full_name(entry.topic.as_ref()),
-                            if expression.is_empty() {
-                                "*"
-                            } else {
-                                expression
+                        let topic = full_name(entry.topic.as_ref());
+                        match filter_of(entry.expression.as_ref()) {
+                            ("SQL92", selector) => SubscriptionData {
+                                topic,
+                                sub_string: selector,
+                                expression_type: "SQL92".to_owned(),
+                                sub_version: 1,
+                                ..SubscriptionData::default()
                             },
-                            1,
-                        )
+                            (_, tags) => SubscriptionData::from_expression(&topic, &tags, 1),
+                        }
                     })
                     .collect();
                 data.consumer_data_set = vec![ConsumerData {

@@ -10,11 +10,11 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::message::{decode_records, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
-use crate::convert::{duration_ms, epoch_ms, full_name, incoming};
+use crate::convert::{duration_ms, epoch_ms, filter_of, full_name, incoming};
 use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{
-    pull_message_response::Content, Code, FilterType, GetOffsetRequest, GetOffsetResponse,
-    MessageQueue, PullMessageRequest, PullMessageResponse, QueryOffsetPolicy, QueryOffsetRequest,
+    pull_message_response::Content, Code, GetOffsetRequest, GetOffsetResponse, MessageQueue,
+    PullMessageRequest, PullMessageResponse, QueryOffsetPolicy, QueryOffsetRequest,
     QueryOffsetResponse, Status, UpdateOffsetRequest, UpdateOffsetResponse,
 };
 use crate::status::{from_response, ok, status};
@@ -266,16 +266,7 @@ impl Gateway {
             Ok(found) => found,
             Err(failure) => return vec![frame(Content::Status(failure))],
         };
-        let expression = match request.filter_expression.as_ref() {
-            Some(filter) if filter.r#type == FilterType::Sql as i32 => {
-                return vec![frame(Content::Status(status(
-                    Code::IllegalFilterExpression,
-                    "SQL92 filters are not supported by Tidemark yet",
-                )))]
-            }
-            Some(filter) if !filter.expression.is_empty() => filter.expression.clone(),
-            _ => "*".to_owned(),
-        };
+        let (expression_type, expression) = filter_of(request.filter_expression.as_ref());
         let suspend_ms = request
             .long_polling_timeout
             .as_ref()
@@ -292,7 +283,7 @@ impl Gateway {
             suspend_timeout_millis: suspend_ms,
             subscription: Some(expression),
             sub_version: 0,
-            expression_type: Some("TAG".into()),
+            expression_type: Some(expression_type.into()),
             max_msg_bytes: None,
             broker_name: None,
         };

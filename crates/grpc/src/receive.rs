@@ -14,11 +14,10 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::message::{decode_records, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
-use crate::convert::{duration_ms, full_name, incoming, timestamp};
+use crate::convert::{duration_ms, filter_of, full_name, incoming, timestamp};
 use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{
-    receive_message_response::Content, Code, FilterType, ReceiveMessageRequest,
-    ReceiveMessageResponse,
+    receive_message_response::Content, Code, ReceiveMessageRequest, ReceiveMessageResponse,
 };
 use crate::status::{from_response, ok, status};
 
@@ -174,16 +173,7 @@ impl Gateway {
                 }
             }
         };
-        let (exp_type, exp) = match request.filter_expression.as_ref() {
-            Some(filter) if filter.r#type == FilterType::Sql as i32 => {
-                return fail(
-                    Code::IllegalFilterExpression,
-                    "SQL92 filters are not supported by Tidemark yet".into(),
-                )
-            }
-            Some(filter) if !filter.expression.is_empty() => ("TAG", filter.expression.clone()),
-            _ => ("TAG", "*".to_owned()),
-        };
+        let (exp_type, exp) = filter_of(request.filter_expression.as_ref());
         let mut poll_ms = request
             .long_polling_timeout
             .as_ref()

@@ -27,8 +27,12 @@ const CHILD_FLUSH_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_FLUSH";
 fn config(dir: &Path, flush: FlushPolicy) -> tidemark_store::StoreConfig {
     match flush {
         FlushPolicy::Sync => small_config(dir, flush),
+        // Without fsyncs the child appends hundreds of thousands of messages per round: files
+        // sized for that keep the open-file count of recovery (every file is opened) far below
+        // the process limit on a fast machine.
         FlushPolicy::Async { .. } => tidemark_store::StoreConfig {
             commit_log_segment_bytes: 512 * 1024,
+            consume_queue_entries_per_file: 4_096,
             ..small_config(dir, flush)
         },
     }

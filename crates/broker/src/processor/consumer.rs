@@ -7,7 +7,8 @@ use tidemark_protocol::acked::{
     AckedRanges, ACKED_RANGES_FIELD, HELD_FIELD, RELEASED_FIELD, TAKE_OVER_FIELD,
 };
 use tidemark_protocol::body::{
-    perm, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
+    perm, CheckClientRequestBody, ConsumerListBody, HeartbeatData, LockBatchRequestBody,
+    LockBatchResponseBody,
 };
 use tidemark_protocol::headers::{
     GetConsumerListByGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
@@ -335,14 +336,30 @@ pub(super) fn unlock(state: &BrokerState, request: &RemotingCommand) -> Remoting
     success()
 }
 
-/// CHECK_CLIENT_CONFIG: only TAG subscriptions are served.
-pub(super) fn check_client_config(request: &RemotingCommand) -> RemotingCommand {
-    let text = String::from_utf8_lossy(&request.body);
-    if text.contains("SQL92") {
-        return error(
-            ResponseCode::SystemError,
-            "SQL92 filtering is not supported by Tidemark",
-        );
+/// CHECK_CLIENT_CONFIG: a consumer's subscription, checked before it starts: a SQL92 selector
+/// must compile (and property filtering be on).
+pub(super) fn check_client_config(
+    state: &BrokerState,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let body = match CheckClientRequestBody::from_json_bytes(&request.body) {
+        Ok(body) => body,
+        Err(failure) => {
+            return error(
+                ResponseCode::SystemError,
+                format!("bad check-client body: {failure}"),
+            )
+        }
+    };
+    let Some(subscription) = body.subscription_data else {
+        return success();
+    };
+    match state.selectors.filter(
+        Some(subscription.expression_type.as_str()),
+        &subscription.sub_string,
+        state.config.enable_property_filter,
+    ) {
+        Ok(_) => success(),
+        Err((code, remark)) => error(code, remark),
     }
-    success()
 }

@@ -110,7 +110,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::UpdateConsumerOffset => consumer::update_offset(&state, &channel, &request).await,
                 RequestCode::LockBatchMq => consumer::lock(&state, &request),
                 RequestCode::UnlockBatchMq => consumer::unlock(&state, &request),
-                RequestCode::CheckClientConfig => consumer::check_client_config(&request),
+                RequestCode::CheckClientConfig => consumer::check_client_config(&state, &request),
                 RequestCode::GetMaxOffset => admin::max_offset(&state, &request),
                 RequestCode::GetMinOffset => admin::min_offset(&state, &request),
                 RequestCode::SearchOffsetByTimestamp => admin::search_offset(&state, &request),

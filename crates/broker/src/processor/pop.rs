@@ -14,11 +14,12 @@ use tidemark_protocol::headers::{
     PeekMessageRequestHeader, PollingInfoRequestHeader, PollingInfoResponseHeader,
     PopMessageRequestHeader, PopMessageResponseHeader, PopSource, ORDERLY_REVIVE_QID,
 };
-use tidemark_protocol::message::{SubscriptionExpression, QUEUE_OFFSET_POSITION};
+use tidemark_protocol::message::QUEUE_OFFSET_POSITION;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
 use tidemark_store::GetStatus;
 
 use super::{bad_header, error};
+use crate::filter::MessageFilter;
 use crate::offsets::Journaled;
 use crate::pop::{Popped, QueueKey};
 use crate::state::{now_ms, BrokerState};
@@ -57,7 +58,7 @@ struct PopAsk {
     init_mode: i32,
     orderly: bool,
     attempt_id: Option<String>,
-    expression: SubscriptionExpression,
+    expression: MessageFilter,
 }
 
 /// The checks every POP-family request shares; `Err` is the answer.
@@ -221,11 +222,15 @@ fn pop_queue(
         remaining - offsets.len()
     };
     if budget > 0 && start < max {
-        let read = state
-            .store
-            .get(topic, queue_id, start, budget, POP_BYTES_MAX, |code| {
-                ask.expression.matches_code(code)
-            });
+        let read = state.store.get_matching(
+            topic,
+            queue_id,
+            start,
+            budget,
+            POP_BYTES_MAX,
+            |code| ask.expression.matches_code(code),
+            |record| ask.expression.matches_record(record),
+        );
         if let Ok(result) = read {
             match result.status {
                 GetStatus::Found | GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving => {
@@ -363,19 +368,18 @@ async fn settle(state: &BrokerState, batch: &mut Batch) -> Result<(), RemotingCo
 }
 
 fn expression_of(
+    state: &BrokerState,
     exp_type: Option<&str>,
     exp: Option<&str>,
-) -> Result<SubscriptionExpression, RemotingCommand> {
-    let kind = exp_type.unwrap_or("TAG");
-    if kind != "TAG" {
-        return Err(error(
-            ResponseCode::SubscriptionParseFailed,
-            format!("expression type {kind} is not supported"),
-        ));
-    }
-    Ok(SubscriptionExpression::parse(
-        exp.filter(|exp| !exp.is_empty()).unwrap_or("*"),
-    ))
+) -> Result<MessageFilter, RemotingCommand> {
+    state
+        .selectors
+        .filter(
+            exp_type,
+            exp.filter(|exp| !exp.is_empty()).unwrap_or("*"),
+            state.config.enable_property_filter,
+        )
+        .map_err(|(code, remark)| error(code, remark))
 }
 
 pub(super) async fn pop(state: &Arc<BrokerState>, request: &RemotingCommand) -> RemotingCommand {
@@ -413,7 +417,7 @@ pub(super) async fn pop(state: &Arc<BrokerState>, request: &RemotingCommand) -> 
         Ok(found) => found,
         Err(answer) => return answer,
     };
-    let expression = match expression_of(header.exp_type.as_deref(), header.exp.as_deref()) {
+    let expression = match expression_of(state, header.exp_type.as_deref(), header.exp.as_deref()) {
         Ok(expression) => expression,
         Err(answer) => return answer,
     };

@@ -11,7 +11,7 @@ use tidemark_protocol::body::{perm, MessageModel, SubscriptionGroupConfig};
 use tidemark_protocol::headers::{
     pull_sys_flag, PullMessageRequestHeader, PullMessageResponseHeader,
 };
-use tidemark_protocol::message::{SubscriptionExpression, PHYSICAL_OFFSET_POSITION};
+use tidemark_protocol::message::PHYSICAL_OFFSET_POSITION;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
 use tidemark_remoting::Channel;
 use tidemark_store::{GetResult, GetStatus};
@@ -143,14 +143,14 @@ fn process(
         );
     }
     let expression = if header.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
-        let expression_type = header.expression_type.as_deref().unwrap_or("TAG");
-        if expression_type != "TAG" {
-            return respond(
-                ResponseCode::SubscriptionParseFailed,
-                format!("expression type {expression_type} is not supported"),
-            );
+        match state.selectors.filter(
+            header.expression_type.as_deref(),
+            header.subscription.as_deref().unwrap_or("*"),
+            state.config.enable_property_filter,
+        ) {
+            Ok(filter) => filter,
+            Err((code, remark)) => return respond(code, remark),
         }
-        SubscriptionExpression::parse(header.subscription.as_deref().unwrap_or("*"))
     } else {
         let Some(online) = state
             .clients
@@ -188,20 +188,28 @@ fn process(
                 "the consumer's subscription not latest".to_owned(),
             );
         }
-        SubscriptionExpression::parse(&subscription.sub_string)
+        match state.selectors.filter(
+            Some(subscription.expression_type.as_str()),
+            &subscription.sub_string,
+            state.config.enable_property_filter,
+        ) {
+            Ok(filter) => filter,
+            Err((code, remark)) => return respond(code, remark),
+        }
     };
 
     let max_count = (header.max_msg_nums.max(1) as usize).min(PULL_MESSAGES_MAX);
     let max_bytes = header.max_msg_bytes.map_or(PULL_BYTES_MAX, |bytes| {
         (bytes.max(1) as usize).min(PULL_BYTES_MAX)
     });
-    let result = match state.store.get(
+    let result = match state.store.get_matching(
         &header.topic,
         header.queue_id,
         header.queue_offset,
         max_count,
         max_bytes,
         |code| expression.matches_code(code),
+        |record| expression.matches_record(record),
     ) {
         Ok(result) => result,
         Err(failure) => {

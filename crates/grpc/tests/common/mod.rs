@@ -160,6 +160,22 @@ pub async fn receive_at(
     broker: Option<&str>,
     invisible_ms: i64,
 ) -> (Code, Vec<Message>) {
+    let filter = FilterExpression {
+        r#type: FilterType::Tag as i32,
+        expression: "*".into(),
+    };
+    receive_filtered(client, group, topic, broker, filter, invisible_ms).await
+}
+
+/// Receives what `filter` selects from one broker's queues of the topic.
+pub async fn receive_filtered(
+    client: &mut MessagingServiceClient<Channel>,
+    group: &str,
+    topic: &str,
+    broker: Option<&str>,
+    filter: FilterExpression,
+    invisible_ms: i64,
+) -> (Code, Vec<Message>) {
     let request = ReceiveMessageRequest {
         group: Some(resource(group)),
         message_queue: Some(MessageQueue {
@@ -171,10 +187,7 @@ pub async fn receive_at(
             }),
             ..MessageQueue::default()
         }),
-        filter_expression: Some(FilterExpression {
-            r#type: FilterType::Tag as i32,
-            expression: "*".into(),
-        }),
+        filter_expression: Some(filter),
         batch_size: 32,
         invisible_duration: Some(prost_types::Duration {
             seconds: invisible_ms / 1000,

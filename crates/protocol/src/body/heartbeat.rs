@@ -74,6 +74,16 @@ json_object! {
 }
 
 json_object! {
+    /// `CheckClientRequestBody`: CHECK_CLIENT_CONFIG's body, a consumer's subscription checked
+    /// before it starts (a SQL92 selector the broker cannot compile fails the start).
+    pub struct CheckClientRequestBody {
+        "clientId" => client_id: String,
+        "group" => group: String,
+        "subscriptionData" => subscription_data: Option<SubscriptionData>,
+    }
+}
+
+json_object! {
     /// `SubscriptionData`: one topic subscription (`filterClassSource` is never serialised).
     pub struct SubscriptionData {
         "classFilterMode" => class_filter_mode: bool,

@@ -56,6 +56,31 @@ impl MessageStore {
         max_bytes: usize,
         filter: impl Fn(i64) -> bool,
     ) -> Result<GetResult> {
+        self.get_matching(
+            topic,
+            queue_id,
+            offset,
+            max_count,
+            max_bytes,
+            filter,
+            |_| true,
+        )
+    }
+
+    /// [`MessageStore::get`] with a second test on each stored record that passed `filter`
+    /// (a SQL92 selector on its properties). Records it refuses are skipped like unmatched
+    /// tags: scanned, not returned, and the next read starts after them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_matching(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_count: usize,
+        max_bytes: usize,
+        filter: impl Fn(i64) -> bool,
+        record_filter: impl Fn(&Bytes) -> bool,
+    ) -> Result<GetResult> {
         let inner = &self.inner;
         let Some(queue) = inner.queues.get(topic, queue_id) else {
             return Ok(GetResult {
@@ -125,10 +150,11 @@ impl MessageStore {
                 .commit_log
                 .read(entry.commit_log_offset as u64, entry.size as usize)?
             {
-                Some(record) => {
+                Some(record) if record_filter(&record) => {
                     bytes += record.len();
                     messages.push(record);
                 }
+                Some(_) => {}
                 None => removed = true,
             }
         }

@@ -100,6 +100,21 @@ final class Clients implements AutoCloseable {
         return push(group, topic, expression, listener, c -> { });
     }
 
+    /**
+     * A clustering push consumer reading from the first offset, not started and without a
+     * subscription, so callers can subscribe with a {@code MessageSelector} and see which of
+     * subscribe() / start() fails. Registered for shutdown already: a 4.9 consumer whose start()
+     * fails in the final broker check is left running.
+     */
+    DefaultMQPushConsumer pushUnstarted(String group, MessageListener listener) {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        common(c, "push");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.registerMessageListener(listener);
+        shutdowns.push(c::shutdown);
+        return c;
+    }
+
     /** Not started: callers subscribe/assign first. */
     DefaultLitePullConsumer litePull(String group) {
         DefaultLitePullConsumer c = new DefaultLitePullConsumer(group);

@@ -24,6 +24,7 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--message-delay-level <levels>]}.
  * {@code --message-delay-level} (e.g. {@code "1s 2s 3s"}) goes to
  * {@link MessageStoreConfig#setMessageDelayLevel}, as {@code messageDelayLevel} in a broker.conf would.
+ * The broker runs with {@code enablePropertyFilter=true}, so it serves SQL92 subscriptions.
  * SIGTERM shuts both down gracefully (JVM shutdown hook); SIGKILL does not.
  */
 public final class ApacheDev {
@@ -80,6 +81,9 @@ public final class ApacheDev {
         brokerConfig.setBrokerIP2("127.0.0.1");
         brokerConfig.setNamesrvAddr("127.0.0.1:" + namesrvPort);
         brokerConfig.setAutoCreateTopicEnable(true);
+        // SQL92 subscriptions (scenario 21) are off by default in Apache 4.9: CHECK_CLIENT_CONFIG and
+        // pulls answer SYSTEM_ERROR "does not support ... SQL92", so a consumer's start() fails
+        brokerConfig.setEnablePropertyFilter(true);
         NettyServerConfig brokerNetty = new NettyServerConfig();
         brokerNetty.setListenPort(brokerPort);
         MessageStoreConfig store = new MessageStoreConfig();
