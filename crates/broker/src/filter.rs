@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use tidemark_filter::Sql92Filter;
-use tidemark_protocol::message::{DecodeOptions, MessageRecord, SubscriptionExpression};
+use tidemark_protocol::message::{find_property, properties_of, SubscriptionExpression};
 use tidemark_protocol::ResponseCode;
 
 /// RocketMQ's expression types.
@@ -42,17 +42,16 @@ impl MessageFilter {
         }
     }
 
-    /// The test on the stored message; tags passed already. A record that does not decode
-    /// does not match.
+    /// The test on the stored message; tags passed already. Properties are looked up in the
+    /// record's encoded string in place (an empty value reads as absent, as RocketMQ decodes
+    /// it); a malformed record does not match.
     pub fn matches_record(&self, record: &Bytes) -> bool {
         match self {
             Self::Tags(_) => true,
-            Self::Sql92(selector) => {
-                match MessageRecord::decode(record, 0, DecodeOptions::default()) {
-                    Ok((message, _)) => selector.matches(|name| message.properties.get(name)),
-                    Err(_) => false,
-                }
-            }
+            Self::Sql92(selector) => match properties_of(record) {
+                Some(properties) => selector.matches(|name| find_property(properties, name)),
+                None => false,
+            },
         }
     }
 

@@ -13,8 +13,8 @@ use tidemark_protocol::body::{
 use tidemark_protocol::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
 use tidemark_protocol::json::{self, JsonBody, Value, WriteOptions};
 use tidemark_protocol::message::{
-    decode_batch, decode_records, encode_batch, BatchEntry, DecodeOptions, MessageRecord,
-    Properties, RecordVersion,
+    decode_batch, decode_records, encode_batch, properties_of, BatchEntry, DecodeOptions,
+    MessageRecord, Properties, RecordVersion,
 };
 use tidemark_protocol::{
     frame, CommandHeader, ExtFields, LanguageCode, RemotingCommand, SerializeType,
@@ -314,7 +314,14 @@ proptest! {
             record.encode(&mut body).expect("encodes");
         }
         let decoded = decode_records(&body.freeze(), DecodeOptions { verify_body_crc: true }).expect("valid");
-        prop_assert_eq!(decoded, records);
+        prop_assert_eq!(&decoded, &records);
+        // The in-place read of the properties agrees with the full decode (both versions, both
+        // host families).
+        for record in &records {
+            let encoded = record.encode_to_bytes().expect("encodes");
+            let properties = properties_of(&encoded).expect("properties found in place");
+            prop_assert_eq!(properties.to_owned(), record.properties.encode());
+        }
     }
 
     #[test]
@@ -404,6 +411,8 @@ proptest! {
         let mut valid = record.encode_to_bytes().expect("encodes").to_vec();
         let at = at.index(valid.len());
         valid[at] = byte;
+        let _ = properties_of(&valid);
+        let _ = properties_of(&raw);
         let _ = decode_records(&Bytes::from(valid), DecodeOptions { verify_body_crc: true });
     }
 }

@@ -171,6 +171,42 @@ pub fn store_timestamp_of(record: &[u8]) -> Option<i64> {
     field(record, BORN_HOST_POSITION + born_host_length).map(i64::from_be_bytes)
 }
 
+/// The encoded properties string of a stored record, read in place (no decode of the rest);
+/// `None` when the record is malformed.
+pub fn properties_of(record: &[u8]) -> Option<&str> {
+    let version = match u32::from_be_bytes(field(record, 4)?) {
+        MAGIC_CODE_V1 => RecordVersion::V1,
+        MAGIC_CODE_V2 => RecordVersion::V2,
+        _ => return None,
+    };
+    let total = usize::try_from(i32::from_be_bytes(field(record, 0)?)).ok()?;
+    let record = record.get(..total)?;
+    let sys_flag = i32::from_be_bytes(field(record, SYS_FLAG_POSITION)?);
+    let born_host_length = host_length_for(sys_flag & sys_flag::BORNHOST_V6 != 0);
+    let store_host_length = host_length_for(sys_flag & sys_flag::STOREHOST_V6 != 0);
+    // After the born host: store timestamp (8), store host, reconsume times (4), prepared
+    // transaction offset (8), then the body's length.
+    let body_length_at = BORN_HOST_POSITION + born_host_length + 8 + store_host_length + 4 + 8;
+    let body_length = usize::try_from(i32::from_be_bytes(field(record, body_length_at)?)).ok()?;
+    let topic_length_at = body_length_at.checked_add(4)?.checked_add(body_length)?;
+    let (topic_length, topic_at) = match version {
+        RecordVersion::V1 => (
+            usize::try_from(i8::from_be_bytes(field(record, topic_length_at)?)).ok()?,
+            topic_length_at + 1,
+        ),
+        RecordVersion::V2 => (
+            usize::try_from(i16::from_be_bytes(field(record, topic_length_at)?)).ok()?,
+            topic_length_at + 2,
+        ),
+    };
+    let properties_length_at = topic_at.checked_add(topic_length)?;
+    let properties_length =
+        usize::try_from(i16::from_be_bytes(field(record, properties_length_at)?)).ok()?;
+    let properties_at = properties_length_at + 2;
+    let properties = record.get(properties_at..properties_at.checked_add(properties_length)?)?;
+    std::str::from_utf8(properties).ok()
+}
+
 /// The `N` bytes at `at`, if `bytes` holds them.
 #[inline]
 fn field<const N: usize>(bytes: &[u8], at: usize) -> Option<[u8; N]> {
