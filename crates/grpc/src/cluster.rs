@@ -3,8 +3,10 @@
 //! about a queue (or a receipt) of another broker is forwarded to that broker's master over
 //! remoting, and a call about this broker's queues goes to its own handler in-process.
 //!
-//! Routes are cached for a few seconds (as a remoting client refreshes them); a topic the name
-//! servers do not know yet (created here a moment ago) is this broker's alone.
+//! Routes are cached for a few seconds (as a remoting client refreshes them) and refreshed in the
+//! background once expired, so a slow or unreachable name server never holds up a call: the
+//! last known route is served meanwhile. A topic the name servers do not know yet (created here
+//! a moment ago) is this broker's alone.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,59 +68,33 @@ struct CachedRoute {
     fetched: Instant,
     /// The route as the name servers gave it; `None` when none of them knew the topic.
     route: Option<Arc<TopicRouteData>>,
+    /// A refresh is under way (an expired route keeps being served meanwhile).
+    refreshing: bool,
 }
 
-/// Routes from the name servers and the connections to other brokers. Owns its lock.
+/// What the name servers said about a topic.
+enum Lookup {
+    Found(TopicRouteData),
+    /// A name server answered that the topic does not exist.
+    Unknown,
+    /// None answered: keep whatever was known.
+    NoAnswer,
+}
+
+/// What every clone of a [`Cluster`] shares (a refresh runs on its own task).
 #[derive(Debug)]
-pub struct Cluster {
+struct Shared {
     client: RemotingClient,
     name_servers: Vec<String>,
-    own_name: String,
-    /// Whether this process's broker is its name's master (a slave forwards to its master).
-    own_is_master: bool,
     routes: Mutex<HashMap<String, CachedRoute>>,
-    next_queue: AtomicUsize,
 }
 
-impl Cluster {
-    pub fn new(name_servers: Vec<String>, own_name: String, own_is_master: bool) -> Self {
-        Self {
-            client: RemotingClient::new(ClientConfig::default(), None),
-            name_servers,
-            own_name,
-            own_is_master,
-            routes: Mutex::new(HashMap::new()),
-            next_queue: AtomicUsize::new(0),
-        }
-    }
-
+impl Shared {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, CachedRoute>> {
         self.routes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn own_name(&self) -> &str {
-        &self.own_name
-    }
-
-    /// The topic's route from the name servers (cached), `None` when none knows it.
-    async fn route(&self, topic: &str) -> Option<Arc<TopicRouteData>> {
-        if let Some(cached) = self.lock().get(topic) {
-            if cached.fetched.elapsed() < ROUTE_TTL {
-                return cached.route.clone();
-            }
-        }
-        let route = self.fetch_route(topic).await.map(Arc::new);
-        self.lock().insert(
-            topic.to_owned(),
-            CachedRoute {
-                fetched: Instant::now(),
-                route: route.clone(),
-            },
-        );
-        route
-    }
-
-    async fn fetch_route(&self, topic: &str) -> Option<TopicRouteData> {
+    async fn lookup(&self, topic: &str) -> Lookup {
         for namesrv in &self.name_servers {
             let request = RemotingCommand::request_with_header(
                 RequestCode::GetRouteInfoByTopic,
@@ -133,15 +109,102 @@ impl Cluster {
             match response.response_code() {
                 ResponseCode::Success => {
                     if let Ok(route) = TopicRouteData::from_json_bytes(&response.body) {
-                        return Some(route);
+                        return Lookup::Found(route);
                     }
                 }
-                // This name server answered: the topic is unknown to the cluster.
-                ResponseCode::TopicNotExist => return None,
+                ResponseCode::TopicNotExist => return Lookup::Unknown,
                 _ => {}
             }
         }
-        None
+        Lookup::NoAnswer
+    }
+
+    /// Asks the name servers and stores the answer; when none answers, the route known before
+    /// (if any) stays, for another TTL.
+    async fn refresh(&self, topic: &str) -> Option<Arc<TopicRouteData>> {
+        let lookup = self.lookup(topic).await;
+        let mut routes = self.lock();
+        let previous = routes.get(topic).and_then(|cached| cached.route.clone());
+        let route = match lookup {
+            Lookup::Found(route) => Some(Arc::new(route)),
+            Lookup::Unknown => None,
+            Lookup::NoAnswer => previous,
+        };
+        routes.insert(
+            topic.to_owned(),
+            CachedRoute {
+                fetched: Instant::now(),
+                route: route.clone(),
+                refreshing: false,
+            },
+        );
+        route
+    }
+}
+
+/// Routes from the name servers and the connections to other brokers. Owns its lock.
+#[derive(Debug)]
+pub struct Cluster {
+    shared: Arc<Shared>,
+    own_name: String,
+    /// Whether this process's broker is its name's master (a slave forwards to its master).
+    own_is_master: bool,
+    next_queue: AtomicUsize,
+}
+
+impl Cluster {
+    pub fn new(name_servers: Vec<String>, own_name: String, own_is_master: bool) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                client: RemotingClient::new(ClientConfig::default(), None),
+                name_servers,
+                routes: Mutex::new(HashMap::new()),
+            }),
+            own_name,
+            own_is_master,
+            next_queue: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, CachedRoute>> {
+        self.shared.lock()
+    }
+
+    pub fn own_name(&self) -> &str {
+        &self.own_name
+    }
+
+    /// The topic's route from the name servers, `None` when none knows it. Asked once per
+    /// topic; afterwards the cached answer is served, and an expired one is refreshed in the
+    /// background (a slow or unreachable name server never holds up a send).
+    async fn route(&self, topic: &str) -> Option<Arc<TopicRouteData>> {
+        let expired = {
+            let mut routes = self.lock();
+            match routes.get_mut(topic) {
+                Some(cached) if cached.fetched.elapsed() < ROUTE_TTL => {
+                    return cached.route.clone()
+                }
+                Some(cached) => {
+                    let start = !cached.refreshing;
+                    cached.refreshing = true;
+                    Some((cached.route.clone(), start))
+                }
+                None => None,
+            }
+        };
+        match expired {
+            Some((route, start_refresh)) => {
+                if start_refresh {
+                    let shared = self.shared.clone();
+                    let topic = topic.to_owned();
+                    tokio::spawn(async move {
+                        shared.refresh(&topic).await;
+                    });
+                }
+                route
+            }
+            None => self.shared.refresh(topic).await,
+        }
     }
 
     /// Forgets a topic's cached route (its brokers changed, e.g. it was just created here).
@@ -216,8 +279,7 @@ impl Cluster {
             return Target::Remote(address);
         }
         // The broker may have joined (or its master returned) since the route was cached.
-        self.invalidate(topic);
-        match self.route(topic).await.as_deref().and_then(master) {
+        match self.shared.refresh(topic).await.as_deref().and_then(master) {
             Some(address) => Target::Remote(address),
             None => Target::Unreachable,
         }
@@ -256,11 +318,11 @@ impl Cluster {
         request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
-        self.client.invoke(address, request, timeout).await
+        self.shared.client.invoke(address, request, timeout).await
     }
 
     pub fn shutdown(&self) {
-        self.client.shutdown();
+        self.shared.client.shutdown();
     }
 }
 
@@ -322,5 +384,38 @@ mod tests {
         assert_eq!(cluster.target("T", "b").await, Target::Unreachable);
         let slave = Cluster::new(Vec::new(), "a".into(), false);
         assert_eq!(slave.target("T", "a").await, Target::Unreachable);
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_refresh_keeps_the_route_known_before() {
+        let cluster = Cluster::new(Vec::new(), "a".into(), true);
+        let route = TopicRouteData {
+            broker_datas: vec![tidemark_protocol::body::BrokerData {
+                broker_name: "b".into(),
+                broker_addrs: [(0, "127.0.0.1:10911".to_owned())].into(),
+                ..Default::default()
+            }],
+            ..TopicRouteData::default()
+        };
+        cluster.lock().insert(
+            "T".into(),
+            CachedRoute {
+                fetched: Instant::now() - ROUTE_TTL * 2,
+                route: Some(Arc::new(route)),
+                refreshing: false,
+            },
+        );
+        // Expired: still served while the refresh (no name server answers) runs.
+        assert_eq!(
+            cluster.target("T", "b").await,
+            Target::Remote("127.0.0.1:10911".into())
+        );
+        tokio::task::yield_now().await;
+        let kept = cluster.shared.refresh("T").await;
+        assert!(kept.is_some(), "no answer is not 'no such topic'");
+        assert_eq!(
+            cluster.target("T", "b").await,
+            Target::Remote("127.0.0.1:10911".into())
+        );
     }
 }
