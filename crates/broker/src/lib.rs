@@ -18,6 +18,7 @@ pub mod persister;
 pub mod pop;
 mod pre_online;
 mod processor;
+pub mod progress;
 mod registration;
 pub mod request_modes;
 pub mod schedule;

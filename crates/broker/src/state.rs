@@ -30,13 +30,31 @@ use tidemark_storage::atomic_file::PersistError;
 
 pub use tidemark_remoting::now_ms;
 
-/// Counters and rates runtime info reports.
-#[derive(Debug, Default)]
+/// Counters and rates runtime info and the metrics endpoint report.
+#[derive(Debug)]
 pub struct BrokerStats {
     pub messages_put_total: AtomicU64,
     pub messages_got_total: AtomicU64,
     /// Put and get rates, sampled every second.
     throughput: Mutex<crate::stats::Throughput>,
+    /// Messages and bytes stored per topic and delivered per topic and group.
+    pub traffic: crate::stats::Traffic,
+    /// Seconds from a send's append to its reply (the group commit under SYNC_FLUSH).
+    pub store_latency: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Default for BrokerStats {
+    fn default() -> Self {
+        Self {
+            messages_put_total: AtomicU64::new(0),
+            messages_got_total: AtomicU64::new(0),
+            throughput: Mutex::default(),
+            traffic: crate::stats::Traffic::default(),
+            store_latency: prometheus_client::metrics::histogram::Histogram::new(
+                crate::stats::LATENCY_BUCKETS_SECONDS,
+            ),
+        }
+    }
 }
 
 impl BrokerStats {

@@ -1,7 +1,82 @@
 //! Throughput figures for GET_BROKER_RUNTIME_INFO: messages put and got, sampled once a second,
-//! as rates over the last 10, 60 and 600 s (RocketMQ's `StoreStatsService` format).
+//! as rates over the last 10, 60 and 600 s (RocketMQ's `StoreStatsService` format); and the
+//! per-topic traffic the metrics endpoint reports.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Upper bounds of the latency histograms, seconds (100 µs to 5 s).
+pub const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Messages and their bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Flow {
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+impl Flow {
+    fn add(&mut self, messages: u64, bytes: u64) {
+        self.messages += messages;
+        self.bytes += bytes;
+    }
+}
+
+/// Traffic since start: stored per topic, delivered (pulled or popped) per topic and group.
+#[derive(Debug, Default, Clone)]
+pub struct TrafficTable {
+    pub stored: HashMap<String, Flow>,
+    pub delivered: HashMap<(String, String), Flow>,
+}
+
+/// [`TrafficTable`] behind its lock; counting costs one map lookup.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    inner: Mutex<TrafficTable>,
+}
+
+impl Traffic {
+    fn lock(&self) -> MutexGuard<'_, TrafficTable> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn stored(&self, topic: &str, messages: u64, bytes: u64) {
+        let mut table = self.lock();
+        match table.stored.get_mut(topic) {
+            Some(flow) => flow.add(messages, bytes),
+            None => {
+                let mut flow = Flow::default();
+                flow.add(messages, bytes);
+                table.stored.insert(topic.to_owned(), flow);
+            }
+        }
+    }
+
+    pub fn delivered(&self, topic: &str, group: &str, messages: u64, bytes: u64) {
+        if messages == 0 {
+            return;
+        }
+        let mut table = self.lock();
+        table
+            .delivered
+            .entry((topic.to_owned(), group.to_owned()))
+            .or_default()
+            .add(messages, bytes);
+    }
+
+    pub fn snapshot(&self) -> TrafficTable {
+        self.lock().clone()
+    }
+
+    /// Forgets a removed topic's figures.
+    pub fn drop_topic(&self, topic: &str) {
+        let mut table = self.lock();
+        table.stored.remove(topic);
+        table.delivered.retain(|(t, _), _| t != topic);
+    }
+}
 
 /// Samples kept: ten minutes at one a second.
 const SAMPLES_MAX: usize = 601;

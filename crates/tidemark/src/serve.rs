@@ -33,6 +33,10 @@ pub struct DevArgs {
     /// RocketMQ 5's gRPC port (what 5.x clients' endpoints name; TLS or plaintext); 0: none.
     #[arg(long, default_value_t = 8081)]
     pub grpc_port: u16,
+    /// The metrics endpoint's HTTP port (`/metrics`); 0: none. If it is taken, `tidemark dev`
+    /// runs without it and says so.
+    #[arg(long, default_value_t = 8082)]
+    pub http_port: u16,
     /// Acknowledge sends only after fsync.
     #[arg(long)]
     pub sync_flush: bool,
@@ -97,11 +101,13 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
 }
 
 /// `with_ha`: a standalone broker (`tidemark broker`) serves the HA port and announces itself;
-/// `tidemark dev` has no slaves and announces itself once both servers are up.
+/// `tidemark dev` has no slaves and announces itself once both servers are up. `http`: the
+/// metrics endpoint's listener, bound by the caller.
 async fn serve_broker(
     config: BrokerConfig,
     stop: watch::Receiver<bool>,
     with_ha: bool,
+    http: Option<TcpListener>,
 ) -> anyhow::Result<()> {
     let ip: IpAddr = config
         .listen_ip
@@ -141,6 +147,16 @@ async fn serve_broker(
             let _ = stop.wait_for(|stopped| *stopped).await;
         }))
     });
+    let http_task = http.map(|listener| {
+        let mut stop = stop.clone();
+        tokio::spawn(tidemark_console::serve(
+            listener,
+            state.clone(),
+            async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            },
+        ))
+    });
     let mut stop = stop;
     let serving = tokio::spawn(broker.serve_with_ha(main, vip, ha, async move {
         let _ = stop.wait_for(|stopped| *stopped).await;
@@ -165,6 +181,11 @@ async fn serve_broker(
     serving.await.context("broker task")??;
     if let Some(task) = grpc_task {
         task.await.context("gRPC task")??;
+    }
+    if let Some(task) = http_task {
+        task.await
+            .context("metrics task")?
+            .context("metrics endpoint")?;
     }
     Ok(())
 }
@@ -213,6 +234,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         listen_ip: args.listen_ip.to_string(),
         listen_port: args.broker_port,
         grpc_listen_port: args.grpc_port,
+        http_listen_port: args.http_port,
         namesrv_addr: namesrv_addr.clone(),
         store_path_root_dir: args.data_dir.join("broker"),
         message_delay_level: args.message_delay_level.clone(),
@@ -230,6 +252,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         "message_delay_level" => "--message-delay-level".to_owned(),
         "listen_ip" => "--listen-ip".to_owned(),
         "grpc_listen_port" => "--grpc-port".to_owned(),
+        "http_listen_port" => "--http-port".to_owned(),
         other => other.to_owned(),
     })?;
     let broker_name = config.broker_name.clone();
@@ -247,7 +270,22 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             },
         ))
     };
-    let mut broker = tokio::spawn(serve_broker(config, stopping, false));
+    // A taken metrics port does not stop a development server: it runs without the endpoint.
+    let http = match args.http_port {
+        0 => None,
+        port => match bind(SocketAddr::new(args.listen_ip, port), "metrics").await {
+            Ok(listener) => Some(listener),
+            Err(failure) => {
+                warn!("{failure:#}; running without the metrics endpoint (choose one with --http-port)");
+                None
+            }
+        },
+    };
+    let http_addr = match &http {
+        Some(_) => format!("http://{advertised}:{}/metrics", args.http_port),
+        None => "off".to_owned(),
+    };
+    let mut broker = tokio::spawn(serve_broker(config, stopping, false, http));
     tokio::select! {
         registered = wait_until_registered(&namesrv_addr, &broker_name) => registered?,
         outcome = &mut broker => return ended_unasked(outcome),
@@ -257,7 +295,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         port => format!("{advertised}:{port}"),
     };
     announce(&format!(
-        "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} grpc={grpc_addr} data={}",
+        "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} grpc={grpc_addr} metrics={http_addr} data={}",
         args.data_dir.display()
     ));
     info!(%namesrv_addr, %broker_addr, "tidemark dev ready; point clients at the name server");
@@ -299,8 +337,17 @@ pub async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     }
     config.validate()?;
     info!(?config, "effective configuration");
+    let http = match config.http_listen_port {
+        0 => None,
+        port => {
+            let ip: IpAddr = config.listen_ip.parse().with_context(|| {
+                format!("listen_ip {:?} is not an IP address", config.listen_ip)
+            })?;
+            Some(bind(SocketAddr::new(ip, port), "metrics").await?)
+        }
+    };
     let (stop, stopping) = watch::channel(false);
-    let mut broker = tokio::spawn(serve_broker(config, stopping, true));
+    let mut broker = tokio::spawn(serve_broker(config, stopping, true, http));
     tokio::select! {
         _ = shutdown_signal() => {}
         outcome = &mut broker => return ended_unasked(outcome),

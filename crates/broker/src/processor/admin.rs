@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use tidemark_protocol::body::{
     ConsumeStats, ConsumerProgress, KvTable, MessageQueue, MessageQueueOffsetForC,
-    MessageQueueOffsets, OffsetWrapper, QueueProgressView, ResetOffsetBodyForC,
-    SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicOffset, TopicStatsTable,
+    MessageQueueOffsets, OffsetWrapper, ResetOffsetBodyForC, SubscriptionGroupConfig, TopicConfig,
+    TopicFilterType, TopicOffset, TopicStatsTable,
 };
 use tidemark_protocol::headers::ResetOffsetRequestHeader;
 use tidemark_protocol::headers::{
@@ -187,6 +187,7 @@ pub(super) async fn delete_topic(
         );
     };
     state.topics.remove(&topic, now_ms());
+    state.stats.traffic.drop_topic(&topic);
     let (_, journaled) = state.offsets.drop_topic(&topic);
     if let Err(failure) = state.offsets.durable(journaled).await {
         return error(
@@ -295,65 +296,12 @@ pub(super) fn consumer_progress(state: &BrokerState, request: &RemotingCommand) 
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let group = header.consumer_group;
-    let topics = match header.topic.filter(|topic| !topic.is_empty()) {
-        Some(topic) => vec![topic],
-        None => state.offsets.topics_of_group(&group),
-    };
-    let now = now_ms();
-    let threshold = state.config.consumer_stuck_threshold_ms as i64;
-    let mut queues = Vec::new();
-    for topic in topics {
-        let Some(config) = state.topics.get(&topic) else {
-            continue;
-        };
-        let popped = state.pop.views(&group, Some(&topic));
-        for queue_id in 0..config.read_queue_nums {
-            let broker_offset = state.store.max_offset(&topic, queue_id).max(0);
-            let progress = state.offsets.queue_progress(&topic, &group, queue_id);
-            let pop = popped.iter().find(|view| view.queue_id == queue_id);
-            let consumer_offset = progress.as_ref().map_or(0, |p| p.offset.max(0));
-            let time_lag_ms = if consumer_offset < broker_offset {
-                state
-                    .store
-                    .store_timestamp_at(&topic, queue_id, consumer_offset)
-                    .ok()
-                    .flatten()
-                    .map_or(0, |stored| (now - stored).max(0))
-            } else {
-                0
-            };
-            let stuck_since = progress
-                .as_ref()
-                .and_then(|p| p.stuck_since(now, threshold, state.boot_timestamp_ms));
-            queues.push(QueueProgressView {
-                topic: topic.clone(),
-                broker_name: state.config.broker_name.clone(),
-                queue_id,
-                broker_offset,
-                consumer_offset,
-                // A popping group's finished offsets above its floor are the acknowledged holes.
-                acked_above: match pop {
-                    Some(pop) => pop.acked_holes,
-                    None => progress.as_ref().map_or(0, |p| p.acked.count()),
-                },
-                acked_ranges: progress
-                    .as_ref()
-                    .map(|p| p.acked.encode(p.offset))
-                    .unwrap_or_default(),
-                time_lag_ms,
-                stuck_offset: if stuck_since.is_some() {
-                    consumer_offset
-                } else {
-                    -1
-                },
-                stuck_since_ms: stuck_since.unwrap_or(0),
-                pop_in_flight: pop.map(|pop| pop.in_flight as i64),
-                pop_visible_again_at_ms: pop.and_then(|pop| pop.oldest_visible_at),
-                pop_next_offset: pop.map(|pop| pop.next),
-            });
-        }
-    }
+    let queues = crate::progress::group_progress(
+        state,
+        &header.consumer_group,
+        header.topic.as_deref().filter(|topic| !topic.is_empty()),
+        now_ms(),
+    );
     success().with_body(ConsumerProgress { queues }.to_json_bytes())
 }
 

@@ -28,12 +28,26 @@ pub(super) async fn put(
     messages: Vec<NewMessage>,
 ) -> Result<Vec<Appended>, StoreError> {
     let count = messages.len() as u64;
+    let started = std::time::Instant::now();
     let (appended, durable) = state.store.append_batch(&messages)?;
     durable.await?;
     state
         .stats
+        .store_latency
+        .observe(started.elapsed().as_secs_f64());
+    state
+        .stats
         .messages_put_total
         .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+    // A batch is one topic's (or a few runs of one topic): one count per run.
+    let mut runs = messages.chunk_by(|a, b| a.topic == b.topic);
+    for run in &mut runs {
+        let bytes = run.iter().map(|message| message.body.len() as u64).sum();
+        state
+            .stats
+            .traffic
+            .stored(&run[0].topic, run.len() as u64, bytes);
+    }
     state.ha.notify_new_data();
     Ok(appended)
 }

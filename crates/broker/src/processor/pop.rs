@@ -499,6 +499,12 @@ fn respond(state: &BrokerState, ask: &PopAsk, pop_time: i64, batch: Batch) -> Re
         .stats
         .messages_got_total
         .fetch_add(count as u64, Ordering::Relaxed);
+    state.stats.traffic.delivered(
+        &ask.topic.topic_name,
+        &ask.group,
+        count as u64,
+        body.len() as u64,
+    );
     let mut response = RemotingCommand::response(ResponseCode::Success, "FOUND".to_owned())
         .with_header(&PopMessageResponseHeader {
             pop_time,

@@ -260,6 +260,12 @@ fn process(
         result.messages.len() as u64,
         std::sync::atomic::Ordering::Relaxed,
     );
+    state.stats.traffic.delivered(
+        &header.topic,
+        &header.consumer_group,
+        result.messages.len() as u64,
+        body.len() as u64,
+    );
     let mut response = RemotingCommand::response(code, status_name(result.status).to_owned())
         .with_header(&PullMessageResponseHeader {
             suggest_which_broker_id,

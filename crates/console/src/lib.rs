@@ -1,0 +1,56 @@
+//! `tidemark-console`: the broker's HTTP surface for operators. Today it serves `/metrics`
+//! (OpenMetrics text for Prometheus); it depends on the broker, never the other way.
+
+pub mod metrics;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use tidemark_broker::BrokerState;
+use tokio::net::TcpListener;
+use tracing::info;
+
+/// What `/metrics` answers with.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+async fn metrics(State(state): State<Arc<BrokerState>>) -> impl IntoResponse {
+    // Rendering reads every queue's bounds and a store timestamp per lagging queue: off the
+    // async workers.
+    let rendered =
+        tokio::task::spawn_blocking(move || metrics::render(&state, tidemark_remoting::now_ms()))
+            .await;
+    match rendered {
+        Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
+        Err(_) => (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "metrics could not be rendered",
+        )
+            .into_response(),
+    }
+}
+
+async fn index() -> &'static str {
+    "tidemark broker: metrics at /metrics\n"
+}
+
+/// Serves the HTTP endpoints on `listener` for `state`'s broker until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<BrokerState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let port = listener.local_addr()?.port();
+    let router = Router::new()
+        .route("/", get(index))
+        .route("/metrics", get(metrics))
+        .with_state(state);
+    info!(port, "metrics endpoint serving /metrics");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

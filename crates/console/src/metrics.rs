@@ -1,0 +1,262 @@
+//! `/metrics`: what the broker knows, rendered at each scrape in the OpenMetrics text format
+//! (which Prometheus reads). Consumer progress per group and queue — committed offset, lag in
+//! messages and in seconds, a stuck marker, POP in flight — is the point; per-topic traffic,
+//! the store and send latency come with it. Where rocketmq-exporter has an equivalent, its
+//! metric is emitted too under its name (see README for the mapping).
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tidemark_broker::BrokerState;
+
+type Labels = Vec<(String, String)>;
+type IntGauges = Family<Labels, Gauge>;
+type FloatGauges = Family<Labels, Gauge<f64, AtomicU64>>;
+type Counters = Family<Labels, Counter>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+fn family<M: Clone + Default + std::fmt::Debug + Send + Sync + 'static>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+) -> Family<Labels, M>
+where
+    Family<Labels, M>: prometheus_client::registry::Metric,
+{
+    let family = Family::<Labels, M>::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+/// The metrics of `state`'s broker at `now_ms`, as OpenMetrics text.
+pub fn render(state: &BrokerState, now_ms: i64) -> String {
+    let mut registry = Registry::default();
+    let cluster = state.config.broker_cluster_name.as_str();
+    let broker = state.config.broker_name.as_str();
+
+    // Traffic.
+    let stored_messages: Counters = family(
+        &mut registry,
+        "tidemark_topic_stored_messages",
+        "Messages stored per topic since the broker started",
+    );
+    let stored_bytes: Counters = family(
+        &mut registry,
+        "tidemark_topic_stored_bytes",
+        "Body bytes stored per topic since the broker started",
+    );
+    let delivered_messages: Counters = family(
+        &mut registry,
+        "tidemark_topic_delivered_messages",
+        "Messages delivered (pulled or popped) per topic and group since the broker started",
+    );
+    let delivered_bytes: Counters = family(
+        &mut registry,
+        "tidemark_topic_delivered_bytes",
+        "Record bytes delivered per topic and group since the broker started",
+    );
+    let traffic = state.stats.traffic.snapshot();
+    for (topic, flow) in &traffic.stored {
+        let topic_labels = labels(&[("topic", topic)]);
+        stored_messages
+            .get_or_create(&topic_labels)
+            .inc_by(flow.messages);
+        stored_bytes.get_or_create(&topic_labels).inc_by(flow.bytes);
+    }
+    for ((topic, group), flow) in &traffic.delivered {
+        let group_labels = labels(&[("topic", topic), ("group", group)]);
+        delivered_messages
+            .get_or_create(&group_labels)
+            .inc_by(flow.messages);
+        delivered_bytes
+            .get_or_create(&group_labels)
+            .inc_by(flow.bytes);
+    }
+
+    // Queues and consumer progress.
+    let max_offset: IntGauges = family(
+        &mut registry,
+        "tidemark_queue_max_offset",
+        "The next offset to be written in each queue (messages ever stored in it)",
+    );
+    let min_offset: IntGauges = family(
+        &mut registry,
+        "tidemark_queue_min_offset",
+        "The oldest offset still held in each queue",
+    );
+    let committed: IntGauges = family(
+        &mut registry,
+        "tidemark_consumer_offset",
+        "A group's committed offset per queue: everything below it is consumed",
+    );
+    let lag: IntGauges = family(
+        &mut registry,
+        "tidemark_consumer_lag_messages",
+        "Messages of a queue above the group's committed offset",
+    );
+    let time_lag: FloatGauges = family(
+        &mut registry,
+        "tidemark_consumer_lag_seconds",
+        "Age of the oldest message of a queue the group has not consumed (0 when caught up)",
+    );
+    let acked_above: IntGauges = family(
+        &mut registry,
+        "tidemark_consumer_acked_above_offset_messages",
+        "Messages above the committed offset already acknowledged (kept, not redelivered)",
+    );
+    let stuck_offset: IntGauges = family(
+        &mut registry,
+        "tidemark_consumer_stuck_offset",
+        "The offset one unacknowledged message holds a group at while later ones complete (queues so held only)",
+    );
+    let stuck_seconds: FloatGauges = family(
+        &mut registry,
+        "tidemark_consumer_stuck_seconds",
+        "How long the group has been held at its stuck offset (queues so held only)",
+    );
+    let pop_in_flight: IntGauges = family(
+        &mut registry,
+        "tidemark_pop_in_flight_messages",
+        "Messages popped and neither acknowledged nor back yet, per group and queue",
+    );
+    let exporter_producer: IntGauges = family(
+        &mut registry,
+        "rocketmq_producer_offset",
+        "rocketmq-exporter: the topic's max offsets on this broker, summed over its queues",
+    );
+    let exporter_consumer: IntGauges = family(
+        &mut registry,
+        "rocketmq_consumer_offset",
+        "rocketmq-exporter: the group's committed offsets on this broker, summed over the topic's queues",
+    );
+    let exporter_diff: IntGauges = family(
+        &mut registry,
+        "rocketmq_group_diff",
+        "rocketmq-exporter: the group's lag in messages on this broker, summed over the topic's queues",
+    );
+    let exporter_latency: IntGauges = family(
+        &mut registry,
+        "rocketmq_group_get_latency_by_storetime",
+        "rocketmq-exporter: age in ms of the oldest message the group has not consumed, over the topic's queues",
+    );
+    let mut topics = state.topics.names();
+    topics.sort();
+    for topic in &topics {
+        let Some(config) = state.topics.get(topic) else {
+            continue;
+        };
+        let mut topic_max = 0i64;
+        for queue_id in 0..config.read_queue_nums.max(config.write_queue_nums) {
+            let queue = queue_id.to_string();
+            let queue_labels = labels(&[("topic", topic), ("queue", &queue)]);
+            let max = state.store.max_offset(topic, queue_id);
+            topic_max += max;
+            max_offset.get_or_create(&queue_labels).set(max);
+            min_offset
+                .get_or_create(&queue_labels)
+                .set(state.store.min_offset(topic, queue_id));
+        }
+        exporter_producer
+            .get_or_create(&labels(&[
+                ("cluster", cluster),
+                ("broker", broker),
+                ("topic", topic),
+            ]))
+            .set(topic_max);
+        for group in state.offsets.groups_of_topic(topic) {
+            let progress =
+                tidemark_broker::progress::group_progress(state, &group, Some(topic), now_ms);
+            let (mut offsets, mut diff, mut oldest_ms) = (0i64, 0i64, 0i64);
+            for queue in &progress {
+                let id = queue.queue_id.to_string();
+                let queue_labels = labels(&[("group", &group), ("topic", topic), ("queue", &id)]);
+                let behind = (queue.broker_offset - queue.consumer_offset).max(0);
+                offsets += queue.consumer_offset;
+                diff += behind;
+                oldest_ms = oldest_ms.max(queue.time_lag_ms);
+                committed
+                    .get_or_create(&queue_labels)
+                    .set(queue.consumer_offset);
+                lag.get_or_create(&queue_labels).set(behind);
+                time_lag
+                    .get_or_create(&queue_labels)
+                    .set(queue.time_lag_ms as f64 / 1000.0);
+                acked_above
+                    .get_or_create(&queue_labels)
+                    .set(queue.acked_above);
+                if queue.stuck_offset >= 0 {
+                    stuck_offset
+                        .get_or_create(&queue_labels)
+                        .set(queue.stuck_offset);
+                    stuck_seconds
+                        .get_or_create(&queue_labels)
+                        .set((now_ms - queue.stuck_since_ms).max(0) as f64 / 1000.0);
+                }
+                if let Some(in_flight) = queue.pop_in_flight {
+                    pop_in_flight.get_or_create(&queue_labels).set(in_flight);
+                }
+            }
+            let group_labels = labels(&[
+                ("cluster", cluster),
+                ("broker", broker),
+                ("topic", topic),
+                ("group", &group),
+            ]);
+            exporter_consumer.get_or_create(&group_labels).set(offsets);
+            exporter_diff.get_or_create(&group_labels).set(diff);
+            exporter_latency.get_or_create(&group_labels).set(oldest_ms);
+        }
+    }
+
+    // The store.
+    registry.register(
+        "tidemark_store_latency_seconds",
+        "From a send's append to its reply: the group commit under SYNC_FLUSH, the append under ASYNC_FLUSH",
+        state.stats.store_latency.clone(),
+    );
+    let disk = state.store.disk_usage();
+    let disk_used: Gauge<f64, AtomicU64> = Gauge::default();
+    disk_used.set(disk.usage_ratio);
+    registry.register(
+        "tidemark_store_disk_used_ratio",
+        "Used share of the store's file system at the last retention pass",
+        disk_used,
+    );
+    let refused: Gauge = Gauge::default();
+    refused.set(i64::from(disk.writes_refused));
+    registry.register(
+        "tidemark_store_writes_refused",
+        "1 while the disk is too full to take messages",
+        refused,
+    );
+    let (log_min, log_written, log_flushed) = state.store.commit_log_positions();
+    let log_bytes: Gauge = Gauge::default();
+    log_bytes.set(log_written.saturating_sub(log_min) as i64);
+    registry.register(
+        "tidemark_commit_log_bytes",
+        "Bytes of commit log held (written minus deleted)",
+        log_bytes,
+    );
+    let unflushed: Gauge = Gauge::default();
+    unflushed.set(log_written.saturating_sub(log_flushed) as i64);
+    registry.register(
+        "tidemark_commit_log_unflushed_bytes",
+        "Bytes written to the commit log but not yet synced to disk",
+        unflushed,
+    );
+
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut text, &registry);
+    text
+}

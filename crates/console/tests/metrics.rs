@@ -1,0 +1,266 @@
+//! `/metrics` over HTTP against a broker under load: the text parses as Prometheus exposition,
+//! counters only grow, and the consumer figures agree with the broker's own consume stats
+//! (lag = broker offset − committed offset) and store timestamps (time lag).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidemark_broker::{Broker, BrokerConfig};
+use tidemark_namesrv::{NameServer, NameServerConfig};
+use tidemark_protocol::body::ConsumeStats;
+use tidemark_protocol::headers::{
+    GetConsumeStatsRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    UpdateConsumerOffsetRequestHeader,
+};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::message::Properties;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{ClientConfig, RemotingClient};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+const WAIT: Duration = Duration::from_secs(10);
+const TOPIC: &str = "MetricsTopic";
+const GROUP: &str = "metrics_group";
+
+async fn stopped(mut stopping: watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stopped| *stopped).await;
+}
+
+fn send(index: u32) -> RemotingCommand {
+    let mut properties = Properties::new();
+    properties.insert("UNIQ_KEY", format!("METRICS{index:08}"));
+    let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
+        producer_group: "metrics_producer".into(),
+        topic: TOPIC.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 2,
+        queue_id: (index % 2) as i32,
+        sys_flag: 0,
+        born_timestamp: tidemark_remoting::now_ms(),
+        flag: 0,
+        properties: Some(properties.encode()),
+        reconsume_times: Some(0),
+        unit_mode: false,
+        batch: false,
+        max_reconsume_times: None,
+        broker_name: None,
+    });
+    RemotingCommand::request_with_header(RequestCode::SendMessageV2, &header)
+        .with_body(Bytes::from(vec![b'm'; 100]))
+}
+
+/// One GET over HTTP/1.1; the body.
+async fn get(addr: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .expect("request");
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut answer))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    let answer = String::from_utf8(answer).expect("utf-8");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("head and body");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head
+        .to_ascii_lowercase()
+        .contains("content-type: application/openmetrics-text"));
+    body.to_owned()
+}
+
+/// Samples by metric name and label set (as sorted `k=v` pairs).
+fn parse(text: &str) -> HashMap<(String, Vec<String>), f64> {
+    let lines = text.lines().map(|line| Ok(line.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
+    scrape
+        .samples
+        .into_iter()
+        .map(|sample| {
+            let mut labels: Vec<String> = sample
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            labels.sort();
+            let value = match sample.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            };
+            ((sample.metric, labels), value)
+        })
+        .collect()
+}
+
+fn sample(
+    samples: &HashMap<(String, Vec<String>), f64>,
+    name: &str,
+    labels: &[&str],
+) -> Option<f64> {
+    let mut labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
+    labels.sort();
+    samples.get(&(name.to_owned(), labels)).copied()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_agree_with_consume_stats_under_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stop, stopping) = watch::channel(false);
+    let namesrv = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let namesrv_addr = namesrv.local_addr().expect("bound").to_string();
+    tokio::spawn(NameServer::serve(
+        namesrv,
+        NameServerConfig::default(),
+        stopped(stopping.clone()),
+    ));
+    let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let http = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let broker_addr = main.local_addr().expect("bound").to_string();
+    let http_addr = http.local_addr().expect("bound").to_string();
+    let config = BrokerConfig {
+        store_path_root_dir: dir.path().to_path_buf(),
+        namesrv_addr,
+        listen_ip: "127.0.0.1".into(),
+        listen_port: main.local_addr().expect("bound").port(),
+        mapped_file_size_commit_log: 8 << 20,
+        pre_online_timeout_ms: 0,
+        default_topic_queue_nums: 2,
+        ..BrokerConfig::default()
+    };
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+        .await
+        .expect("task")
+        .expect("broker opens");
+    let state = broker.state().clone();
+    tokio::spawn(broker.serve(main, vip, stopped(stopping.clone())));
+    tokio::spawn(tidemark_console::serve(http, state, stopped(stopping)));
+    let client = RemotingClient::new(ClientConfig::default(), None);
+
+    for index in 0..40 {
+        let response = client
+            .invoke(&broker_addr, send(index), WAIT)
+            .await
+            .expect("sent");
+        assert_eq!(response.response_code(), ResponseCode::Success);
+    }
+    for (queue_id, offset) in [(0, 7), (1, 20)] {
+        let header = UpdateConsumerOffsetRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id,
+            commit_offset: offset,
+            broker_name: None,
+        };
+        let response = client
+            .invoke(
+                &broker_addr,
+                RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header),
+                WAIT,
+            )
+            .await
+            .expect("committed");
+        assert_eq!(response.response_code(), ResponseCode::Success);
+    }
+
+    // Load while scraping: stored counts only grow.
+    let load = {
+        let client = RemotingClient::new(ClientConfig::default(), None);
+        let broker_addr = broker_addr.clone();
+        tokio::spawn(async move {
+            for index in 40..2_040 {
+                let _ = client.invoke(&broker_addr, send(index), WAIT).await;
+            }
+            client.shutdown();
+        })
+    };
+    let mut last_stored = 0.0;
+    for _ in 0..5 {
+        let samples = parse(&get(&http_addr, "/metrics").await);
+        let stored = sample(
+            &samples,
+            "tidemark_topic_stored_messages_total",
+            &[&format!("topic={TOPIC}")],
+        )
+        .expect("stored counter");
+        assert!(stored >= last_stored, "{stored} after {last_stored}");
+        last_stored = stored;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    load.await.expect("load");
+
+    // At rest: lag and time lag against the broker's own figures.
+    let body = get(&http_addr, "/metrics").await;
+    let samples = parse(&body);
+    assert_eq!(
+        sample(
+            &samples,
+            "tidemark_topic_stored_messages_total",
+            &[&format!("topic={TOPIC}")]
+        ),
+        Some(2_040.0)
+    );
+    let stats_request = RemotingCommand::request_with_header(
+        RequestCode::GetConsumeStats,
+        &GetConsumeStatsRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: Some(TOPIC.into()),
+            topic_list: None,
+        },
+    );
+    let stats = client
+        .invoke(&broker_addr, stats_request, WAIT)
+        .await
+        .expect("stats");
+    let stats = ConsumeStats::from_json_bytes(&stats.body).expect("consume stats");
+    let mut total_diff = 0.0;
+    for (queue, offsets) in &stats.offset_table {
+        let labels = [
+            format!("group={GROUP}"),
+            format!("topic={TOPIC}"),
+            format!("queue={}", queue.queue_id),
+        ];
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let diff = (offsets.broker_offset - offsets.consumer_offset) as f64;
+        total_diff += diff;
+        assert_eq!(
+            sample(&samples, "tidemark_consumer_lag_messages", &labels),
+            Some(diff),
+            "{labels:?}"
+        );
+        assert_eq!(
+            sample(&samples, "tidemark_consumer_offset", &labels),
+            Some(offsets.consumer_offset as f64)
+        );
+        let time_lag =
+            sample(&samples, "tidemark_consumer_lag_seconds", &labels).expect("time lag");
+        assert!(time_lag > 0.0 && time_lag < 30.0, "{time_lag}");
+    }
+    assert_eq!(total_diff, 1_020.0 - 7.0 + 1_020.0 - 20.0);
+    assert_eq!(
+        sample(
+            &samples,
+            "rocketmq_group_diff",
+            &[
+                "cluster=DefaultCluster",
+                "broker=broker-a",
+                &format!("topic={TOPIC}"),
+                &format!("group={GROUP}")
+            ]
+        ),
+        Some(total_diff)
+    );
+    assert!(body.contains("tidemark_store_latency_seconds_bucket"));
+    assert!(sample(&samples, "tidemark_store_disk_used_ratio", &[]).is_some());
+    assert!(body.trim_end().ends_with("# EOF"));
+    client.shutdown();
+    let _ = stop.send(true);
+}
