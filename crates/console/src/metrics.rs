@@ -232,28 +232,28 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
         "Used share of the store's file system at the last retention pass",
         disk_used,
     );
-    let refused: Gauge = Gauge::default();
-    refused.set(i64::from(disk.writes_refused));
-    registry.register(
-        "tidemark_store_writes_refused",
-        "1 while the disk is too full to take messages",
-        refused,
-    );
     let (log_min, log_written, log_flushed) = state.store.commit_log_positions();
-    let log_bytes: Gauge = Gauge::default();
-    log_bytes.set(log_written.saturating_sub(log_min) as i64);
-    registry.register(
-        "tidemark_commit_log_bytes",
-        "Bytes of commit log held (written minus deleted)",
-        log_bytes,
-    );
-    let unflushed: Gauge = Gauge::default();
-    unflushed.set(log_written.saturating_sub(log_flushed) as i64);
-    registry.register(
-        "tidemark_commit_log_unflushed_bytes",
-        "Bytes written to the commit log but not yet synced to disk",
-        unflushed,
-    );
+    for (name, help, value) in [
+        (
+            "tidemark_store_writes_refused",
+            "1 while the disk is too full to take messages",
+            i64::from(disk.writes_refused),
+        ),
+        (
+            "tidemark_commit_log_bytes",
+            "Bytes of commit log held (written minus deleted)",
+            log_written.saturating_sub(log_min) as i64,
+        ),
+        (
+            "tidemark_commit_log_unflushed_bytes",
+            "Bytes written to the commit log but not yet synced to disk",
+            log_written.saturating_sub(log_flushed) as i64,
+        ),
+    ] {
+        let gauge: Gauge = Gauge::default();
+        gauge.set(value);
+        registry.register(name, help, gauge);
+    }
 
     let mut text = String::new();
     // Writing to a String cannot fail.
