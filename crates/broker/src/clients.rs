@@ -79,6 +79,24 @@ impl ClientRegistry {
         self.lock().unregister_producer(group, channel_id)
     }
 
+    /// An open channel of a producer of `group`, a different one on each call while the group
+    /// has several (RocketMQ's `ProducerManager.getAvailableChannel`); `None` when none is
+    /// online.
+    pub fn producer_channel(&self, group: &str, turn: usize) -> Option<Channel> {
+        let clients = self.lock();
+        let mut open: Vec<&ClientChannel> = clients
+            .producers
+            .get(group)?
+            .values()
+            .filter(|client| !client.channel.is_closed())
+            .collect();
+        if open.is_empty() {
+            return None;
+        }
+        open.sort_by_key(|client| client.channel.id());
+        Some(open[turn % open.len()].channel.clone())
+    }
+
     /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.
     pub fn channel_closed(&self, channel_id: u64) -> Vec<String> {
         self.lock().channel_closed(channel_id)

@@ -207,6 +207,24 @@ pub struct BrokerConfig {
     /// (RocketMQ 4.9: every 10 s).
     #[serde(alias = "slaveSyncIntervalMs")]
     pub slave_sync_interval_ms: u64,
+    /// Refuse transactional (half) messages with NO_PERMISSION (`rejectTransactionMessage`).
+    #[serde(alias = "rejectTransactionMessage")]
+    pub reject_transaction_message: bool,
+    /// A half message is checked back with its producer group once it is this old, ms, unless
+    /// the producer set its own time (`CHECK_IMMUNITY_TIME_IN_SECONDS`); RocketMQ's
+    /// `transactionTimeOut`.
+    #[serde(alias = "transactionTimeOut")]
+    pub transaction_timeout: u64,
+    /// Check-backs per half message at most; at the next round it is discarded
+    /// (`transactionCheckMax`).
+    #[serde(alias = "transactionCheckMax")]
+    pub transaction_check_max: u32,
+    /// How often unresolved half messages are checked back, ms (`transactionCheckInterval`).
+    #[serde(alias = "transactionCheckInterval")]
+    pub transaction_check_interval: u64,
+    /// Where a half message goes once checked back `transaction_check_max` times without an
+    /// answer (RocketMQ's `TRANS_CHECK_MAX_TIME_TOPIC`); empty: it is dropped.
+    pub transaction_discard_topic: String,
 }
 
 impl Default for BrokerConfig {
@@ -270,6 +288,11 @@ impl Default for BrokerConfig {
             slave_read_enable: false,
             access_message_in_memory_max_ratio: 40,
             slave_sync_interval_ms: 10_000,
+            reject_transaction_message: false,
+            transaction_timeout: 6_000,
+            transaction_check_max: 15,
+            transaction_check_interval: 60_000,
+            transaction_discard_topic: "TRANS_CHECK_MAX_TIME_TOPIC".into(),
         }
     }
 }
@@ -371,6 +394,12 @@ impl BrokerConfig {
                 ))
             }
             _ => {}
+        }
+        if self.transaction_check_interval == 0 {
+            return Err(format!(
+                "{} = 0: unresolved transactions must be checked back at some interval (ms)",
+                key("transaction_check_interval")
+            ));
         }
         if self.listen_port == u16::MAX || self.listen_port < 3 {
             return Err(format!(

@@ -17,7 +17,7 @@ pub mod offsets;
 pub mod persister;
 pub mod pop;
 mod pre_online;
-mod processor;
+pub(crate) mod processor;
 pub mod progress;
 mod registration;
 pub mod request_modes;
@@ -26,6 +26,7 @@ mod slave_sync;
 mod state;
 pub mod stats;
 pub mod timer;
+pub mod transaction;
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -152,6 +153,10 @@ impl Broker {
                 )));
             }
             services.push(tokio::spawn(timer::run(
+                state.clone(),
+                wait_stop(stopping.clone()),
+            )));
+            services.push(tokio::spawn(transaction::check::run(
                 state.clone(),
                 wait_stop(stopping.clone()),
             )));

@@ -126,6 +126,8 @@ pub struct BrokerState {
     pub suspended_pops: crate::long_poll::SuspendedPops,
     /// Per (topic, group): PULL or POP, as SET_MESSAGE_REQUEST_MODE stored it.
     pub request_modes: crate::request_modes::RequestModes,
+    /// Half messages waiting for their producer's commit or rollback.
+    pub transactions: crate::transaction::Transactions,
     /// SQL92 selectors, compiled once per text.
     pub selectors: crate::filter::CompiledSelectors,
     pub clients: ClientRegistry,
@@ -272,6 +274,12 @@ impl BrokerState {
             .parse()
             .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
         let store_host = SocketAddr::new(ip, config.listen_port);
+        // A slave neither resolves nor checks back transactions: its master does.
+        let transactions = if config.is_slave() {
+            crate::transaction::Transactions::default()
+        } else {
+            crate::transaction::recovery::recover(&store, store_host, config.transaction_timeout)?.0
+        };
         let state = BrokerState {
             config,
             store,
@@ -284,6 +292,7 @@ impl BrokerState {
             suspended_pops: Default::default(),
             request_modes,
             selectors: Default::default(),
+            transactions,
             clients: ClientRegistry::default(),
             locks: QueueLocks::default(),
             held_pulls: HeldPulls::default(),

@@ -46,6 +46,14 @@ pub struct DevArgs {
         default_value = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     )]
     pub message_delay_level: String,
+    /// How often unresolved transactional (half) messages are checked back with their
+    /// producers, ms (RocketMQ's transactionCheckInterval).
+    #[arg(long, default_value_t = 60_000)]
+    pub transaction_check_interval_ms: u64,
+    /// How old a half message must be before its first check-back, ms (RocketMQ's
+    /// transactionTimeOut).
+    #[arg(long, default_value_t = 6_000)]
+    pub transaction_timeout_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -238,6 +246,8 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         namesrv_addr: namesrv_addr.clone(),
         store_path_root_dir: args.data_dir.join("broker"),
         message_delay_level: args.message_delay_level.clone(),
+        transaction_check_interval: args.transaction_check_interval_ms,
+        transaction_timeout: args.transaction_timeout_ms,
         flush_disk_type: if args.sync_flush {
             tidemark_broker::FlushDiskType::SyncFlush
         } else {
@@ -253,6 +263,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         "listen_ip" => "--listen-ip".to_owned(),
         "grpc_listen_port" => "--grpc-port".to_owned(),
         "http_listen_port" => "--http-port".to_owned(),
+        "transaction_check_interval" => "--transaction-check-interval-ms".to_owned(),
         other => other.to_owned(),
     })?;
     let broker_name = config.broker_name.clone();

@@ -23,7 +23,7 @@ pub(super) fn store_error_response(failure: &StoreError) -> RemotingCommand {
 
 /// Appends; under Sync flush the reply waits (awaits, holding no thread) for the group commit
 /// that covers the messages.
-pub(super) async fn put(
+pub(crate) async fn put(
     state: &BrokerState,
     messages: Vec<NewMessage>,
 ) -> Result<Vec<Appended>, StoreError> {

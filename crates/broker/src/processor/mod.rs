@@ -2,7 +2,7 @@
 //! where a request code is mapped to its handler.
 
 mod admin;
-mod append;
+pub(crate) mod append;
 mod assignment;
 pub(crate) mod consumer;
 mod offset_moved;
@@ -10,8 +10,9 @@ mod pop;
 mod pop_ack;
 mod pull;
 mod retry;
-mod routing;
+pub(crate) mod routing;
 mod send;
+mod transaction;
 
 use std::sync::Arc;
 
@@ -103,6 +104,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::QueryAssignment => assignment::query_assignment(&state, &request).await,
                 RequestCode::SetMessageRequestMode => assignment::set_message_request_mode(&state, &request).await,
                 RequestCode::ConsumerSendMsgBack => retry::send_back(&state, &request).await,
+                RequestCode::EndTransaction => transaction::end_transaction(&state, &channel, &request).await,
                 RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request).await,
                 RequestCode::UnregisterClient => consumer::unregister_client(&state, &channel, &request),
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),

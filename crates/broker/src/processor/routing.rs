@@ -12,7 +12,7 @@ use crate::state::{now_ms, BrokerState};
 
 /// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
 /// schedule service stores it again in its real topic and queue once due.
-pub(super) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: i32) {
+pub(crate) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: i32) {
     let levels = state
         .config
         .delay_levels_ms()

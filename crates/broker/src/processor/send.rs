@@ -8,9 +8,7 @@ use tidemark_protocol::code::version;
 use tidemark_protocol::headers::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
-use tidemark_protocol::message::{
-    decode_batch, encode_offset_msg_id, property, sys_flag, Properties,
-};
+use tidemark_protocol::message::{decode_batch, encode_offset_msg_id, property, Properties};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
 use tidemark_store::{Appended, NewMessage};
@@ -49,10 +47,7 @@ pub(super) async fn send(
     }
     // Parsed once here; routing reads this value and the store gets it encoded once.
     let properties = Properties::parse(header.properties.as_deref().unwrap_or(""));
-    if let Some(refusal) = refuse_transactional(&state.config.broker_ip1, &mut header, &properties)
-    {
-        return refusal;
-    }
+    let half = super::transaction::is_half(&mut header, &properties);
     let Some((topic_config, topic_created)) = resolve_topic(state, &header) else {
         return error(
             ResponseCode::TopicNotExist,
@@ -81,7 +76,31 @@ pub(super) async fn send(
         queue_id,
         born_host: channel.peer_addr(),
     };
-    let prepared = if header.batch || request.request_code() == RequestCode::SendBatchMessage {
+    let batch = header.batch || request.request_code() == RequestCode::SendBatchMessage;
+    if half {
+        if batch {
+            return super::transaction::batch_refused();
+        }
+        if topic_created {
+            if let Err(failure) = state.persist_metadata_now().await {
+                return super::metadata_not_durable(&failure);
+            }
+            state.topics_changed.notify_one();
+        }
+        let mut properties = properties;
+        properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+        let wait_for_slave =
+            state.config.broker_role == BrokerRole::SyncMaster && waits_for_slave(&properties);
+        let message = new_message(
+            state,
+            &target,
+            header.flag,
+            request.body.clone(),
+            properties,
+        );
+        return super::transaction::send_half(state, message, queue_id, wait_for_slave).await;
+    }
+    let prepared = if batch {
         batch_messages(state, &target, &request.body)
     } else {
         single_message(
@@ -121,7 +140,7 @@ pub(super) async fn send(
         }
         state.held_pulls.notify(&topic, queue);
     }
-    acknowledge(state, queue_id, &appended, wait_for_slave).await
+    acknowledge(state, queue_id, &appended, wait_for_slave, None).await
 }
 
 /// Sends the broker does not take at all: a read-only broker or slave, a bad topic name, a
@@ -310,11 +329,12 @@ fn batch_messages(
 
 /// The SEND response: offset message ids, and — a SYNC_MASTER's promise — whether a slave has
 /// the messages (they are stored either way).
-async fn acknowledge(
+pub(super) async fn acknowledge(
     state: &BrokerState,
     queue_id: i32,
     appended: &[Appended],
     wait_for_slave: bool,
+    transaction_id: Option<String>,
 ) -> RemotingCommand {
     let Some(first) = appended.first() else {
         return error(ResponseCode::SystemError, "nothing appended");
@@ -350,47 +370,11 @@ async fn acknowledge(
         msg_id: message_ids.join(","),
         queue_id,
         queue_offset: first.queue_offset,
-        transaction_id: None,
+        transaction_id,
         batch_uniq_id: None,
         msg_region: state.config.region_id.clone(),
         trace_on: state.config.trace_on,
     })
-}
-
-/// Transactions are not served yet: a half (prepared) message must never be stored as an
-/// ordinary one, where consumers would get it at once and a rollback would change nothing.
-/// RocketMQ's one exception is kept: a consumed transactional message sent back for a retry
-/// (reconsume times and a delay level set) is an ordinary message again.
-fn refuse_transactional(
-    broker_ip: &str,
-    header: &mut SendMessageRequestHeader,
-    properties: &Properties,
-) -> Option<RemotingCommand> {
-    let prepared_flag =
-        header.sys_flag & sys_flag::TRANSACTION_MASK == sys_flag::TRANSACTION_PREPARED_TYPE;
-    let prepared_property = properties
-        .get(property::TRANSACTION_PREPARED)
-        .is_some_and(|value| value.eq_ignore_ascii_case("true"));
-    if !prepared_flag && !prepared_property {
-        return None;
-    }
-    let retried = header.reconsume_times.unwrap_or(0) > 0
-        && properties
-            .get(property::DELAY_TIME_LEVEL)
-            .and_then(|level| level.parse::<i32>().ok())
-            .is_some_and(|level| level > 0);
-    if retried {
-        header.sys_flag &= !sys_flag::TRANSACTION_MASK;
-        return None;
-    }
-    Some(error(
-        ResponseCode::NoPermission,
-        format!(
-            "the broker[{}] does not support transactional messages yet: the half message to \
-             topic[{}] was refused and not stored",
-            broker_ip, header.topic
-        ),
-    ))
 }
 
 /// A message of this send.
@@ -414,75 +398,5 @@ fn new_message(
         prepared_transaction_offset: 0,
         body,
         properties,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn header(sys_flag: i32, properties: &str, reconsume_times: i32) -> SendMessageRequestHeader {
-        SendMessageRequestHeader {
-            producer_group: "P".into(),
-            topic: "T".into(),
-            default_topic: "TBW102".into(),
-            default_topic_queue_nums: 4,
-            queue_id: 0,
-            sys_flag,
-            born_timestamp: 0,
-            flag: 0,
-            properties: Some(properties.into()),
-            reconsume_times: Some(reconsume_times),
-            unit_mode: false,
-            batch: false,
-            max_reconsume_times: None,
-            broker_name: None,
-        }
-    }
-
-    #[test]
-    fn half_messages_are_refused_by_flag_or_property() {
-        for (flag, properties) in [
-            (sys_flag::TRANSACTION_PREPARED_TYPE, ""),
-            (0, "TRAN_MSG\u{1}true\u{2}"),
-            (
-                sys_flag::TRANSACTION_PREPARED_TYPE | sys_flag::COMPRESSED,
-                "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}P\u{2}",
-            ),
-        ] {
-            let mut sent = header(flag, properties, 0);
-            let parsed = Properties::parse(properties);
-            let refusal = refuse_transactional("10.0.0.1", &mut sent, &parsed).expect("refused");
-            assert_eq!(refusal.response_code(), ResponseCode::NoPermission);
-            let remark = refusal.remark.unwrap_or_default();
-            assert!(
-                remark.contains("transactional") && remark.contains("10.0.0.1"),
-                "{remark}"
-            );
-        }
-        for (flag, properties) in [
-            (0, ""),
-            (sys_flag::COMPRESSED, "TRAN_MSG\u{1}false\u{2}"),
-            (sys_flag::TRANSACTION_COMMIT_TYPE, ""),
-        ] {
-            let parsed = Properties::parse(properties);
-            assert!(refuse_transactional("b", &mut header(flag, properties, 0), &parsed).is_none());
-        }
-    }
-
-    /// A consumed transactional message sent back for a retry keeps TRAN_MSG; as in RocketMQ it
-    /// is an ordinary message then, stored without the prepared flag.
-    #[test]
-    fn a_retried_transactional_message_is_an_ordinary_one() {
-        let mut retried = header(
-            sys_flag::TRANSACTION_PREPARED_TYPE,
-            "TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}",
-            1,
-        );
-        let parsed = Properties::parse("TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}");
-        assert!(refuse_transactional("b", &mut retried, &parsed).is_none());
-        assert_eq!(retried.sys_flag & sys_flag::TRANSACTION_MASK, 0);
-        let mut first_try = header(0, "TRAN_MSG\u{1}true\u{2}DELAY\u{1}3\u{2}", 0);
-        assert!(refuse_transactional("b", &mut first_try, &parsed).is_some());
     }
 }

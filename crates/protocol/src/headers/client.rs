@@ -1,5 +1,5 @@
 //! Client management: UNREGISTER_CLIENT (35), CONSUMER_SEND_MSG_BACK (36),
-//! GET_CONSUMER_LIST_BY_GROUP (38), NOTIFY_CONSUMER_IDS_CHANGED (40), END_TRANSACTION (37).
+//! GET_CONSUMER_LIST_BY_GROUP (38), NOTIFY_CONSUMER_IDS_CHANGED (40), END_TRANSACTION (37), CHECK_TRANSACTION_STATE (39).
 
 use crate::command_header;
 
@@ -54,5 +54,19 @@ command_header! {
         optional from_transaction_check: bool = "fromTransactionCheck",
         required msg_id: String = "msgId",
         optional transaction_id: String = "transactionId",
+    }
+}
+
+command_header! {
+    /// `CheckTransactionStateRequestHeader`, sent oneway by the broker to a producer of the
+    /// half message's group; the body is the half message as a record, in its real topic.
+    pub struct CheckTransactionStateRequestHeader {
+        /// The half message's offset in the half topic's queue.
+        required tran_state_table_offset: i64 = "tranStateTableOffset",
+        required commit_log_offset: i64 = "commitLogOffset",
+        /// The client's message id (`UNIQ_KEY`).
+        optional msg_id: String = "msgId",
+        optional transaction_id: String = "transactionId",
+        optional offset_msg_id: String = "offsetMsgId",
     }
 }

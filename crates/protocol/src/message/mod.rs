@@ -12,8 +12,9 @@ pub use ids::{decode_offset_msg_id, encode_offset_msg_id, UniqueIdGenerator};
 pub use properties::{find_property, property, Properties};
 pub use record::{
     body_crc, decode_records, magic_code_of, properties_of, store_timestamp_of, total_size_of,
-    DecodeOptions, MessageRecord, RecordRef, RecordVersion, BLANK_MAGIC_CODE, MAGIC_CODE_V1,
-    MAGIC_CODE_V2, PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION,
+    transaction_fields_of, DecodeOptions, MessageRecord, RecordRef, RecordVersion,
+    BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POSITION,
+    QUEUE_OFFSET_POSITION,
 };
 pub use tags::{java_string_hash, tags_code, SubscriptionExpression, SUB_ALL};
 

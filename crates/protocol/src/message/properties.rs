@@ -17,6 +17,11 @@ pub mod property {
     pub const REAL_QUEUE_ID: &str = "REAL_QID";
     pub const TRANSACTION_PREPARED: &str = "TRAN_MSG";
     pub const PRODUCER_GROUP: &str = "PGROUP";
+    /// Seconds after its store time before a half message is first checked back (a producer's
+    /// own transaction timeout; the broker's `transactionTimeOut` otherwise).
+    pub const CHECK_IMMUNITY_TIME_IN_SECONDS: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+    /// How often a half message was checked back.
+    pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
     pub const MIN_OFFSET: &str = "MIN_OFFSET";
     pub const MAX_OFFSET: &str = "MAX_OFFSET";
     pub const UNIQ_CLIENT_MESSAGE_ID_KEYIDX: &str = "UNIQ_KEY";

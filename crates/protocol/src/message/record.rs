@@ -171,6 +171,19 @@ pub fn store_timestamp_of(record: &[u8]) -> Option<i64> {
     field(record, BORN_HOST_POSITION + born_host_length).map(i64::from_be_bytes)
 }
 
+/// SYSFLAG and PREPAREDTRANSACTIONOFFSET of an encoded record, read in place: a committed
+/// transactional message carries the commit-log offset of its half there. `None` when `record`
+/// is too short to hold them.
+#[inline]
+pub fn transaction_fields_of(record: &[u8]) -> Option<(i32, i64)> {
+    let sys_flag = i32::from_be_bytes(field(record, SYS_FLAG_POSITION)?);
+    let born_host_length = host_length_for(sys_flag & sys_flag::BORNHOST_V6 != 0);
+    let store_host_length = host_length_for(sys_flag & sys_flag::STOREHOST_V6 != 0);
+    // After the born host: store timestamp (8), store host, reconsume times (4).
+    let at = BORN_HOST_POSITION + born_host_length + 8 + store_host_length + 4;
+    Some((sys_flag, i64::from_be_bytes(field(record, at)?)))
+}
+
 /// The encoded properties string of a stored record, read in place (no decode of the rest);
 /// `None` when the record is malformed.
 pub fn properties_of(record: &[u8]) -> Option<&str> {

@@ -179,6 +179,18 @@ impl MessageStore {
         self.inner.commit_log.read_record(commit_log_offset)
     }
 
+    /// `length` bytes of the commit log at `offset` (within one segment); `None` when they
+    /// were deleted, are not written yet, or cross a segment's end. For reading a record's
+    /// header without the rest.
+    pub fn read_commit_log(&self, offset: u64, length: usize) -> Result<Option<Bytes>> {
+        self.inner.commit_log.read(offset, length)
+    }
+
+    /// The size of a commit-log segment (records never cross one).
+    pub fn commit_log_segment_bytes(&self) -> u64 {
+        self.inner.commit_log.segment_bytes()
+    }
+
     pub fn min_offset(&self, topic: &str, queue_id: i32) -> i64 {
         self.inner
             .queues

@@ -69,10 +69,21 @@ final class Clients implements AutoCloseable {
      * message go back to the producer group that sent it, so the group must not be shared.
      */
     TransactionMQProducer transactionProducer(TransactionListener listener) throws Exception {
-        TransactionMQProducer p = new TransactionMQProducer(Names.unique("TP"));
+        return transactionProducer(Names.unique("TP"), listener);
+    }
+
+    /** A transactional producer of {@code group} (several may share one: check-backs go to any). */
+    TransactionMQProducer transactionProducer(String group, TransactionListener listener) throws Exception {
+        return transactionProducer(group, listener, p -> { });
+    }
+
+    TransactionMQProducer transactionProducer(String group, TransactionListener listener,
+        Consumer<TransactionMQProducer> customize) throws Exception {
+        TransactionMQProducer p = new TransactionMQProducer(group);
         common(p, "txproducer");
         p.setSendMsgTimeout(5000);
         p.setTransactionListener(listener);
+        customize.accept(p);
         p.start();
         shutdowns.push(p::shutdown);
         return p;

@@ -30,7 +30,8 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
 public final class ApacheDev {
 
     private static final Set<String> KNOWN =
-        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level");
+        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level",
+            "--transaction-check-interval-ms", "--transaction-timeout-ms");
 
     private ApacheDev() {
     }
@@ -84,6 +85,14 @@ public final class ApacheDev {
         // SQL92 subscriptions (scenario 21) are off by default in Apache 4.9: CHECK_CLIENT_CONFIG and
         // pulls answer SYSTEM_ERROR "does not support ... SQL92", so a consumer's start() fails
         brokerConfig.setEnablePropertyFilter(true);
+        String checkInterval = opts.get("--transaction-check-interval-ms");
+        if (checkInterval != null) {
+            brokerConfig.setTransactionCheckInterval(Long.parseLong(checkInterval));
+        }
+        String txTimeout = opts.get("--transaction-timeout-ms");
+        if (txTimeout != null) {
+            brokerConfig.setTransactionTimeOut(Long.parseLong(txTimeout));
+        }
         NettyServerConfig brokerNetty = new NettyServerConfig();
         brokerNetty.setListenPort(brokerPort);
         MessageStoreConfig store = new MessageStoreConfig();
@@ -114,7 +123,8 @@ public final class ApacheDev {
 
     private static void usage() {
         System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>"
-            + " [--message-delay-level \"1s 5s 10s ...\"]");
+            + " [--message-delay-level \"1s 5s 10s ...\"] [--transaction-check-interval-ms N]"
+            + " [--transaction-timeout-ms N]");
         System.exit(2);
     }
 }

@@ -1,0 +1,108 @@
+//! The check-back service (RocketMQ's `TransactionalMessageCheckService`): every
+//! `transaction_check_interval`, each half past its immunity is either checked back with one
+//! producer of its group (CHECK_TRANSACTION_STATE, oneway; the producer answers with
+//! END_TRANSACTION) or, checked `transaction_check_max` times already, discarded. Masters only.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tidemark_protocol::headers::CheckTransactionStateRequestHeader;
+use tidemark_protocol::message::{encode_offset_msg_id, property};
+use tidemark_protocol::{RemotingCommand, RequestCode};
+use tracing::{debug, warn};
+
+use super::resolve::{discard, read_half, record_check};
+use super::PendingHalf;
+use crate::state::{now_ms, BrokerState};
+
+pub async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    let interval = Duration::from_millis(state.config.transaction_check_interval.max(1));
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = ticker.tick() => {}
+        }
+        check_round(&state).await;
+    }
+}
+
+/// One round over the pending halves.
+pub async fn check_round(state: &BrokerState) {
+    if state.transactions.is_empty() {
+        return;
+    }
+    let due = state
+        .transactions
+        .due(now_ms(), state.config.transaction_check_max);
+    for half in &due.discard {
+        if let Err(failure) = discard(state, half).await {
+            warn!(%failure, clo = half.commit_log_offset, "could not discard a transaction checked back too often");
+        }
+    }
+    for half in &due.check {
+        match record_check(state, half).await {
+            Ok(true) => send_check(state, half),
+            Ok(false) => {}
+            Err(failure) => {
+                warn!(%failure, clo = half.commit_log_offset, "could not record a transaction check-back; it is tried next round");
+            }
+        }
+    }
+}
+
+/// Sends CHECK_TRANSACTION_STATE for `half` to one of its group's producers, if one is online
+/// (the check counts either way, as in RocketMQ).
+fn send_check(state: &BrokerState, half: &PendingHalf) {
+    let Some(channel) = state
+        .clients
+        .producer_channel(&half.producer_group, state.transactions.next_check_turn())
+    else {
+        warn!(group = %half.producer_group, msg_id = %half.unique_key, checks = half.checks + 1, "transaction check-back: no producer of the group is online");
+        return;
+    };
+    let mut record = match read_half(state, half.commit_log_offset) {
+        Ok(record) => record,
+        Err(failure) => {
+            warn!(%failure, "transaction check-back skipped");
+            return;
+        }
+    };
+    // The producer sees the message as it sent it: in its real topic and queue.
+    record.topic = half.real_topic.clone();
+    if let Some(queue) = record
+        .properties
+        .get(property::REAL_QUEUE_ID)
+        .and_then(|queue| queue.parse().ok())
+    {
+        record.queue_id = queue;
+    }
+    let mut body = BytesMut::new();
+    if let Err(failure) = record.encode(&mut body) {
+        warn!(%failure, "transaction check-back skipped: the half cannot be encoded");
+        return;
+    }
+    let unique_key = (!half.unique_key.is_empty()).then(|| half.unique_key.clone());
+    let header = CheckTransactionStateRequestHeader {
+        tran_state_table_offset: half.queue_offset,
+        commit_log_offset: half.commit_log_offset,
+        msg_id: unique_key.clone(),
+        transaction_id: unique_key,
+        offset_msg_id: Some(encode_offset_msg_id(
+            record.store_host,
+            half.commit_log_offset,
+        )),
+    };
+    let request = RemotingCommand::request_with_header(RequestCode::CheckTransactionState, &header)
+        .with_body(body.freeze());
+    debug!(group = %half.producer_group, msg_id = %half.unique_key, peer = %channel.peer_addr(), "transaction check-back");
+    tokio::spawn(async move {
+        if let Err(failure) = channel.oneway(request).await {
+            debug!(%failure, "could not send a transaction check-back");
+        }
+    });
+}

@@ -1,0 +1,303 @@
+//! Storing a half message and resolving one (commit, rollback, discard), with the op records
+//! that say so. Every resolution holds [`Transactions::begin_resolution`]'s guard from its
+//! first append to its last (see the module doc of `transaction`).
+//!
+//! [`Transactions::begin_resolution`]: super::Transactions::begin_resolution
+
+use bytes::Bytes;
+use thiserror::Error;
+use tidemark_protocol::body::perm;
+use tidemark_protocol::message::{property, sys_flag, DecodeOptions, MessageRecord, Properties};
+use tidemark_store::{Appended, NewMessage, StoreError};
+use tracing::{info, warn};
+
+use super::{PendingHalf, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG, OP_TOPIC};
+use crate::processor::append::put;
+use crate::state::{now_ms, BrokerState};
+
+/// What the producer decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Commit,
+    Rollback,
+}
+
+/// Why a resolution changed nothing.
+#[derive(Debug, Error)]
+pub enum ResolveError {
+    /// Resolved already (a retried END_TRANSACTION, or one answering a check-back after the
+    /// producer's own), discarded, or never stored here.
+    #[error("no pending half message at commit log offset {0}: already resolved, or not stored on this broker")]
+    NotPending(i64),
+    /// RocketMQ's remark for an END_TRANSACTION from another group.
+    #[error("The producer group wrong: the half message belongs to {expected}, not {given}")]
+    ProducerGroupWrong { expected: String, given: String },
+    /// RocketMQ's remark for a half-queue offset that does not match.
+    #[error(
+        "The transaction state table offset wrong: {given}, the half message is at {expected}"
+    )]
+    QueueOffsetWrong { expected: i64, given: i64 },
+    #[error("Find prepared transaction message failed: the half message at commit log offset {0} cannot be read")]
+    HalfUnreadable(i64),
+    #[error("message not stored: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// How an END_TRANSACTION names the half it resolves.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    pub producer_group: &'a str,
+    pub queue_offset: i64,
+    pub commit_log_offset: i64,
+}
+
+/// Rewrites a producer's message into the half it is stored as: in the half topic's one
+/// queue, its real topic and queue in properties, no transaction bits (RocketMQ stores halves
+/// that way, so they are indexed like any message).
+pub fn into_half(message: &mut NewMessage) {
+    let properties = &mut message.properties;
+    properties.insert(property::REAL_TOPIC, message.topic.clone());
+    properties.insert(property::REAL_QUEUE_ID, message.queue_id.to_string());
+    message.topic = HALF_TOPIC.to_owned();
+    message.queue_id = 0;
+    message.sys_flag &= !sys_flag::TRANSACTION_MASK;
+}
+
+/// Creates the half and op topics on first use; returns whether either was created (and must
+/// be made durable before the half is acknowledged).
+pub fn ensure_topics(state: &BrokerState) -> bool {
+    let mut created = false;
+    for topic in [HALF_TOPIC, OP_TOPIC] {
+        created |= state
+            .topics
+            .ensure(topic, 1, perm::READ | perm::WRITE, now_ms())
+            .1;
+    }
+    created
+}
+
+/// The pending-table entry of a half just stored.
+pub fn pending_half(state: &BrokerState, message: &NewMessage, appended: &Appended) -> PendingHalf {
+    pending_of(
+        &message.properties,
+        appended.commit_log_offset as i64,
+        appended.queue_offset,
+        appended.store_timestamp,
+        state.config.transaction_timeout,
+    )
+}
+
+/// A half's pending entry from its stored properties and position; `timeout_ms` applies when
+/// the producer set no immunity of its own.
+pub fn pending_of(
+    properties: &Properties,
+    commit_log_offset: i64,
+    queue_offset: i64,
+    stored_at_ms: i64,
+    timeout_ms: u64,
+) -> PendingHalf {
+    let immunity_ms = properties
+        .get(property::CHECK_IMMUNITY_TIME_IN_SECONDS)
+        .and_then(|seconds| seconds.trim().parse::<i64>().ok())
+        .filter(|seconds| *seconds > 0)
+        .map(|seconds| seconds.saturating_mul(1000))
+        .unwrap_or(timeout_ms as i64);
+    let text = |name: &str| properties.get(name).unwrap_or_default().to_owned();
+    PendingHalf {
+        commit_log_offset,
+        queue_offset,
+        producer_group: text(property::PRODUCER_GROUP),
+        real_topic: text(property::REAL_TOPIC),
+        unique_key: text(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        stored_at_ms,
+        check_after_ms: stored_at_ms.saturating_add(immunity_ms),
+        checks: 0,
+    }
+}
+
+/// Commits or rolls back the half `claim` names. A commit stores the message in its real
+/// topic (a delay level still applies); both record the resolution in the op topic.
+pub async fn resolve(
+    state: &BrokerState,
+    claim: Claim<'_>,
+    decision: Decision,
+) -> Result<(), ResolveError> {
+    let _one_at_a_time = state.transactions.begin_resolution().await;
+    let clo = claim.commit_log_offset;
+    let pending = state
+        .transactions
+        .get(clo)
+        .ok_or(ResolveError::NotPending(clo))?;
+    if pending.producer_group != claim.producer_group {
+        return Err(ResolveError::ProducerGroupWrong {
+            expected: pending.producer_group,
+            given: claim.producer_group.to_owned(),
+        });
+    }
+    if pending.queue_offset != claim.queue_offset {
+        return Err(ResolveError::QueueOffsetWrong {
+            expected: pending.queue_offset,
+            given: claim.queue_offset,
+        });
+    }
+    if decision == Decision::Rollback {
+        // Until its op record is stored the half stays pending (and is checked back again).
+        append_op(state, OP_REMOVED_TAG, pending.queue_offset).await?;
+        state.transactions.remove(clo);
+        return Ok(());
+    }
+    let half = read_half(state, clo)?;
+    let message = committed(state, half);
+    let (topic, queue) = (message.topic.clone(), message.queue_id);
+    put(state, vec![message]).await?;
+    // From here the commit has happened: whatever becomes of the op record, the half is not
+    // pending any more (recovery finds a commit whose op record was lost).
+    state.transactions.remove(clo);
+    state.held_pulls.notify(&topic, queue);
+    if let Err(failure) = append_op(state, OP_REMOVED_TAG, pending.queue_offset).await {
+        warn!(%failure, clo, "transaction committed but its op record was not stored; recovery will find the commit");
+    }
+    Ok(())
+}
+
+/// Records one check-back of a pending half; `false` when it was resolved meanwhile.
+pub async fn record_check(state: &BrokerState, half: &PendingHalf) -> Result<bool, StoreError> {
+    let _one_at_a_time = state.transactions.begin_resolution().await;
+    if state.transactions.get(half.commit_log_offset).is_none() {
+        return Ok(false);
+    }
+    append_op(state, OP_CHECKED_TAG, half.queue_offset).await?;
+    state.transactions.count_check(half.commit_log_offset);
+    Ok(true)
+}
+
+/// Gives up on a half checked back too often: copied to the discard topic (unless that is
+/// configured empty), then recorded as resolved.
+pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), ResolveError> {
+    let _one_at_a_time = state.transactions.begin_resolution().await;
+    if state.transactions.get(half.commit_log_offset).is_none() {
+        return Ok(());
+    }
+    let topic = &state.config.transaction_discard_topic;
+    if !topic.is_empty() {
+        let record = read_half(state, half.commit_log_offset)?;
+        if state
+            .topics
+            .ensure(topic, 1, perm::READ | perm::WRITE, now_ms())
+            .1
+        {
+            state.topics_changed.notify_one();
+        }
+        let message = NewMessage {
+            topic: topic.clone(),
+            queue_id: 0,
+            flag: record.flag,
+            sys_flag: record.sys_flag & !sys_flag::TRANSACTION_MASK,
+            born_timestamp: record.born_timestamp,
+            born_host: record.born_host,
+            store_host: state.store_host(),
+            reconsume_times: record.reconsume_times,
+            prepared_transaction_offset: 0,
+            body: record.body,
+            properties: record.properties,
+        };
+        put(state, vec![message]).await?;
+    }
+    append_op(state, OP_REMOVED_TAG, half.queue_offset).await?;
+    state.transactions.remove(half.commit_log_offset);
+    info!(
+        group = %half.producer_group,
+        topic = %half.real_topic,
+        msg_id = %half.unique_key,
+        checks = half.checks,
+        to = %topic,
+        "transaction discarded: no producer resolved it after the maximum of check-backs"
+    );
+    Ok(())
+}
+
+/// The stored half at `commit_log_offset`.
+pub fn read_half(
+    state: &BrokerState,
+    commit_log_offset: i64,
+) -> Result<MessageRecord, ResolveError> {
+    let unreadable = || ResolveError::HalfUnreadable(commit_log_offset);
+    let offset = u64::try_from(commit_log_offset).map_err(|_| unreadable())?;
+    let bytes = state.store.read_record(offset)?.ok_or_else(unreadable)?;
+    let (record, _) =
+        MessageRecord::decode(&bytes, 0, DecodeOptions::default()).map_err(|_| unreadable())?;
+    if record.topic != HALF_TOPIC {
+        return Err(unreadable());
+    }
+    Ok(record)
+}
+
+/// The committed message of a half: back in its real topic and queue, flagged COMMIT, naming
+/// the half in PREPAREDTRANSACTIONOFFSET (RocketMQ's `endMessageTransaction`).
+fn committed(state: &BrokerState, half: MessageRecord) -> NewMessage {
+    let mut properties = half.properties;
+    let topic = properties.remove(property::REAL_TOPIC).unwrap_or_default();
+    let queue_id = properties
+        .remove(property::REAL_QUEUE_ID)
+        .and_then(|queue| queue.parse().ok())
+        .unwrap_or(0);
+    properties.remove(property::TRANSACTION_PREPARED);
+    let delay = properties
+        .get(property::DELAY_TIME_LEVEL)
+        .and_then(|level| level.parse::<i32>().ok())
+        .unwrap_or(0);
+    let mut message = NewMessage {
+        topic,
+        queue_id,
+        flag: half.flag,
+        sys_flag: (half.sys_flag & !sys_flag::TRANSACTION_MASK) | sys_flag::TRANSACTION_COMMIT_TYPE,
+        born_timestamp: half.born_timestamp,
+        born_host: half.born_host,
+        store_host: state.store_host(),
+        reconsume_times: half.reconsume_times,
+        prepared_transaction_offset: half.physical_offset,
+        body: half.body,
+        properties,
+    };
+    if delay > 0 {
+        crate::processor::routing::to_schedule(state, &mut message, delay);
+    }
+    message
+}
+
+/// The op record of a half: tag `tag`, body its half-queue offset (RocketMQ's format).
+pub fn op_message(
+    store_host: std::net::SocketAddr,
+    tag: &str,
+    half_queue_offset: i64,
+) -> NewMessage {
+    let mut properties = Properties::new();
+    properties.insert(property::TAGS, tag);
+    properties.insert(property::WAIT_STORE_MSG_OK, "false");
+    NewMessage {
+        topic: OP_TOPIC.to_owned(),
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: now_ms(),
+        born_host: store_host,
+        store_host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: Bytes::from(half_queue_offset.to_string()),
+        properties,
+    }
+}
+
+async fn append_op(
+    state: &BrokerState,
+    tag: &str,
+    half_queue_offset: i64,
+) -> Result<(), StoreError> {
+    put(
+        state,
+        vec![op_message(state.store_host(), tag, half_queue_offset)],
+    )
+    .await
+    .map(|_| ())
+}
