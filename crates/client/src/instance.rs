@@ -57,6 +57,15 @@ pub(crate) trait BrokerRequests: Send + Sync + 'static {
         topic: &str,
         offsets: BTreeMap<MessageQueue, i64>,
     ) -> BoxFuture<'static, ()>;
+    /// CHECK_TRANSACTION_STATE from the broker at the other end of `channel` (served by a
+    /// transactional producer; others ignore it).
+    fn check_transaction(
+        &self,
+        _channel: Channel,
+        _request: RemotingCommand,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
 }
 
 #[derive(Default)]
@@ -65,7 +74,7 @@ struct BrokerRequestRouter {
 }
 
 impl RequestHandler for BrokerRequestRouter {
-    fn handle(&self, _channel: Channel, request: RemotingCommand) -> ReplyFuture {
+    fn handle(&self, channel: Channel, request: RemotingCommand) -> ReplyFuture {
         let target = self.target.get().and_then(Weak::upgrade);
         Box::pin(async move {
             let Some(target) = target else {
@@ -76,6 +85,10 @@ impl RequestHandler for BrokerRequestRouter {
                     if let Some(group) = request.ext_fields.get("consumerGroup") {
                         target.consumer_ids_changed(group);
                     }
+                    Reply::NoResponse
+                }
+                RequestCode::CheckTransactionState => {
+                    target.check_transaction(channel, request).await;
                     Reply::NoResponse
                 }
                 RequestCode::ResetConsumerClientOffset => {

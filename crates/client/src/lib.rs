@@ -24,6 +24,7 @@ mod offset_store;
 mod process_queue;
 mod producer;
 mod route;
+mod transaction;
 
 pub use admin::Admin;
 pub use allocate::{AllocateStrategy, ConsistentHashRing};
@@ -46,6 +47,9 @@ pub use route::{subscribe_queues, BrokerAddressTable, PublishQueues};
 pub use tidemark_protocol::body::{
     ConsumeFromWhere, ConsumeStats, MessageModel, MessageQueue, OffsetWrapper, TopicOffset,
     TopicStatsTable,
+};
+pub use transaction::{
+    LocalTransactionState, TransactionListener, TransactionProducer, TransactionSendResult,
 };
 
 /// A boxed, sendable future (listeners and the offset broker are trait objects).

@@ -152,6 +152,19 @@ impl ProducerBuilder {
         let core = Arc::new(SendCore::new(instance, self.settings));
         Ok(Producer { core })
     }
+
+    /// Starts a transactional producer: `listener` runs each local transaction and answers
+    /// the broker's check-backs.
+    pub async fn start_transactional(
+        self,
+        listener: Arc<dyn crate::transaction::TransactionListener>,
+    ) -> Result<crate::transaction::TransactionProducer> {
+        let producer = self.start().await?;
+        Ok(crate::transaction::TransactionProducer::new(
+            producer.core,
+            listener,
+        ))
+    }
 }
 
 /// Sends messages; cheap to clone, one connection set per producer.
@@ -409,13 +422,47 @@ impl SendCore {
     /// Sends one message; `queue` pins the queue (no retry elsewhere).
     async fn send(
         &self,
-        mut message: Message,
+        message: Message,
         queue: Option<MessageQueue>,
         mode: Mode,
     ) -> Result<Option<SendResult>> {
+        self.send_flagged(message, queue, mode, 0).await
+    }
+
+    /// Sends a transactional half message: flagged prepared, in the producer's group.
+    pub(crate) async fn send_half(&self, mut message: Message) -> Result<SendResult> {
+        // A half cannot be delayed (Java's client drops the level too).
+        message.properties_mut().remove(property::DELAY_TIME_LEVEL);
+        message
+            .properties_mut()
+            .insert(property::TRANSACTION_PREPARED, "true");
+        message
+            .properties_mut()
+            .insert(property::PRODUCER_GROUP, self.settings.group.clone());
+        self.send_flagged(
+            message,
+            None,
+            Mode::Sync,
+            sys_flag::TRANSACTION_PREPARED_TYPE,
+        )
+        .await
+        .and_then(sync_result)
+    }
+
+    pub(crate) fn group(&self) -> &str {
+        &self.settings.group
+    }
+
+    async fn send_flagged(
+        &self,
+        mut message: Message,
+        queue: Option<MessageQueue>,
+        mode: Mode,
+        extra_sys_flag: i32,
+    ) -> Result<Option<SendResult>> {
         self.validate(&message)?;
         self.stamp(&mut message);
-        let mut sys_flag = 0;
+        let mut sys_flag = extra_sys_flag;
         let body = if message.body().len() >= self.settings.compress_over {
             sys_flag |= sys_flag::COMPRESSED | sys_flag::COMPRESSION_ZLIB;
             compress(message.body())?
