@@ -96,6 +96,10 @@ pub struct ProduceArgs {
     /// Body size in bytes.
     #[arg(long, default_value_t = 128)]
     pub size: usize,
+    /// Send each message in a transaction (half message, local transaction that commits,
+    /// END_TRANSACTION); the latency is the whole of it.
+    #[arg(long, conflicts_with = "grpc")]
+    pub transactional: bool,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -143,6 +147,10 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                     )
                     .await
                 }
+                None if args.transactional => {
+                    produce_transactional(&args.common, args.producers, args.size, stats.clone())
+                        .await
+                }
                 None => produce(&args.common, args.producers, args.size, stats.clone()).await,
             };
             reporter.abort();
@@ -150,6 +158,8 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             stats.print_summary(
                 if args.common.grpc.is_some() {
                     "grpc-produce"
+                } else if args.transactional {
+                    "transactional-produce"
                 } else {
                     "produce"
                 },
@@ -444,6 +454,69 @@ async fn produce(
             while Instant::now() < deadline {
                 let started = Instant::now();
                 match producer.send(Message::new(&topic, body.clone())).await {
+                    Ok(_) => stats.record(size, started.elapsed()),
+                    Err(_) => {
+                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await?;
+    }
+    stats.stopped.store(true, Ordering::Release);
+    producer.shutdown().await;
+    Ok(())
+}
+
+/// Commits every local transaction; a check-back (the END_TRANSACTION was lost) commits too.
+struct CommitAll;
+
+impl tidemark_client::TransactionListener for CommitAll {
+    fn execute(
+        &self,
+        _message: &Message,
+        _sent: &tidemark_client::SendResult,
+    ) -> tidemark_client::BoxFuture<'static, tidemark_client::LocalTransactionState> {
+        Box::pin(async { tidemark_client::LocalTransactionState::CommitMessage })
+    }
+
+    fn check(
+        &self,
+        _message: &tidemark_client::MessageExt,
+    ) -> tidemark_client::BoxFuture<'static, tidemark_client::LocalTransactionState> {
+        Box::pin(async { tidemark_client::LocalTransactionState::CommitMessage })
+    }
+}
+
+async fn produce_transactional(
+    common: &Common,
+    producers: usize,
+    size: usize,
+    stats: Arc<Stats>,
+) -> anyhow::Result<()> {
+    let producer = Producer::builder("benchmark_transactional_producer")
+        .client_config(common.client_config()?)
+        .start_transactional(Arc::new(CommitAll))
+        .await?;
+    let body = bytes::Bytes::from(vec![b'x'; size]);
+    let deadline = Instant::now() + Duration::from_secs(common.duration);
+    let mut tasks = Vec::new();
+    for _ in 0..producers.max(1) {
+        let (producer, stats, topic, body) = (
+            producer.clone(),
+            stats.clone(),
+            common.topic.clone(),
+            body.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let started = Instant::now();
+                match producer
+                    .send_in_transaction(Message::new(&topic, body.clone()))
+                    .await
+                {
                     Ok(_) => stats.record(size, started.elapsed()),
                     Err(_) => {
                         stats.errors.fetch_add(1, Ordering::Relaxed);

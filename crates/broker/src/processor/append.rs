@@ -27,21 +27,30 @@ pub(crate) async fn put(
     state: &BrokerState,
     messages: Vec<NewMessage>,
 ) -> Result<Vec<Appended>, StoreError> {
-    let count = messages.len() as u64;
     let started = std::time::Instant::now();
-    let (appended, durable) = state.store.append_batch(&messages)?;
+    let (appended, durable) = append(state, &messages)?;
     durable.await?;
     state
         .stats
         .store_latency
         .observe(started.elapsed().as_secs_f64());
+    Ok(appended)
+}
+
+/// Appends and counts, without waiting for durability: the position in the log is taken when
+/// this returns (what a caller ordering its appends needs); await the `Durable` before
+/// acknowledging anything.
+pub(crate) fn append(
+    state: &BrokerState,
+    messages: &[NewMessage],
+) -> Result<(Vec<Appended>, tidemark_store::Durable), StoreError> {
+    let (appended, durable) = state.store.append_batch(messages)?;
     state
         .stats
         .messages_put_total
-        .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+        .fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);
     // A batch is one topic's (or a few runs of one topic): one count per run.
-    let mut runs = messages.chunk_by(|a, b| a.topic == b.topic);
-    for run in &mut runs {
+    for run in messages.chunk_by(|a, b| a.topic == b.topic) {
         let bytes = run.iter().map(|message| message.body.len() as u64).sum();
         state
             .stats
@@ -49,5 +58,5 @@ pub(crate) async fn put(
             .stored(&run[0].topic, run.len() as u64, bytes);
     }
     state.ha.notify_new_data();
-    Ok(appended)
+    Ok((appended, durable))
 }

@@ -9,7 +9,7 @@
 //! discarded. Every check leaves an op record too (tag `c`), so check counts survive restarts.
 //!
 //! [`Transactions`] holds what is still pending, rebuilt at start from the two topics
-//! (`recovery`). Resolutions run one at a time ([`Transactions::resolving`]): a commit's
+//! (`recovery`). Resolutions append one at a time ([`Transactions::exclusively`]): a commit's
 //! message is appended before its op record and the next resolution starts after that, so after
 //! a crash a commit without its op record can only lie after the last op record, where
 //! recovery looks for it. That is what makes a commit take effect exactly once: a retried or
@@ -51,6 +51,17 @@ pub struct PendingHalf {
     pub checks: u32,
 }
 
+/// What an [`Transactions::exclusively`] step did to its half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Committed, rolled back or discarded: no longer pending.
+    Resolved,
+    /// Checked back once more.
+    Checked,
+    /// Nothing was recorded (an append failed).
+    Unchanged,
+}
+
 /// What a check round found due.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct DueHalves {
@@ -68,9 +79,9 @@ pub struct DueHalves {
 #[derive(Debug, Default)]
 pub struct Transactions {
     pending: Mutex<BTreeMap<i64, PendingHalf>>,
-    /// Held for a whole resolution (appends included); see the module doc for why they run
-    /// one at a time.
-    resolving: tokio::sync::Mutex<()>,
+    /// Held while a resolution appends (the appends only, not their durability); see the
+    /// module doc for why they run one at a time. Taken before `pending`'s lock, never inside.
+    resolving: Mutex<()>,
     /// Rotates check-backs over a group's producers.
     check_turn: std::sync::atomic::AtomicUsize,
 }
@@ -150,9 +161,28 @@ impl Transactions {
         due
     }
 
-    /// Serialises resolutions (see the module doc); hold the guard across the appends.
-    pub(crate) async fn begin_resolution(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.resolving.lock().await
+    /// Runs `apply` on the pending half at `commit_log_offset` while no other resolution
+    /// runs, then applies the [`Step`] it returns; `None` (and `apply` not run) when the half
+    /// is not pending. `apply` does the appends, which take their log positions in this order.
+    pub(crate) fn exclusively<T>(
+        &self,
+        commit_log_offset: i64,
+        apply: impl FnOnce(&PendingHalf) -> (Step, T),
+    ) -> Option<T> {
+        let _one_at_a_time = self
+            .resolving
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let half = self.get(commit_log_offset)?;
+        let (step, value) = apply(&half);
+        match step {
+            Step::Resolved => {
+                self.remove(commit_log_offset);
+            }
+            Step::Checked => self.count_check(commit_log_offset),
+            Step::Unchanged => {}
+        }
+        Some(value)
     }
 
     /// The next turn for picking among a group's producers.

@@ -1,8 +1,8 @@
 //! Storing a half message and resolving one (commit, rollback, discard), with the op records
-//! that say so. Every resolution holds [`Transactions::begin_resolution`]'s guard from its
-//! first append to its last (see the module doc of `transaction`).
+//! that say so. Every resolution appends inside [`Transactions::exclusively`] (see the module
+//! doc of `transaction`) and waits for durability after it.
 //!
-//! [`Transactions::begin_resolution`]: super::Transactions::begin_resolution
+//! [`Transactions::exclusively`]: super::Transactions::exclusively
 
 use bytes::Bytes;
 use thiserror::Error;
@@ -11,8 +11,8 @@ use tidemark_protocol::message::{property, sys_flag, DecodeOptions, MessageRecor
 use tidemark_store::{Appended, NewMessage, StoreError};
 use tracing::{info, warn};
 
-use super::{PendingHalf, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG, OP_TOPIC};
-use crate::processor::append::put;
+use super::{PendingHalf, Step, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG, OP_TOPIC};
+use crate::processor::append::append;
 use crate::state::{now_ms, BrokerState};
 
 /// What the producer decided.
@@ -122,7 +122,6 @@ pub async fn resolve(
     claim: Claim<'_>,
     decision: Decision,
 ) -> Result<(), ResolveError> {
-    let _one_at_a_time = state.transactions.begin_resolution().await;
     let clo = claim.commit_log_offset;
     let pending = state
         .transactions
@@ -140,21 +139,41 @@ pub async fn resolve(
             given: claim.queue_offset,
         });
     }
-    if decision == Decision::Rollback {
-        // Until its op record is stored the half stays pending (and is checked back again).
-        append_op(state, OP_REMOVED_TAG, pending.queue_offset).await?;
-        state.transactions.remove(clo);
-        return Ok(());
+    // Built before taking the turn (reading the half twice is harmless if another wins).
+    let message = match decision {
+        Decision::Commit => Some(committed(state, read_half(state, clo)?)),
+        Decision::Rollback => None,
+    };
+    let op = op_message(state.store_host(), OP_REMOVED_TAG, pending.queue_offset);
+    let appended = state.transactions.exclusively(clo, |_| {
+        let Some(message) = &message else {
+            // Until its op record is stored the half stays pending (and is checked back).
+            return match append(state, std::slice::from_ref(&op)) {
+                Ok((_, durable)) => (Step::Resolved, Ok((durable, None))),
+                Err(failure) => (Step::Unchanged, Err(failure)),
+            };
+        };
+        match append(state, std::slice::from_ref(message)) {
+            // From here the commit has happened: whatever becomes of the op record, the half
+            // is not pending any more (recovery finds a commit whose op record was lost).
+            Ok((_, durable)) => (
+                Step::Resolved,
+                Ok((durable, Some(append(state, std::slice::from_ref(&op))))),
+            ),
+            Err(failure) => (Step::Unchanged, Err(failure)),
+        }
+    });
+    let (durable, op_appended) = appended.ok_or(ResolveError::NotPending(clo))??;
+    durable.await?;
+    if let Some(message) = &message {
+        state.held_pulls.notify(&message.topic, message.queue_id);
     }
-    let half = read_half(state, clo)?;
-    let message = committed(state, half);
-    let (topic, queue) = (message.topic.clone(), message.queue_id);
-    put(state, vec![message]).await?;
-    // From here the commit has happened: whatever becomes of the op record, the half is not
-    // pending any more (recovery finds a commit whose op record was lost).
-    state.transactions.remove(clo);
-    state.held_pulls.notify(&topic, queue);
-    if let Err(failure) = append_op(state, OP_REMOVED_TAG, pending.queue_offset).await {
+    let op_durable = match op_appended {
+        Some(Ok((_, durable))) => durable.await,
+        Some(Err(failure)) => Err(failure),
+        None => Ok(()),
+    };
+    if let Err(failure) = op_durable {
         warn!(%failure, clo, "transaction committed but its op record was not stored; recovery will find the commit");
     }
     Ok(())
@@ -162,25 +181,31 @@ pub async fn resolve(
 
 /// Records one check-back of a pending half; `false` when it was resolved meanwhile.
 pub async fn record_check(state: &BrokerState, half: &PendingHalf) -> Result<bool, StoreError> {
-    let _one_at_a_time = state.transactions.begin_resolution().await;
-    if state.transactions.get(half.commit_log_offset).is_none() {
-        return Ok(false);
+    let op = op_message(state.store_host(), OP_CHECKED_TAG, half.queue_offset);
+    let appended = state.transactions.exclusively(half.commit_log_offset, |_| {
+        match append(state, std::slice::from_ref(&op)) {
+            Ok((_, durable)) => (Step::Checked, Ok(durable)),
+            Err(failure) => (Step::Unchanged, Err(failure)),
+        }
+    });
+    match appended {
+        None => Ok(false),
+        Some(durable) => {
+            durable?.await?;
+            Ok(true)
+        }
     }
-    append_op(state, OP_CHECKED_TAG, half.queue_offset).await?;
-    state.transactions.count_check(half.commit_log_offset);
-    Ok(true)
 }
 
 /// Gives up on a half checked back too often: copied to the discard topic (unless that is
 /// configured empty), then recorded as resolved.
 pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), ResolveError> {
-    let _one_at_a_time = state.transactions.begin_resolution().await;
-    if state.transactions.get(half.commit_log_offset).is_none() {
-        return Ok(());
-    }
+    let clo = half.commit_log_offset;
     let topic = &state.config.transaction_discard_topic;
-    if !topic.is_empty() {
-        let record = read_half(state, half.commit_log_offset)?;
+    let copy = if topic.is_empty() {
+        None
+    } else {
+        let record = read_half(state, clo)?;
         if state
             .topics
             .ensure(topic, 1, perm::READ | perm::WRITE, now_ms())
@@ -188,7 +213,7 @@ pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), Reso
         {
             state.topics_changed.notify_one();
         }
-        let message = NewMessage {
+        Some(NewMessage {
             topic: topic.clone(),
             queue_id: 0,
             flag: record.flag,
@@ -200,11 +225,25 @@ pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), Reso
             prepared_transaction_offset: 0,
             body: record.body,
             properties: record.properties,
-        };
-        put(state, vec![message]).await?;
+        })
+    };
+    let op = op_message(state.store_host(), OP_REMOVED_TAG, half.queue_offset);
+    let appended = state.transactions.exclusively(clo, |_| {
+        let mut waits = Vec::new();
+        for message in copy.iter().chain(std::iter::once(&op)) {
+            match append(state, std::slice::from_ref(message)) {
+                Ok((_, durable)) => waits.push(durable),
+                Err(failure) => return (Step::Unchanged, Err(failure)),
+            }
+        }
+        (Step::Resolved, Ok(waits))
+    });
+    let Some(waits) = appended else {
+        return Ok(());
+    };
+    for durable in waits? {
+        durable.await?;
     }
-    append_op(state, OP_REMOVED_TAG, half.queue_offset).await?;
-    state.transactions.remove(half.commit_log_offset);
     info!(
         group = %half.producer_group,
         topic = %half.real_topic,
@@ -287,17 +326,4 @@ pub fn op_message(
         body: Bytes::from(half_queue_offset.to_string()),
         properties,
     }
-}
-
-async fn append_op(
-    state: &BrokerState,
-    tag: &str,
-    half_queue_offset: i64,
-) -> Result<(), StoreError> {
-    put(
-        state,
-        vec![op_message(state.store_host(), tag, half_queue_offset)],
-    )
-    .await
-    .map(|_| ())
 }
