@@ -153,10 +153,24 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn new(name_servers: Vec<String>, own_name: String, own_is_master: bool) -> Self {
+    /// `broker_requests`: where requests other brokers send back over the gateway's
+    /// connections (transaction check-backs for its producers) are queued.
+    pub fn new(
+        name_servers: Vec<String>,
+        own_name: String,
+        own_is_master: bool,
+        broker_requests: tokio::sync::mpsc::Sender<RemotingCommand>,
+    ) -> Self {
+        let handler = tidemark_remoting::handler_fn(move |_channel, request: RemotingCommand| {
+            let queue = broker_requests.clone();
+            async move {
+                let _ = queue.send(request).await;
+                tidemark_remoting::Reply::NoResponse
+            }
+        });
         Self {
             shared: Arc::new(Shared {
-                client: RemotingClient::new(ClientConfig::default(), None),
+                client: RemotingClient::new(ClientConfig::default(), Some(Arc::new(handler))),
                 name_servers,
                 routes: Mutex::new(HashMap::new()),
             }),
@@ -341,7 +355,12 @@ mod tests {
 
     #[test]
     fn queues_are_taken_in_turn_and_a_message_group_always_gets_the_same_one() {
-        let cluster = Cluster::new(Vec::new(), "a".into(), true);
+        let cluster = Cluster::new(
+            Vec::new(),
+            "a".into(),
+            true,
+            tokio::sync::mpsc::channel(1).0,
+        );
         let brokers = [broker("a", 2, 6), broker("b", 2, 6), broker("c", 4, 4)];
         let picked: Vec<_> = (0..5)
             .filter_map(|_| cluster.pick_queue(&brokers, None))
@@ -366,7 +385,12 @@ mod tests {
 
     #[tokio::test]
     async fn without_name_servers_the_topic_is_this_brokers_alone() {
-        let cluster = Cluster::new(Vec::new(), "a".into(), true);
+        let cluster = Cluster::new(
+            Vec::new(),
+            "a".into(),
+            true,
+            tokio::sync::mpsc::channel(1).0,
+        );
         let config = TopicConfig {
             topic_name: "T".into(),
             read_queue_nums: 4,
@@ -382,13 +406,23 @@ mod tests {
         assert_eq!(cluster.target("T", "a").await, Target::Local);
         assert_eq!(cluster.target("T", "").await, Target::Local);
         assert_eq!(cluster.target("T", "b").await, Target::Unreachable);
-        let slave = Cluster::new(Vec::new(), "a".into(), false);
+        let slave = Cluster::new(
+            Vec::new(),
+            "a".into(),
+            false,
+            tokio::sync::mpsc::channel(1).0,
+        );
         assert_eq!(slave.target("T", "a").await, Target::Unreachable);
     }
 
     #[tokio::test]
     async fn an_unanswered_refresh_keeps_the_route_known_before() {
-        let cluster = Cluster::new(Vec::new(), "a".into(), true);
+        let cluster = Cluster::new(
+            Vec::new(),
+            "a".into(),
+            true,
+            tokio::sync::mpsc::channel(1).0,
+        );
         let route = TopicRouteData {
             broker_datas: vec![tidemark_protocol::body::BrokerData {
                 broker_name: "b".into(),

@@ -40,7 +40,12 @@ pub struct Gateway {
     pub cluster: Cluster,
     /// The port this gateway listens on (route answers name it).
     pub port: u16,
+    /// Requests brokers send to the gateway's clients, until `serve` takes them.
+    broker_requests: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<RemotingCommand>>>,
 }
+
+/// Requests from brokers to gRPC clients queued at most (check-backs wait beyond it).
+const BROKER_REQUESTS_QUEUED: usize = 1024;
 
 /// The client behind one call.
 #[derive(Debug, Clone)]
@@ -52,19 +57,30 @@ pub struct Caller {
 
 impl Gateway {
     pub fn new(state: Arc<BrokerState>, port: u16) -> Self {
+        let (queue, broker_requests) = tokio::sync::mpsc::channel(BROKER_REQUESTS_QUEUED);
         let cluster = Cluster::new(
             state.config.name_servers(),
             state.config.broker_name.clone(),
             !state.config.is_slave(),
+            queue.clone(),
         );
         Self {
             handler: BrokerHandler::new(state.clone()),
             cluster,
             state,
-            sessions: Sessions::default(),
+            sessions: Sessions::new(queue),
             renewals: Renewals::default(),
             port,
+            broker_requests: std::sync::Mutex::new(Some(broker_requests)),
         }
+    }
+
+    /// The queue of requests brokers sent to this gateway's clients (once: its server).
+    pub fn take_broker_requests(&self) -> Option<tokio::sync::mpsc::Receiver<RemotingCommand>> {
+        self.broker_requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// The client behind a call, or the status to answer with (no client id).
@@ -179,10 +195,14 @@ impl Gateway {
                     unit_mode: false,
                 }];
             }
-            Some(PubSub::Publishing(_)) => {
-                data.producer_data_set = vec![ProducerData {
-                    group_name: format!("GRPC_PRODUCER_{}", caller.session.client_id),
-                }];
+            Some(PubSub::Publishing(publishing)) => {
+                // Each topic is a producer group too, as with RocketMQ's proxy: a transaction's
+                // check-back goes to any client publishing its topic.
+                data.producer_data_set =
+                    std::iter::once(format!("GRPC_PRODUCER_{}", caller.session.client_id))
+                        .chain(publishing.topics.iter().map(|topic| full_name(Some(topic))))
+                        .map(|group_name| ProducerData { group_name })
+                        .collect();
             }
             None => {}
         }

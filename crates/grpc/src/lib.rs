@@ -28,6 +28,7 @@ mod sessions;
 mod status;
 mod telemetry;
 pub mod tls;
+mod transaction;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -84,6 +85,9 @@ pub async fn serve(
         .saturating_add(1 << 20);
     let gateway = Arc::new(Gateway::new(state, port));
     let housekeeping = tokio::spawn(housekeeping(gateway.clone()));
+    let check_backs = gateway
+        .take_broker_requests()
+        .map(|queue| tokio::spawn(transaction::serve_broker_requests(gateway.clone(), queue)));
     let forwarding = gateway.clone();
     info!(
         port,
@@ -121,6 +125,9 @@ pub async fn serve(
         } => Ok(()),
     };
     housekeeping.abort();
+    if let Some(check_backs) = check_backs {
+        check_backs.abort();
+    }
     forwarding.cluster.shutdown();
     served
 }
@@ -133,6 +140,9 @@ async fn housekeeping(gateway: Arc<Gateway>) {
         tick.tick().await;
         gateway.renew_due().await;
         seconds += 1;
+        if seconds.is_multiple_of(20) {
+            gateway.register_producers_elsewhere().await;
+        }
         if seconds.is_multiple_of(10) {
             let before = tidemark_remoting::now_ms() - CLIENT_IDLE_MS;
             for session in gateway.sessions.expire(before) {

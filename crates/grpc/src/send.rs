@@ -9,6 +9,7 @@
 use tidemark_protocol::headers::{
     SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
+use tidemark_protocol::message::{decode_offset_msg_id, property, sys_flag};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::convert::{full_name, outgoing, Refused};
@@ -16,6 +17,7 @@ use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{Code, MessageType, SendMessageRequest, SendMessageResponse, SendResultEntry};
 use crate::route::accepted_types;
 use crate::status::{combined, from_response, ok, status};
+use crate::transaction::transaction_id;
 
 fn entry(code_status: crate::proto::Status, message_id: String, offset: i64) -> SendResultEntry {
     SendResultEntry {
@@ -91,11 +93,22 @@ impl Gateway {
             }
             Err(Refused::BadBody(why)) => return refuse(Code::BadRequest, why),
         };
+        let mut outgoing = outgoing;
         if outgoing.transactional {
-            return refuse(
-                Code::Unsupported,
-                "transactional messages are not supported by Tidemark yet".into(),
-            );
+            // The topic is the producer group (any client publishing it answers check-backs).
+            outgoing
+                .properties
+                .insert(property::PRODUCER_GROUP, topic.clone());
+            if let Some(recovery) = message
+                .system_properties
+                .as_ref()
+                .and_then(|system| system.orphaned_transaction_recovery_duration.as_ref())
+            {
+                outgoing.properties.insert(
+                    property::CHECK_IMMUNITY_TIME_IN_SECONDS,
+                    recovery.seconds.max(1).to_string(),
+                );
+            }
         }
         let (brokers, config) = match self.topic_brokers(&topic).await {
             Ok(found) => found,
@@ -128,12 +141,20 @@ impl Gateway {
             );
         };
         let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
-            producer_group: format!("GRPC_PRODUCER_{}", caller.session.client_id),
+            producer_group: if outgoing.transactional {
+                topic.clone()
+            } else {
+                format!("GRPC_PRODUCER_{}", caller.session.client_id)
+            },
             topic: topic.clone(),
             default_topic: "TBW102".into(),
             default_topic_queue_nums: self.state.config.default_topic_queue_nums,
             queue_id,
-            sys_flag: 0,
+            sys_flag: if outgoing.transactional {
+                sys_flag::TRANSACTION_PREPARED_TYPE
+            } else {
+                0
+            },
             born_timestamp: outgoing.born_timestamp,
             flag: 0,
             properties: Some(outgoing.properties.encode()),
@@ -151,9 +172,16 @@ impl Gateway {
         if response.response_code() != ResponseCode::Success {
             return entry(from_response(&response), message_id, 0);
         }
-        let offset = response
-            .decode_header::<SendMessageResponseHeader>()
-            .map_or(0, |header| header.queue_offset);
-        entry(ok(), message_id, offset)
+        let Ok(header) = response.decode_header::<SendMessageResponseHeader>() else {
+            return entry(ok(), message_id, 0);
+        };
+        let mut sent = entry(ok(), message_id, header.queue_offset);
+        if outgoing.transactional {
+            if let Ok((_, commit_log_offset)) = decode_offset_msg_id(&header.msg_id) {
+                sent.transaction_id =
+                    transaction_id(&broker, commit_log_offset, header.queue_offset);
+            }
+        }
+        sent
     }
 }

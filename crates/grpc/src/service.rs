@@ -223,13 +223,12 @@ impl MessagingService for Service {
         &self,
         request: Request<EndTransactionRequest>,
     ) -> Answer<EndTransactionResponse> {
-        let _caller = caller_or_answer!(self, request, EndTransactionResponse {});
-        Ok(Response::new(EndTransactionResponse {
-            status: Some(status(
-                Code::Unsupported,
-                "transactional messages are not supported by Tidemark yet",
-            )),
-        }))
+        let caller = caller_or_answer!(self, request, EndTransactionResponse {});
+        Ok(Response::new(
+            self.gateway
+                .end_transaction(&caller, request.into_inner())
+                .await,
+        ))
     }
 
     type TelemetryStream = BoxStream<TelemetryCommand>;

@@ -7,9 +7,12 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use tidemark_protocol::RemotingCommand;
 use tidemark_remoting::Channel;
+use tokio::sync::mpsc;
 
-use crate::proto::Settings;
+use crate::proto::{settings::PubSub, Settings};
+use crate::telemetry::Outbound;
 
 /// One connected gRPC client.
 #[derive(Debug)]
@@ -23,6 +26,8 @@ pub struct Session {
 struct SessionState {
     settings: Option<Settings>,
     last_seen_ms: i64,
+    /// The client's open Telemetry stream: where server commands (check-backs) go.
+    telemetry: Option<Outbound>,
 }
 
 impl Session {
@@ -38,6 +43,51 @@ impl Session {
         self.lock().settings = Some(settings);
     }
 
+    pub fn set_telemetry(&self, outbound: Outbound) {
+        self.lock().telemetry = Some(outbound);
+    }
+
+    /// The open Telemetry stream, if the client has one.
+    pub fn telemetry(&self) -> Option<Outbound> {
+        self.lock()
+            .telemetry
+            .clone()
+            .filter(|outbound| !outbound.is_closed())
+    }
+
+    /// Whether the client's settings publish `topic`.
+    pub fn publishes(&self, topic: &str) -> bool {
+        match self
+            .lock()
+            .settings
+            .as_ref()
+            .and_then(|s| s.pub_sub.as_ref())
+        {
+            Some(PubSub::Publishing(publishing)) => publishing
+                .topics
+                .iter()
+                .any(|resource| crate::convert::full_name(Some(resource)) == topic),
+            _ => false,
+        }
+    }
+
+    /// The topics the client's settings publish.
+    pub fn published_topics(&self) -> Vec<String> {
+        match self
+            .lock()
+            .settings
+            .as_ref()
+            .and_then(|s| s.pub_sub.as_ref())
+        {
+            Some(PubSub::Publishing(publishing)) => publishing
+                .topics
+                .iter()
+                .map(|resource| crate::convert::full_name(Some(resource)))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     pub fn touch(&self, now_ms: i64) {
         self.lock().last_seen_ms = now_ms;
     }
@@ -48,14 +98,28 @@ impl Session {
 }
 
 /// Every connected client, by client id. Owns its lock; returns shared sessions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Sessions {
     clients: Mutex<HashMap<String, Arc<Session>>>,
+    /// Where requests the broker sends over a client's connection are queued.
+    broker_requests: mpsc::Sender<RemotingCommand>,
 }
 
 impl Sessions {
+    pub fn new(broker_requests: mpsc::Sender<RemotingCommand>) -> Self {
+        Self {
+            clients: Mutex::default(),
+            broker_requests,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
         self.clients.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every session, for a look over all clients (each copy shared).
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.lock().values().cloned().collect()
     }
 
     /// The client's session, opened on its first call.
@@ -72,7 +136,7 @@ impl Sessions {
             .or_insert_with(|| {
                 Arc::new(Session {
                     client_id: client_id.to_owned(),
-                    channel: Channel::in_process(peer, local),
+                    channel: Channel::in_process_to(peer, local, self.broker_requests.clone()),
                     inner: Mutex::new(SessionState::default()),
                 })
             })

@@ -103,7 +103,12 @@ impl Gateway {
                 return;
             }
             caller.session.set_settings(settings.clone());
+            caller.session.set_telemetry(outbound.clone());
             let _ = self.register(&caller, &settings).await;
+            if matches!(settings.pub_sub, Some(PubSub::Publishing(_))) {
+                // Other brokers' check-backs for these topics must find this gateway now.
+                self.register_producers_elsewhere().await;
+            }
             let reply = TelemetryCommand {
                 status: Some(ok()),
                 command: Some(Command::Settings(self.server_settings(&settings))),

@@ -167,6 +167,27 @@ impl Channel {
         }
     }
 
+    /// [`in_process`](Self::in_process), except that what the server sends over it (a
+    /// request to the client, such as a transaction check-back) is queued on `outbound` for
+    /// the gateway to serve, instead of failing.
+    pub fn in_process_to(
+        peer: SocketAddr,
+        local: SocketAddr,
+        outbound: mpsc::Sender<RemotingCommand>,
+    ) -> Channel {
+        Channel {
+            inner: Arc::new(Inner {
+                id: NEXT_CHANNEL_ID.fetch_add(1, Ordering::Relaxed),
+                peer,
+                local,
+                outbound,
+                pending: Mutex::new(HashMap::new()),
+                closed: CancellationToken::new(),
+                stop_reading: CancellationToken::new(),
+            }),
+        }
+    }
+
     /// Marks an in-process connection closed (its caller left).
     pub fn mark_closed(&self) {
         self.inner.stop_reading.cancel();

@@ -96,6 +96,7 @@ fn send_check(state: &BrokerState, half: &PendingHalf) {
             record.store_host,
             half.commit_log_offset,
         )),
+        broker_name: Some(state.config.broker_name.clone()),
     };
     let request = RemotingCommand::request_with_header(RequestCode::CheckTransactionState, &header)
         .with_body(body.freeze());

@@ -43,6 +43,16 @@ pub async fn start_namesrv() -> (String, watch::Sender<bool>) {
 
 /// A broker named `name` registered with `namesrv`, serving gRPC too when `grpc` is set.
 pub async fn start_broker(namesrv: &str, name: &str, grpc: bool) -> Server {
+    start_broker_with(namesrv, name, grpc, |_| {}).await
+}
+
+/// [`start_broker`] with `configure` applied to the broker's settings.
+pub async fn start_broker_with(
+    namesrv: &str,
+    name: &str,
+    grpc: bool,
+    configure: impl FnOnce(&mut BrokerConfig),
+) -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
     let (stop, stopping) = watch::channel(false);
     let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -58,6 +68,8 @@ pub async fn start_broker(namesrv: &str, name: &str, grpc: bool) -> Server {
         pre_online_timeout_ms: 0,
         ..BrokerConfig::default()
     };
+    let mut config = config;
+    configure(&mut config);
     let broker = tokio::task::spawn_blocking(move || tidemark_broker::Broker::open(config))
         .await
         .expect("task")

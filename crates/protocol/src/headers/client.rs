@@ -68,5 +68,7 @@ command_header! {
         optional msg_id: String = "msgId",
         optional transaction_id: String = "transactionId",
         optional offset_msg_id: String = "offsetMsgId",
+        /// The broker that holds the half (RocketMQ 5 adds it).
+        optional broker_name: String = "brokerName",
     }
 }

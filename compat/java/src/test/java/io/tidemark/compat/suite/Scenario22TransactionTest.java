@@ -90,6 +90,14 @@ class Scenario22TransactionTest extends SuiteBase {
 
     /** Every delivery of a committed body exactly once, nothing else, and quiet afterwards. */
     private void assertExactlyOnce(Received received, Set<String> committed, String label) {
+        assertDelivered(received, committed, label, true);
+    }
+
+    /**
+     * Every committed body delivered, nothing else; exactly once unless {@code once} is off (the
+     * reference's known duplicates after a crash).
+     */
+    private void assertDelivered(Received received, Set<String> committed, String label, boolean once) {
         received.awaitAll(committed, CHECK_WAIT);
         Wait.sleep(QUIET_MS);
         System.out.println("scenario22 " + label + " against " + (againstApacheReference() ? "Apache" : "Tidemark")
@@ -97,8 +105,10 @@ class Scenario22TransactionTest extends SuiteBase {
             + " duplicates=" + received.duplicates());
         assertEquals(new TreeSet<>(committed), new TreeSet<>(received.bodies()),
             () -> label + ": delivered bodies" + serverLog());
-        assertEquals(committed.size(), received.total(),
-            () -> label + ": each committed message exactly once, got " + received.deliveries() + serverLog());
+        if (once) {
+            assertEquals(committed.size(), received.total(),
+                () -> label + ": each committed message exactly once, got " + received.deliveries() + serverLog());
+        }
     }
 
     @Test
@@ -165,7 +175,11 @@ class Scenario22TransactionTest extends SuiteBase {
         Listener sender = new Listener();
         TransactionMQProducer first = clients.transactionProducer(group, sender);
         Listener survivor = new Listener();
-        clients.transactionProducer(group, survivor, p -> p.setHeartbeatBrokerInterval(1_000));
+        TransactionMQProducer other =
+            clients.transactionProducer(group, survivor, p -> p.setHeartbeatBrokerInterval(1_000));
+        // A client heartbeats only the brokers its routes name (the 5.x client does not even
+        // look up the auto-create topic's): one send makes the broker know this producer.
+        Msgs.warmUp(other, topic);
         List<String> bodies = Msgs.bodies("u-k", 4);
         sendAll(first, topic, bodies);
         first.shutdown();
@@ -193,7 +207,9 @@ class Scenario22TransactionTest extends SuiteBase {
 
         Received received = new Received();
         clients.push(Names.group("s22kill"), topic, "*", received.listener("c"));
-        assertExactlyOnce(received, new TreeSet<>(commits), "broker SIGKILL");
+        // Apache re-checks and commits again halves whose op records the crash lost, so it may
+        // deliver these twice (seen with 5.3.3); Tidemark finds the commit at start instead.
+        assertDelivered(received, new TreeSet<>(commits), "broker SIGKILL", !againstApacheReference());
         for (String body : rollbacks) {
             assertTrue(listener.checks.containsKey(body), () -> body + " was never checked back: " + listener.checks);
         }

@@ -11,6 +11,8 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.MessageListener;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
@@ -55,6 +57,27 @@ final class Clients implements AutoCloseable {
         p.start();
         shutdowns.push(p::shutdown);
         return p;
+    }
+
+    /** A transactional producer of {@code group} (check-backs go to any producer of it). */
+    TransactionMQProducer transactionProducer(String group, TransactionListener listener,
+        Consumer<TransactionMQProducer> customize) throws Exception {
+        TransactionMQProducer p = new TransactionMQProducer(group);
+        common(p, "txproducer");
+        p.setSendMsgTimeout(5000);
+        p.setTransactionListener(listener);
+        customize.accept(p);
+        p.start();
+        shutdowns.push(p::shutdown);
+        return p;
+    }
+
+    TransactionMQProducer transactionProducer(TransactionListener listener) throws Exception {
+        return transactionProducer(Names.unique("TP"), listener, p -> { });
+    }
+
+    TransactionMQProducer transactionProducer(String group, TransactionListener listener) throws Exception {
+        return transactionProducer(group, listener, p -> { });
     }
 
     /**

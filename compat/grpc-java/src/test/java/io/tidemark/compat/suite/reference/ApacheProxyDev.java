@@ -39,7 +39,8 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 public final class ApacheProxyDev {
 
     private static final Set<String> KNOWN =
-        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level");
+        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level",
+            "--transaction-check-interval-ms", "--transaction-timeout-ms");
     /** Leaves the suite's 30 s ready timeout a margin for the JVM's own start. */
     private static final long READY_BUDGET_MS = 25_000;
 
@@ -135,6 +136,12 @@ public final class ApacheProxyDev {
         broker.setProperty("autoCreateTopicEnable", "true");
         broker.setProperty("autoCreateSubscriptionGroup", "true");
         broker.setProperty("timerWheelEnable", "true");
+        if (opts.containsKey("--transaction-check-interval-ms")) {
+            broker.setProperty("transactionCheckInterval", opts.get("--transaction-check-interval-ms"));
+        }
+        if (opts.containsKey("--transaction-timeout-ms")) {
+            broker.setProperty("transactionTimeOut", opts.get("--transaction-timeout-ms"));
+        }
         // Off by default in Apache (UPDATE_AND_CREATE_TOPIC refuses +message.type=MIXED); the
         // suite's producer test puts normal and delayed messages on one topic, which Tidemark
         // allows, so the reference is configured to allow it too.

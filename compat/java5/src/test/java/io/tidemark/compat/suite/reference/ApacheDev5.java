@@ -27,7 +27,8 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
 public final class ApacheDev5 {
 
     private static final Set<String> KNOWN =
-        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level");
+        Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level",
+            "--transaction-check-interval-ms", "--transaction-timeout-ms");
 
     private ApacheDev5() {
     }
@@ -77,6 +78,14 @@ public final class ApacheDev5 {
         brokerConfig.setBrokerIP2("127.0.0.1");
         brokerConfig.setNamesrvAddr("127.0.0.1:" + namesrvPort);
         brokerConfig.setAutoCreateTopicEnable(true);
+        String checkInterval = opts.get("--transaction-check-interval-ms");
+        if (checkInterval != null) {
+            brokerConfig.setTransactionCheckInterval(Long.parseLong(checkInterval));
+        }
+        String txTimeout = opts.get("--transaction-timeout-ms");
+        if (txTimeout != null) {
+            brokerConfig.setTransactionTimeOut(Long.parseLong(txTimeout));
+        }
         NettyServerConfig brokerNetty = new NettyServerConfig();
         brokerNetty.setListenPort(brokerPort);
         MessageStoreConfig store = new MessageStoreConfig();
@@ -127,7 +136,8 @@ public final class ApacheDev5 {
 
     private static void usage() {
         System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>"
-            + " [--message-delay-level \"1s 5s 10s ...\"]");
+            + " [--message-delay-level \"1s 5s 10s ...\"] [--transaction-check-interval-ms N]"
+            + " [--transaction-timeout-ms N]");
         System.exit(2);
     }
 }
