@@ -225,6 +225,13 @@ pub struct BrokerConfig {
     /// Where a half message goes once checked back `transaction_check_max` times without an
     /// answer (RocketMQ's `TRANS_CHECK_MAX_TIME_TOPIC`); empty: it is dropped.
     pub transaction_discard_topic: String,
+    /// Create the message-trace topic at start (one queue), for clients with tracing on when
+    /// topics are not auto-created (`traceTopicEnable`).
+    #[serde(alias = "traceTopicEnable")]
+    pub trace_topic_enable: bool,
+    /// The message-trace topic (`msgTraceTopicName`).
+    #[serde(alias = "msgTraceTopicName")]
+    pub msg_trace_topic_name: String,
 }
 
 impl Default for BrokerConfig {
@@ -293,6 +300,8 @@ impl Default for BrokerConfig {
             transaction_check_max: 15,
             transaction_check_interval: 60_000,
             transaction_discard_topic: "TRANS_CHECK_MAX_TIME_TOPIC".into(),
+            trace_topic_enable: false,
+            msg_trace_topic_name: tidemark_protocol::trace::DEFAULT_TRACE_TOPIC.into(),
         }
     }
 }

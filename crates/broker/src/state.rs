@@ -197,6 +197,15 @@ impl BrokerState {
         )? {
             topics.merge(wrapper, false);
         }
+        if config.trace_topic_enable && !config.msg_trace_topic_name.is_empty() {
+            // One queue, as RocketMQ creates it; a table that has it already keeps its own.
+            topics.ensure(
+                &config.msg_trace_topic_name,
+                1,
+                tidemark_protocol::body::perm::READ | tidemark_protocol::body::perm::WRITE,
+                now,
+            );
+        }
         let groups = load_or_refuse(
             &config,
             &persister,

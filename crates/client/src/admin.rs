@@ -7,14 +7,18 @@ use std::sync::Arc;
 use tidemark_protocol::body::{
     ConsumeStats, ConsumerProgress, MessageQueue, QueueProgressView, TopicStatsTable,
 };
-use tidemark_protocol::headers::{GetConsumeStatsRequestHeader, GetTopicStatsInfoRequestHeader};
+use tidemark_protocol::headers::{
+    pull_sys_flag, GetConsumeStatsRequestHeader, GetTopicStatsInfoRequestHeader,
+    PullMessageRequestHeader, ViewMessageRequestHeader,
+};
 use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::message::{decode_offset_msg_id, DecodeOptions, MessageRecord};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::{unique_instance_name, ClientConfig};
 use crate::error::{ClientError, Result};
-use crate::instance::{bad_response, broker_error, ClientInstance};
-use crate::message::retry_topic;
+use crate::instance::{bad_response, broker_error, ClientInstance, PullStatus};
+use crate::message::{retry_topic, MessageExt};
 
 /// Admin requests to the brokers of a cluster.
 #[derive(Debug)]
@@ -208,7 +212,107 @@ impl Admin {
         Ok(offsets)
     }
 
+    /// The message an offset message id names (VIEW_MESSAGE_BY_ID to the broker the id names;
+    /// Java `viewMessage`).
+    pub async fn view_message(&self, offset_msg_id: &str) -> Result<MessageExt> {
+        let (store_host, offset) = decode_offset_msg_id(offset_msg_id)?;
+        let addr = store_host.to_string();
+        let request = RemotingCommand::request_with_header(
+            RequestCode::ViewMessageById,
+            &ViewMessageRequestHeader {
+                offset,
+                topic: None,
+            },
+        );
+        let response = self.instance.call(&addr, request).await?;
+        if response.response_code() != ResponseCode::Success {
+            return Err(broker_error(&addr, response.response_code(), &response));
+        }
+        let (record, _) = MessageRecord::decode(&response.body, 0, DecodeOptions::default())?;
+        let queue = MessageQueue::new(record.topic.clone(), String::new(), record.queue_id);
+        Ok(MessageExt::from_record(record, &queue)?)
+    }
+
+    /// Reads `topic` from the first message stored at or after `since_ms`, on every master
+    /// and queue, handing each message to `visit`, until the queues' ends or `limit`
+    /// messages; returns how many were read. Nothing is committed (Java tools read as
+    /// `TOOLS_CONSUMER`).
+    pub async fn scan_topic(
+        &self,
+        topic: &str,
+        since_ms: i64,
+        limit: usize,
+        mut visit: impl FnMut(&MessageExt),
+    ) -> Result<usize> {
+        let Some(route) = self.instance.update_route(topic).await? else {
+            return Ok(0);
+        };
+        let mut read = 0;
+        for broker in &route.broker_datas {
+            let Some(addr) = broker.master_addr() else {
+                continue;
+            };
+            let queues = route
+                .queue_datas
+                .iter()
+                .filter(|data| data.broker_name == broker.broker_name)
+                .map(|data| data.read_queue_nums)
+                .max()
+                .unwrap_or(0);
+            for queue_id in 0..queues {
+                let queue = MessageQueue::new(topic, broker.broker_name.clone(), queue_id);
+                let mut offset = self.instance.search_offset(addr, &queue, since_ms).await?;
+                let end = self.instance.max_offset(addr, &queue).await?;
+                while offset < end && read < limit {
+                    let header = PullMessageRequestHeader {
+                        consumer_group: TOOLS_CONSUMER_GROUP.to_owned(),
+                        topic: topic.to_owned(),
+                        queue_id,
+                        queue_offset: offset,
+                        max_msg_nums: 32,
+                        sys_flag: pull_sys_flag::build(false, false, true, false),
+                        commit_offset: 0,
+                        suspend_timeout_millis: 0,
+                        subscription: Some("*".to_owned()),
+                        sub_version: 0,
+                        expression_type: Some("TAG".to_owned()),
+                        max_msg_bytes: None,
+                        broker_name: Some(broker.broker_name.clone()),
+                    };
+                    let outcome = self
+                        .instance
+                        .pull(
+                            addr,
+                            &header,
+                            &queue,
+                            std::time::Duration::from_secs(10),
+                            &[],
+                        )
+                        .await?;
+                    match outcome.status {
+                        PullStatus::Found(messages) => {
+                            for message in messages.iter().take(limit - read) {
+                                visit(message);
+                                read += 1;
+                            }
+                        }
+                        PullStatus::NoNewMessage => break,
+                        PullStatus::NoMatchedMessage | PullStatus::OffsetIllegal => {}
+                    }
+                    if outcome.next_begin_offset <= offset {
+                        break;
+                    }
+                    offset = outcome.next_begin_offset;
+                }
+            }
+        }
+        Ok(read)
+    }
+
     pub async fn shutdown(&self) {
         self.instance.shutdown(None, None).await;
     }
 }
+
+/// The group admin tools read messages as (Java's `MixAll.TOOLS_CONSUMER_GROUP`).
+const TOOLS_CONSUMER_GROUP: &str = "TOOLS_CONSUMER";

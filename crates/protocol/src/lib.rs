@@ -17,6 +17,7 @@ pub mod headers;
 pub mod hex;
 pub mod json;
 pub mod message;
+pub mod trace;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode, SerializeType};
 pub use command::RemotingCommand;

@@ -26,6 +26,8 @@ pub enum AdminCommand {
     ConsumerProgress(ProgressArgs),
     /// Min and max offsets of every queue of a topic.
     TopicStatus(TopicArgs),
+    /// A message by its offset message id, and with --trace its trace records.
+    QueryMessage(crate::query_message::QueryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -147,6 +149,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::PopMessage(args) => pop(args).await,
         AdminCommand::ConsumerProgress(args) => progress(args).await,
         AdminCommand::TopicStatus(args) => topic_status(args).await,
+        AdminCommand::QueryMessage(args) => crate::query_message::query(args).await,
     }
 }
 

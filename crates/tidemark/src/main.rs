@@ -5,6 +5,7 @@ mod admin;
 mod bench;
 mod bench_grpc;
 mod inspect;
+mod query_message;
 mod serve;
 
 use clap::{Parser, Subcommand};
