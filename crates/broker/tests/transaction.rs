@@ -322,3 +322,49 @@ async fn an_undecided_half_is_checked_back_then_discarded_after_the_maximum() {
     task.await.expect("task").expect("clean stop");
     let _ = stop_namesrv.send(true);
 }
+
+/// A slave holds the master's halves in its copy of the log but never resolves or checks them
+/// back: END_TRANSACTION is refused there, and no producer connected to it is asked.
+#[tokio::test]
+async fn a_slave_never_checks_back_nor_resolves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let half = send_half(&client, &cluster.broker, "held by the master").await;
+    let (namesrv, stop_namesrv) = cluster.stop_broker().await;
+    client.shutdown();
+
+    // The same store opened as a slave (its master is gone; it keeps trying in the background).
+    let mut settings = config(dir.path(), &namesrv);
+    settings.broker_role = tidemark_broker::BrokerRole::Slave;
+    settings.broker_id = 1;
+    settings.ha_master_address = Some("127.0.0.1:9".into());
+    settings.transaction_check_interval = 100;
+    settings.transaction_timeout = 100;
+    let (slave, stop, task) = start_broker(settings).await;
+    let (checks, mut checked) = mpsc::unbounded_channel();
+    let handler = handler_fn(move |_channel, request: RemotingCommand| {
+        let checks = checks.clone();
+        async move {
+            if request.request_code() == RequestCode::CheckTransactionState {
+                let _ = checks.send(request);
+            }
+            Reply::NoResponse
+        }
+    });
+    let client = RemotingClient::new(ClientConfig::default(), Some(Arc::new(handler)));
+    let registered = client
+        .invoke(&slave, heartbeat(), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(registered.response_code(), ResponseCode::Success);
+    assert_eq!(
+        end(&client, &slave, half, 8).await,
+        ResponseCode::SlaveNotAvailable
+    );
+    let check = tokio::time::timeout(Duration::from_secs(1), checked.recv()).await;
+    assert!(check.is_err(), "a slave checked back: {check:?}");
+    let _ = stop.send(true);
+    task.await.expect("task").expect("clean stop");
+    let _ = stop_namesrv.send(true);
+}

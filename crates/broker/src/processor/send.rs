@@ -88,7 +88,7 @@ pub(super) async fn send(
             state.topics_changed.notify_one();
         }
         let mut properties = properties;
-        properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+        stamp(state, &mut properties);
         let wait_for_slave =
             state.config.broker_role == BrokerRole::SyncMaster && waits_for_slave(&properties);
         let message = new_message(
@@ -201,6 +201,15 @@ struct Prepared {
     producer_waits_for_slave: bool,
 }
 
+/// What the broker adds to every message it stores, as RocketMQ's does: its cluster, and its
+/// region and trace switch (a traced consumer reads them from the message; the 5.x client writes
+/// no consume trace for a message without a region).
+fn stamp(state: &BrokerState, properties: &mut Properties) {
+    properties.insert(property::MSG_REGION, state.config.region_id.clone());
+    properties.insert(property::TRACE_SWITCH, state.config.trace_on.to_string());
+    properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+}
+
 fn waits_for_slave(properties: &Properties) -> bool {
     properties.get(property::WAIT_STORE_MSG_OK) != Some("false")
 }
@@ -216,7 +225,7 @@ fn single_message(
     request_version: i32,
 ) -> Result<Prepared, RemotingCommand> {
     let header = target.header;
-    properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+    stamp(state, &mut properties);
     let producer_waits_for_slave = waits_for_slave(&properties);
     let delay = properties
         .get(property::DELAY_TIME_LEVEL)
@@ -315,7 +324,7 @@ fn batch_messages(
             ));
         }
         producer_waits_for_slave &= waits_for_slave(&properties);
-        properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
+        stamp(state, &mut properties);
         messages.push(new_message(
             state, target, entry.flag, entry.body, properties,
         ));

@@ -59,6 +59,16 @@ final class Clients implements AutoCloseable {
         return p;
     }
 
+    /** A push consumer reading from the first offset, not started: callers subscribe first. */
+    DefaultMQPushConsumer pushUnstarted(String group, MessageListener listener) {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        common(c, "push");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.registerMessageListener(listener);
+        shutdowns.push(c::shutdown);
+        return c;
+    }
+
     /** A transactional producer of {@code group} (check-backs go to any producer of it). */
     TransactionMQProducer transactionProducer(String group, TransactionListener listener,
         Consumer<TransactionMQProducer> customize) throws Exception {

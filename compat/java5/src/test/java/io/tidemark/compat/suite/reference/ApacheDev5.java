@@ -78,6 +78,8 @@ public final class ApacheDev5 {
         brokerConfig.setBrokerIP2("127.0.0.1");
         brokerConfig.setNamesrvAddr("127.0.0.1:" + namesrvPort);
         brokerConfig.setAutoCreateTopicEnable(true);
+        // SQL92 subscriptions (scenario 14) are off by default in Apache
+        brokerConfig.setEnablePropertyFilter(true);
         String checkInterval = opts.get("--transaction-check-interval-ms");
         if (checkInterval != null) {
             brokerConfig.setTransactionCheckInterval(Long.parseLong(checkInterval));
