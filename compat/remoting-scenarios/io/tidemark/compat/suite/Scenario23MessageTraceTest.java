@@ -30,7 +30,7 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * Scenario 23: message trace. A producer and a push consumer with tracing on
+ * Scenario 23: message trace, in both remoting suites (4.9.8 and 5.3.3). A producer and a push consumer with tracing on
  * ({@code enableMsgTrace}) write their trace records to {@code RMQ_SYS_TRACE_TOPIC}; the broker
  * stores and serves them like any topic: read back with a plain consumer and decoded with the
  * client's own {@code TraceDataEncoder}, each message has its Pub (the producer's group, success)
@@ -47,7 +47,7 @@ class Scenario23MessageTraceTest extends SuiteBase {
         String topic = Names.topic("s23trace");
         String producerGroup = Names.unique("TraceP");
         String consumerGroup = Names.group("s23trace");
-        DefaultMQProducer producer = new DefaultMQProducer(producerGroup, true);
+        DefaultMQProducer producer = new DefaultMQProducer(producerGroup, true, null);
         producer.setNamesrvAddr(tidemark.namesrvAddr());
         producer.setInstanceName(Names.instance("traceproducer"));
         producer.setVipChannelEnabled(false);
@@ -62,7 +62,7 @@ class Scenario23MessageTraceTest extends SuiteBase {
             Set<String> ids = new TreeSet<>();
             sent.forEach(r -> ids.add(r.getMsgId()));
 
-            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(consumerGroup, true);
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(consumerGroup, true, null);
             consumer.setNamesrvAddr(tidemark.namesrvAddr());
             consumer.setInstanceName(Names.instance("traceconsumer"));
             consumer.setVipChannelEnabled(false);
