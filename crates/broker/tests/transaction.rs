@@ -100,6 +100,24 @@ fn bodies(records: &[MessageRecord]) -> Vec<String> {
         .collect()
 }
 
+/// A producer's connection that hands every CHECK_TRANSACTION_STATE it gets to the test.
+fn checked_client() -> (RemotingClient, mpsc::UnboundedReceiver<RemotingCommand>) {
+    let (checks, checked) = mpsc::unbounded_channel();
+    let handler = handler_fn(move |_channel, request: RemotingCommand| {
+        let checks = checks.clone();
+        async move {
+            if request.request_code() == RequestCode::CheckTransactionState {
+                let _ = checks.send(request);
+            }
+            Reply::NoResponse
+        }
+    });
+    (
+        RemotingClient::new(ClientConfig::default(), Some(Arc::new(handler))),
+        checked,
+    )
+}
+
 #[tokio::test]
 async fn a_commit_applies_once_and_a_rollback_never_delivers() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -237,18 +255,7 @@ async fn an_undecided_half_is_checked_back_then_discarded_after_the_maximum() {
     settings.transaction_check_max = 2;
     let (broker, stop, task) = start_broker(settings).await;
 
-    // The producer's connection answers CHECK_TRANSACTION_STATE by handing it to the test.
-    let (checks, mut checked) = mpsc::unbounded_channel();
-    let handler = handler_fn(move |_channel, request: RemotingCommand| {
-        let checks = checks.clone();
-        async move {
-            if request.request_code() == RequestCode::CheckTransactionState {
-                let _ = checks.send(request);
-            }
-            Reply::NoResponse
-        }
-    });
-    let client = RemotingClient::new(ClientConfig::default(), Some(Arc::new(handler)));
+    let (client, mut checked) = checked_client();
     let registered = client
         .invoke(&broker, heartbeat(), WAIT)
         .await
@@ -342,17 +349,7 @@ async fn a_slave_never_checks_back_nor_resolves() {
     settings.transaction_check_interval = 100;
     settings.transaction_timeout = 100;
     let (slave, stop, task) = start_broker(settings).await;
-    let (checks, mut checked) = mpsc::unbounded_channel();
-    let handler = handler_fn(move |_channel, request: RemotingCommand| {
-        let checks = checks.clone();
-        async move {
-            if request.request_code() == RequestCode::CheckTransactionState {
-                let _ = checks.send(request);
-            }
-            Reply::NoResponse
-        }
-    });
-    let client = RemotingClient::new(ClientConfig::default(), Some(Arc::new(handler)));
+    let (client, mut checked) = checked_client();
     let registered = client
         .invoke(&slave, heartbeat(), WAIT)
         .await

@@ -50,34 +50,11 @@ async fn transactions_commit_roll_back_and_recover_over_grpc() {
     let mut client = client(&server).await;
 
     // The producer's Telemetry stream: its settings publish the topic.
-    let (sender, receiver) = tokio::sync::mpsc::channel(4);
-    sender
-        .send(TelemetryCommand {
-            status: None,
-            command: Some(telemetry_command::Command::Settings(Settings {
-                client_type: Some(ClientType::Producer as i32),
-                pub_sub: Some(settings::PubSub::Publishing(Publishing {
-                    topics: vec![resource(TOPIC)],
-                    ..Publishing::default()
-                })),
-                ..Settings::default()
-            })),
-        })
-        .await
-        .expect("queued");
-    let mut telemetry = client
-        .telemetry(with_client_id(
-            tokio_stream::wrappers::ReceiverStream::new(receiver),
-            PRODUCER,
-        ))
-        .await
-        .expect("telemetry")
-        .into_inner();
-    let settings = tokio::time::timeout(Duration::from_secs(5), telemetry.message())
-        .await
-        .expect("settings in time")
-        .expect("frame")
-        .expect("command");
+    let Telemetry {
+        commands: mut telemetry,
+        sender: _sender,
+        settings,
+    } = open_telemetry(&mut client, PRODUCER, producer_settings(TOPIC)).await;
     assert!(matches!(
         settings.command,
         Some(telemetry_command::Command::Settings(_))
@@ -264,30 +241,11 @@ async fn check_backs_from_another_broker_reach_the_gateways_producer() {
         assert!(tokio::time::Instant::now() < deadline, "route: {brokers:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (sender, receiver) = tokio::sync::mpsc::channel(4);
-    sender
-        .send(TelemetryCommand {
-            status: None,
-            command: Some(telemetry_command::Command::Settings(Settings {
-                client_type: Some(ClientType::Producer as i32),
-                pub_sub: Some(settings::PubSub::Publishing(Publishing {
-                    topics: vec![resource(topic)],
-                    ..Publishing::default()
-                })),
-                ..Settings::default()
-            })),
-        })
-        .await
-        .expect("queued");
-    let mut telemetry = client
-        .telemetry(with_client_id(
-            tokio_stream::wrappers::ReceiverStream::new(receiver),
-            PRODUCER,
-        ))
-        .await
-        .expect("telemetry")
-        .into_inner();
-    let _settings = telemetry.message().await.expect("frame").expect("settings");
+    let Telemetry {
+        commands: mut telemetry,
+        sender: _sender,
+        ..
+    } = open_telemetry(&mut client, PRODUCER, producer_settings(topic)).await;
     let messages: Vec<Message> = (0..8)
         .map(|i| {
             let mut message = message(topic, &format!("open-{i}"), "undecided", "tx");

@@ -228,3 +228,59 @@ pub async fn receive_filtered(
     }
     (code(&status), messages)
 }
+
+/// An open Telemetry stream: what the server sends, and the client's side (the stream ends when
+/// `sender` drops).
+pub struct Telemetry {
+    pub commands: tonic::Streaming<TelemetryCommand>,
+    pub sender: tokio::sync::mpsc::Sender<TelemetryCommand>,
+    /// The server's answer to the settings.
+    pub settings: TelemetryCommand,
+}
+
+/// Opens a Telemetry stream for `client_id` and sends `settings`; returns it once the server
+/// answered them (as every 5.x client does before anything else).
+pub async fn open_telemetry(
+    client: &mut MessagingServiceClient<Channel>,
+    client_id: &str,
+    settings: Settings,
+) -> Telemetry {
+    let (sender, receiver) = tokio::sync::mpsc::channel(4);
+    sender
+        .send(TelemetryCommand {
+            status: None,
+            command: Some(telemetry_command::Command::Settings(settings)),
+        })
+        .await
+        .expect("queued");
+    let mut telemetry = client
+        .telemetry(with_client_id(
+            tokio_stream::wrappers::ReceiverStream::new(receiver),
+            client_id,
+        ))
+        .await
+        .expect("telemetry")
+        .into_inner();
+    let reply = tokio::time::timeout(Duration::from_secs(5), telemetry.message())
+        .await
+        .expect("settings answered in time")
+        .expect("frame")
+        .expect("a command");
+    Telemetry {
+        commands: telemetry,
+        sender,
+        settings: reply,
+    }
+}
+
+/// A producer's settings publishing `topic`.
+pub fn producer_settings(topic: &str) -> Settings {
+    Settings {
+        client_type: Some(ClientType::Producer as i32),
+        pub_sub: Some(settings::PubSub::Publishing(Publishing {
+            topics: vec![resource(topic)],
+            ..Publishing::default()
+        })),
+        ..Settings::default()
+    }
+}
