@@ -24,10 +24,12 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{decode_records, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
-use tidemark_remoting::{Channel, RemotingClient, Reply, ReplyFuture, RequestHandler};
+use tidemark_remoting::{RemotingClient, RequestHandler};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::broker_requests::BrokerRequestRouter;
+pub(crate) use crate::broker_requests::BrokerRequests;
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::message::MessageExt;
@@ -45,82 +47,6 @@ pub const CLIENT_INNER_PRODUCER_GROUP: &str = "CLIENT_INNER_PRODUCER";
 pub const PULL_SUSPEND: Duration = Duration::from_secs(15);
 /// RPC timeout of a held pull (`CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND`).
 pub const PULL_TIMEOUT_WHEN_SUSPENDED: Duration = Duration::from_secs(30);
-
-/// Requests a broker sends to a client, served by a consumer.
-pub(crate) trait BrokerRequests: Send + Sync + 'static {
-    /// NOTIFY_CONSUMER_IDS_CHANGED for `group`.
-    fn consumer_ids_changed(&self, group: &str);
-    /// RESET_CONSUMER_CLIENT_OFFSET: new offsets for `group`'s queues of `topic`.
-    fn reset_offsets(
-        &self,
-        group: &str,
-        topic: &str,
-        offsets: BTreeMap<MessageQueue, i64>,
-    ) -> BoxFuture<'static, ()>;
-    /// CHECK_TRANSACTION_STATE from the broker at the other end of `channel` (served by a
-    /// transactional producer; others ignore it).
-    fn check_transaction(
-        &self,
-        _channel: Channel,
-        _request: RemotingCommand,
-    ) -> BoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-}
-
-#[derive(Default)]
-struct BrokerRequestRouter {
-    target: OnceLock<Weak<dyn BrokerRequests>>,
-}
-
-impl RequestHandler for BrokerRequestRouter {
-    fn handle(&self, channel: Channel, request: RemotingCommand) -> ReplyFuture {
-        let target = self.target.get().and_then(Weak::upgrade);
-        Box::pin(async move {
-            let Some(target) = target else {
-                return Reply::Unsupported;
-            };
-            match request.request_code() {
-                RequestCode::NotifyConsumerIdsChanged => {
-                    if let Some(group) = request.ext_fields.get("consumerGroup") {
-                        target.consumer_ids_changed(group);
-                    }
-                    Reply::NoResponse
-                }
-                RequestCode::CheckTransactionState => {
-                    target.check_transaction(channel, request).await;
-                    Reply::NoResponse
-                }
-                RequestCode::ResetConsumerClientOffset => {
-                    let reply = match reset_request(&request) {
-                        Ok((group, topic, offsets)) => {
-                            target.reset_offsets(&group, &topic, offsets).await;
-                            RemotingCommand::response(ResponseCode::Success, None)
-                        }
-                        Err(error) => RemotingCommand::response(
-                            ResponseCode::SystemError,
-                            Some(error.to_string()),
-                        ),
-                    };
-                    if request.is_oneway() {
-                        Reply::NoResponse
-                    } else {
-                        Reply::Response(reply)
-                    }
-                }
-                _ => Reply::Unsupported,
-            }
-        })
-    }
-}
-
-fn reset_request(
-    request: &RemotingCommand,
-) -> Result<(String, String, BTreeMap<MessageQueue, i64>)> {
-    let header: tidemark_protocol::headers::ResetOffsetRequestHeader = request.decode_header()?;
-    let body = tidemark_protocol::body::MessageQueueOffsets::from_json_bytes(&request.body)?;
-    Ok((header.group, header.topic, body.offset_table))
-}
 
 /// What a pull found.
 #[derive(Debug)]

@@ -14,6 +14,7 @@ use std::pin::Pin;
 
 mod admin;
 mod allocate;
+mod broker_requests;
 mod builder;
 mod config;
 mod consumer;

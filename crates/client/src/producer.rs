@@ -152,19 +152,6 @@ impl ProducerBuilder {
         let core = Arc::new(SendCore::new(instance, self.settings));
         Ok(Producer { core })
     }
-
-    /// Starts a transactional producer: `listener` runs each local transaction and answers
-    /// the broker's check-backs.
-    pub async fn start_transactional(
-        self,
-        listener: Arc<dyn crate::transaction::TransactionListener>,
-    ) -> Result<crate::transaction::TransactionProducer> {
-        let producer = self.start().await?;
-        Ok(crate::transaction::TransactionProducer::new(
-            producer.core,
-            listener,
-        ))
-    }
 }
 
 /// Sends messages; cheap to clone, one connection set per producer.
@@ -175,7 +162,7 @@ pub struct Producer {
 
 /// How a send waits for the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     /// Await the reply, retrying on another broker.
     Sync,
     /// Do not wait for a reply (one attempt).
@@ -192,6 +179,10 @@ impl Producer {
     /// `ip@instanceName`.
     pub fn client_id(&self) -> &str {
         self.core.instance.client_id()
+    }
+
+    pub(crate) fn core(&self) -> Arc<SendCore> {
+        self.core.clone()
     }
 
     /// Sends and waits for the broker's answer, retrying on another broker after a failure.
@@ -429,31 +420,12 @@ impl SendCore {
         self.send_flagged(message, queue, mode, 0).await
     }
 
-    /// Sends a transactional half message: flagged prepared, in the producer's group.
-    pub(crate) async fn send_half(&self, mut message: Message) -> Result<SendResult> {
-        // A half cannot be delayed (Java's client drops the level too).
-        message.properties_mut().remove(property::DELAY_TIME_LEVEL);
-        message
-            .properties_mut()
-            .insert(property::TRANSACTION_PREPARED, "true");
-        message
-            .properties_mut()
-            .insert(property::PRODUCER_GROUP, self.settings.group.clone());
-        self.send_flagged(
-            message,
-            None,
-            Mode::Sync,
-            sys_flag::TRANSACTION_PREPARED_TYPE,
-        )
-        .await
-        .and_then(sync_result)
-    }
-
     pub(crate) fn group(&self) -> &str {
         &self.settings.group
     }
 
-    async fn send_flagged(
+    /// Sends one message with `extra_sys_flag` set (a transactional half's prepared flag).
+    pub(crate) async fn send_flagged(
         &self,
         mut message: Message,
         queue: Option<MessageQueue>,
@@ -717,7 +689,7 @@ struct CachedPublish {
     queues: Arc<PublishQueues>,
 }
 
-fn sync_result(result: Option<SendResult>) -> Result<SendResult> {
+pub(crate) fn sync_result(result: Option<SendResult>) -> Result<SendResult> {
     result.ok_or_else(|| ClientError::State("a waiting send ended without a result".into()))
 }
 

@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 use crate::error::{ClientError, Result};
 use crate::instance::BrokerRequests;
 use crate::message::{Message, MessageExt};
-use crate::producer::{SendCore, SendResult, SendStatus};
+use crate::producer::{sync_result, Mode, SendCore, SendResult, SendStatus};
 use crate::BoxFuture;
 
 /// What a local transaction came to (Java `LocalTransactionState`).
@@ -82,6 +82,35 @@ struct Checker {
     listener: Arc<dyn TransactionListener>,
 }
 
+impl crate::producer::ProducerBuilder {
+    /// Starts a transactional producer: `listener` runs each local transaction and answers
+    /// the broker's check-backs.
+    pub async fn start_transactional(
+        self,
+        listener: Arc<dyn TransactionListener>,
+    ) -> Result<TransactionProducer> {
+        let producer = self.start().await?;
+        Ok(TransactionProducer::new(producer.core(), listener))
+    }
+}
+
+/// Sends a transactional half message: flagged prepared, in the producer's group.
+async fn send_half(core: &SendCore, mut message: Message) -> Result<SendResult> {
+    // A half cannot be delayed (Java's client drops the level too).
+    let properties = message.properties_mut();
+    properties.remove(property::DELAY_TIME_LEVEL);
+    properties.insert(property::TRANSACTION_PREPARED, "true");
+    properties.insert(property::PRODUCER_GROUP, core.group().to_owned());
+    core.send_flagged(
+        message,
+        None,
+        Mode::Sync,
+        sys_flag::TRANSACTION_PREPARED_TYPE,
+    )
+    .await
+    .and_then(sync_result)
+}
+
 impl TransactionProducer {
     pub(crate) fn new(core: Arc<SendCore>, listener: Arc<dyn TransactionListener>) -> Self {
         let checker = Arc::new(Checker {
@@ -102,7 +131,7 @@ impl TransactionProducer {
     /// outcome. Errors only when the half was not stored; a lost outcome is recovered by the
     /// broker's check-back.
     pub async fn send_in_transaction(&self, message: Message) -> Result<TransactionSendResult> {
-        let sent = self.core.send_half(message.clone()).await?;
+        let sent = send_half(&self.core, message.clone()).await?;
         let state = if sent.status == SendStatus::SendOk {
             self.checker.listener.execute(&message, &sent).await
         } else {
