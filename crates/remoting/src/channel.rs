@@ -154,17 +154,7 @@ impl Channel {
     pub fn in_process(peer: SocketAddr, local: SocketAddr) -> Channel {
         // The receiver is dropped at once: sends fail, nothing queues up.
         let (outbound, _) = mpsc::channel(1);
-        Channel {
-            inner: Arc::new(Inner {
-                id: NEXT_CHANNEL_ID.fetch_add(1, Ordering::Relaxed),
-                peer,
-                local,
-                outbound,
-                pending: Mutex::new(HashMap::new()),
-                closed: CancellationToken::new(),
-                stop_reading: CancellationToken::new(),
-            }),
-        }
+        Self::in_process_to(peer, local, outbound)
     }
 
     /// [`in_process`](Self::in_process), except that what the server sends over it (a
