@@ -399,6 +399,11 @@ impl ConsumerOffsetTable {
     /// Records the connection that pulled the queue for the group (only where the group has
     /// progress: before that, no commit can be lower than anything, and there is nothing to
     /// hand off), and whether it hands queues off explicitly.
+    ///
+    /// A puller that hands off does not displace another live one that does (`is_live` tells
+    /// which connections are still members of the group): that is a pull the previous owner
+    /// sent before it released the queue, or a new owner that stopped waiting for the release;
+    /// either way the holder keeps the queue until it releases it.
     pub fn note_puller(
         &mut self,
         topic: &str,
@@ -406,11 +411,44 @@ impl ConsumerOffsetTable {
         queue_id: i32,
         connection: u64,
         hands_off: bool,
+        is_live: impl Fn(u64) -> bool,
     ) {
         if let Some(progress) = self.progress_mut(topic, group, queue_id) {
+            let held_by_another = progress.puller_hands_off
+                && progress
+                    .last_puller
+                    .is_some_and(|holder| holder != connection && is_live(holder));
+            if hands_off && held_by_another {
+                return;
+            }
             progress.last_puller = Some(connection);
             progress.puller_hands_off = hands_off;
         }
+    }
+
+    /// A consumer about to take the queue over asks for it: the other live holder when there
+    /// is one (the asker waits for its release), otherwise the asker holds it from now on, so
+    /// two consumers whose rebalances overlap never both start on it (the second waits for
+    /// the first to release). Where the group has no progress there is nothing to hold.
+    pub fn claim(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        connection: u64,
+        is_live: impl Fn(u64) -> bool,
+    ) -> Option<u64> {
+        let progress = self.progress_mut(topic, group, queue_id)?;
+        if progress.puller_hands_off {
+            if let Some(holder) = progress.last_puller {
+                if holder != connection && is_live(holder) {
+                    return Some(holder);
+                }
+            }
+        }
+        progress.last_puller = Some(connection);
+        progress.puller_hands_off = true;
+        None
     }
 
     /// `connection` gave the queue up (its final commit is stored): nobody holds it now.

@@ -184,10 +184,25 @@ impl ConsumerOffsets {
         queue_id: i32,
         connection: u64,
         hands_off: bool,
+        is_live: impl Fn(u64) -> bool,
     ) {
         self.lock()
             .table
-            .note_puller(topic, group, queue_id, connection, hands_off);
+            .note_puller(topic, group, queue_id, connection, hands_off, is_live);
+    }
+
+    /// [`ConsumerOffsetTable::claim`].
+    pub fn claim(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        connection: u64,
+        is_live: impl Fn(u64) -> bool,
+    ) -> Option<u64> {
+        self.lock()
+            .table
+            .claim(topic, group, queue_id, connection, is_live)
     }
 
     /// [`ConsumerOffsetTable::release`].

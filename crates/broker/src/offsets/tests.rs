@@ -53,7 +53,7 @@ fn deliberate_rewinds_are_stored_stale_commits_are_not() {
     let epoch = table.reset_epoch("T", "g", 0);
     assert!(epoch > 0, "a rewind raises the epoch");
     table.commit("T", "g", 0, 9, 100, 3);
-    table.note_puller("T", "g", 0, 42, false);
+    table.note_puller("T", "g", 0, 42, false, |_| true);
     assert!(table.is_current_consumer("T", "g", 0, 42));
     assert!(!table.is_current_consumer("T", "g", 0, 7));
     assert_eq!(
@@ -290,13 +290,13 @@ fn stuck_queues_are_found_once_per_episode() {
 fn a_hand_off_holder_holds_until_it_releases() {
     let mut table = ConsumerOffsetTable::new();
     table.commit("T", "g", 0, 5, 100, 0);
-    table.note_puller("T", "g", 0, 7, false);
+    table.note_puller("T", "g", 0, 7, false, |_| true);
     assert_eq!(
         table.holder("T", "g", 0),
         None,
         "a plain RocketMQ client holds nothing"
     );
-    table.note_puller("T", "g", 0, 8, true);
+    table.note_puller("T", "g", 0, 8, true, |_| true);
     assert_eq!(table.holder("T", "g", 0), Some(8));
     table.release("T", "g", 0, 7);
     assert_eq!(
@@ -306,4 +306,37 @@ fn a_hand_off_holder_holds_until_it_releases() {
     );
     table.release("T", "g", 0, 8);
     assert_eq!(table.holder("T", "g", 0), None);
+}
+
+/// Two consumers whose rebalances overlap both ask to take a released queue over: the first
+/// holds it from its question on, the second waits until the first releases it (or is gone).
+#[test]
+fn the_first_to_take_a_queue_over_holds_it() {
+    let mut table = ConsumerOffsetTable::new();
+    table.commit("T", "g", 0, 5, 100, 0);
+    table.note_puller("T", "g", 0, 1, true, |_| true);
+    assert_eq!(table.claim("T", "g", 0, 2, |_| true), Some(1), "held by 1");
+    table.release("T", "g", 0, 1);
+    assert_eq!(table.claim("T", "g", 0, 2, |_| true), None, "2 takes it");
+    assert_eq!(table.claim("T", "g", 0, 2, |_| true), None, "asking again");
+    assert_eq!(
+        table.claim("T", "g", 0, 3, |_| true),
+        Some(2),
+        "3 waits for 2"
+    );
+    // A pull 1 sent before it released lands now: it does not take the queue back.
+    table.note_puller("T", "g", 0, 1, true, |_| true);
+    assert_eq!(table.holder("T", "g", 0), Some(2));
+    table.release("T", "g", 0, 2);
+    assert_eq!(
+        table.claim("T", "g", 0, 3, |_| true),
+        None,
+        "then 3 takes it"
+    );
+    // A holder that is gone holds nothing.
+    assert_eq!(table.claim("T", "g", 0, 4, |holder| holder != 3), None);
+    assert_eq!(table.holder("T", "g", 0), Some(4));
+    // Nothing to hold where the group has no progress.
+    assert_eq!(table.claim("T", "g", 1, 4, |_| true), None);
+    assert_eq!(table.holder("T", "g", 1), None);
 }

@@ -162,19 +162,35 @@ pub(super) fn query_offset(
     let mut response = stored_offset(state, request);
     if request.ext_fields.get(TAKE_OVER_FIELD) == Some("1") {
         if let Ok(header) = request.decode_header::<QueryConsumerOffsetRequestHeader>() {
-            let holder =
-                state
-                    .offsets
-                    .holder(&header.topic, &header.consumer_group, header.queue_id);
-            let held = holder.is_some_and(|holder| {
-                holder != channel.id() && state.clients.is_member(&header.consumer_group, holder)
-            });
-            if held {
+            let (topic, group, queue_id) = (&header.topic, &header.consumer_group, header.queue_id);
+            let live = live_holder(state, topic, group, queue_id, channel.id());
+            let held = state
+                .offsets
+                .claim(topic, group, queue_id, channel.id(), |holder| {
+                    Some(holder) == live
+                });
+            if held.is_some() {
                 response.ext_fields.insert(HELD_FIELD, "1");
             }
         }
     }
     response
+}
+
+/// The queue's current hand-off holder when it is another connection that is still a member of
+/// the group. Looked up before the offset table is changed, as the tables' locks never nest; a
+/// holder that changes in between is taken for gone (the window is one lookup wide).
+pub(super) fn live_holder(
+    state: &BrokerState,
+    topic: &str,
+    group: &str,
+    queue_id: i32,
+    connection: u64,
+) -> Option<u64> {
+    state
+        .offsets
+        .holder(topic, group, queue_id)
+        .filter(|holder| *holder != connection && state.clients.is_member(group, *holder))
 }
 
 fn stored_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {

@@ -69,12 +69,25 @@ pub(super) async fn pull(
         }
     };
     // This connection consumes the queue now: a rewind it commits is deliberate.
+    let hands_off = request.ext_fields.get(HAND_OFF_FIELD) == Some("1");
+    let live = if hands_off {
+        super::consumer::live_holder(
+            state,
+            &header.topic,
+            &header.consumer_group,
+            header.queue_id,
+            channel.id(),
+        )
+    } else {
+        None
+    };
     state.offsets.note_puller(
         &header.topic,
         &header.consumer_group,
         header.queue_id,
         channel.id(),
-        request.ext_fields.get(HAND_OFF_FIELD) == Some("1"),
+        hands_off,
+        |holder| Some(holder) == live,
     );
     let acked = super::consumer::acked_ranges(request, header.commit_offset);
     match process(state, &header, &group, true, acked.as_ref()) {
