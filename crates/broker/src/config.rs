@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tidemark_store::{FlushPolicy, StoreConfig};
 
@@ -25,7 +25,7 @@ pub enum ConfigError {
 }
 
 /// `flushDiskType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FlushDiskType {
     #[default]
@@ -34,7 +34,7 @@ pub enum FlushDiskType {
 }
 
 /// `brokerRole`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum BrokerRole {
     #[default]
@@ -43,10 +43,15 @@ pub enum BrokerRole {
     Slave,
 }
 
-/// Everything a broker is configured with.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// Everything a broker is configured with. Serialized (GET_BROKER_CONFIG) under RocketMQ's
+/// property names.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all(serialize = "camelCase"))]
 pub struct BrokerConfig {
+    /// The file the configuration was read from, where live updates are written back; `None`
+    /// for a broker configured in code (`tidemark dev`): see [`crate::live_config`].
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
     #[serde(alias = "brokerName")]
     pub broker_name: String,
     #[serde(alias = "brokerClusterName")]
@@ -56,7 +61,7 @@ pub struct BrokerConfig {
     #[serde(alias = "brokerRole")]
     pub broker_role: BrokerRole,
     /// The address the broker advertises and stamps as the store host.
-    #[serde(alias = "brokerIP1")]
+    #[serde(alias = "brokerIP1", rename(serialize = "brokerIP1"))]
     pub broker_ip1: String,
     /// Address the servers bind to.
     #[serde(alias = "listenIp")]
@@ -136,7 +141,10 @@ pub struct BrokerConfig {
     /// POP: messages one group may have in flight (popped, not yet acknowledged) per queue.
     /// At the bound, pops skip the queue until acknowledgements or revivals bring it under
     /// (RocketMQ 5's `popInflightMessageThreshold`).
-    #[serde(alias = "popInflightMessageThreshold")]
+    #[serde(
+        alias = "popInflightMessageThreshold",
+        rename(serialize = "popInflightMessageThreshold")
+    )]
     pub pop_in_flight_max_per_queue: usize,
     /// POP: suspended pop requests per queue key at most, and in all; past them a pop that
     /// found nothing is answered POLLING_FULL (RocketMQ 5's `popPollingSize`,
@@ -157,7 +165,7 @@ pub struct BrokerConfig {
     pub region_id: String,
     /// The port RocketMQ 5's gRPC clients connect to (MessagingService, TLS or plaintext on
     /// the same port; RocketMQ serves it from its proxy on 8081). 0: no gRPC.
-    #[serde(alias = "grpcServerPort")]
+    #[serde(alias = "grpcServerPort", rename(serialize = "grpcServerPort"))]
     pub grpc_listen_port: u16,
     /// The HTTP port of the metrics endpoint (`/metrics`, Prometheus / OpenMetrics text).
     /// 0: none (the default for `tidemark broker`; `tidemark dev` serves it on 8082).
@@ -213,7 +221,7 @@ pub struct BrokerConfig {
     /// A half message is checked back with its producer group once it is this old, ms, unless
     /// the producer set its own time (`CHECK_IMMUNITY_TIME_IN_SECONDS`); RocketMQ's
     /// `transactionTimeOut`.
-    #[serde(alias = "transactionTimeOut")]
+    #[serde(alias = "transactionTimeOut", rename(serialize = "transactionTimeOut"))]
     pub transaction_timeout: u64,
     /// Check-backs per half message at most; at the next round it is discarded
     /// (`transactionCheckMax`).
@@ -237,6 +245,7 @@ pub struct BrokerConfig {
 impl Default for BrokerConfig {
     fn default() -> Self {
         Self {
+            config_file: None,
             broker_name: "broker-a".into(),
             broker_cluster_name: "DefaultCluster".into(),
             broker_id: 0,
@@ -353,6 +362,10 @@ impl BrokerConfig {
                     path: path.to_path_buf(),
                     message: error.to_string(),
                 })?;
+        let config = BrokerConfig {
+            config_file: Some(path.to_path_buf()),
+            ..config
+        };
         config
             .check(&|key| spelled_as_written(key, &written))
             .map_err(|message| ConfigError::InvalidIn {
@@ -605,7 +618,7 @@ fn spelled_as_written(key: &str, written: &[String]) -> String {
 
 /// `key=value` lines (Java properties, as `broker.conf` is) as a TOML table, with numbers and
 /// booleans typed so serde can read them.
-fn properties_to_table(text: &str) -> toml::Table {
+pub(crate) fn properties_to_table(text: &str) -> toml::Table {
     let mut table = toml::Table::new();
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') || line.starts_with('!') {

@@ -11,6 +11,7 @@ pub mod delay_offsets;
 pub mod filter;
 pub mod ha;
 pub mod ha_progress;
+pub mod live_config;
 mod long_poll;
 pub mod metadata;
 pub mod offsets;
@@ -241,7 +242,7 @@ async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
 
 /// One WARN per stuck episode: a group held at one offset while later messages are done.
 fn log_stuck_consumers(state: &BrokerState) {
-    let threshold = state.config.consumer_stuck_threshold_ms;
+    let threshold = state.live.get().consumer_stuck_threshold_ms;
     if threshold == 0 {
         return;
     }

@@ -213,6 +213,14 @@ impl TopicTable {
         self.lock().topics.keys().cloned().collect()
     }
 
+    /// Moves the data version on without a change (the broker's permission changed, which the
+    /// registered topic configs carry): name servers then take the registration's topics again.
+    pub fn touch(&self, now_ms: i64) {
+        let mut inner = self.lock();
+        inner.data_version = inner.data_version.next(now_ms);
+        inner.revision += 1;
+    }
+
     /// The persisted / REGISTER_BROKER / GET_ALL_TOPIC_CONFIG form, and the revision it shows.
     pub fn snapshot(&self) -> (u64, TopicConfigSerializeWrapper) {
         let inner = self.lock();

@@ -17,7 +17,7 @@ pub fn group_progress(
         Some(topic) => vec![topic.to_owned()],
         None => state.offsets.topics_of_group(group),
     };
-    let threshold = state.config.consumer_stuck_threshold_ms as i64;
+    let threshold = state.live.get().consumer_stuck_threshold_ms as i64;
     let mut queues = Vec::new();
     for topic in topics {
         let Some(config) = state.topics.get(&topic) else {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_protocol::body::RegisterBrokerBody;
+use tidemark_protocol::body::{perm, RegisterBrokerBody};
 use tidemark_protocol::headers::{
     RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
 };
@@ -19,8 +19,17 @@ use crate::state::BrokerState;
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
 
 fn register_request(state: &BrokerState) -> RemotingCommand {
+    let mut topics = state.topics.snapshot().1;
+    // A broker that does not take writes (or reads) announces every topic with its own
+    // permission, as RocketMQ does, so clients route around it.
+    let permission = state.live.get().broker_permission;
+    if !perm::is_writeable(permission) || !perm::is_readable(permission) {
+        for topic in topics.topic_config_table.values_mut() {
+            topic.perm = permission;
+        }
+    }
     let body = RegisterBrokerBody {
-        topic_config_serialize_wrapper: state.topics.snapshot().1,
+        topic_config_serialize_wrapper: topics,
         filter_server_list: Vec::new(),
     }
     .to_json_bytes();

@@ -111,7 +111,11 @@ impl MasterLink {
 /// Everything request handlers and background tasks share.
 #[derive(Debug)]
 pub struct BrokerState {
+    /// The configuration the broker started with; the keys that change at run time are read
+    /// from `live` instead.
     pub config: BrokerConfig,
+    /// The settings UPDATE_BROKER_CONFIG changes while the broker runs.
+    pub live: crate::live_config::LiveConfig,
     pub store: Arc<MessageStore>,
     pub topics: TopicTable,
     pub groups: SubscriptionGroupTable,
@@ -289,8 +293,10 @@ impl BrokerState {
         } else {
             crate::transaction::recovery::recover(&store, store_host, config.transaction_timeout)?.0
         };
+        let live = crate::live_config::LiveConfig::new(&config, storage.clone(), now);
         let state = BrokerState {
             config,
+            live,
             store,
             topics,
             groups,

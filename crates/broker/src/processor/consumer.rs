@@ -55,7 +55,7 @@ pub(super) async fn heartbeat(
     for consumer in &data.consumer_data_set {
         let Some((group, group_created)) = state.groups.find_or_create(
             &consumer.group_name,
-            state.config.auto_create_subscription_group,
+            state.live.get().auto_create_subscription_group,
             now,
         ) else {
             debug!(group = %consumer.group_name, "heartbeat for an unknown group; auto-create is off");
@@ -373,7 +373,7 @@ pub(super) fn check_client_config(
     match state.selectors.filter(
         Some(subscription.expression_type.as_str()),
         &subscription.sub_string,
-        state.config.enable_property_filter,
+        state.live.get().enable_property_filter,
     ) {
         Ok(_) => success(),
         Err((code, remark)) => error(code, remark),

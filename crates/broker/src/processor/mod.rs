@@ -4,6 +4,7 @@
 mod admin;
 pub(crate) mod append;
 mod assignment;
+mod broker_config;
 pub(crate) mod consumer;
 mod offset_moved;
 mod pop;
@@ -58,7 +59,7 @@ pub(crate) fn refuse_writes_if_read_only(state: &BrokerState) -> Option<Remoting
              shut down, etc.",
         ));
     }
-    (!tidemark_protocol::body::perm::is_writeable(state.config.broker_permission)).then(|| {
+    (!tidemark_protocol::body::perm::is_writeable(state.live.get().broker_permission)).then(|| {
         error(
             ResponseCode::NoPermission,
             format!(
@@ -132,6 +133,8 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetTopicStatsInfo => admin::topic_stats(&state, &request),
                 RequestCode::ViewMessageById => admin::view_message(&state, &request),
                 RequestCode::GetBrokerRuntimeInfo => admin::runtime_info(&state),
+                RequestCode::GetBrokerConfig => broker_config::get(&state),
+                RequestCode::UpdateBrokerConfig => broker_config::update(&state, &request).await,
                 RequestCode::QueryMessage => error(
                     ResponseCode::SystemError,
                     "QUERY_MESSAGE (lookup by key) is not supported by Tidemark yet; look messages up by id",

@@ -74,7 +74,7 @@ fn check_topic_and_group(
             "POP is served by the master broker only",
         ));
     }
-    if !perm::is_readable(state.config.broker_permission) {
+    if !perm::is_readable(state.live.get().broker_permission) {
         return Err(error(
             ResponseCode::NoPermission,
             format!(
@@ -104,11 +104,11 @@ fn check_topic_and_group(
             ),
         ));
     }
-    let Some((group_config, _)) =
-        state
-            .groups
-            .find_or_create(group, state.config.auto_create_subscription_group, now_ms())
-    else {
+    let Some((group_config, _)) = state.groups.find_or_create(
+        group,
+        state.live.get().auto_create_subscription_group,
+        now_ms(),
+    ) else {
         return Err(error(
             ResponseCode::SubscriptionGroupNotExist,
             format!("subscription group [{group}] does not exist"),
@@ -377,7 +377,7 @@ fn expression_of(
         .filter(
             exp_type,
             exp.filter(|exp| !exp.is_empty()).unwrap_or("*"),
-            state.config.enable_property_filter,
+            state.live.get().enable_property_filter,
         )
         .map_err(|(code, remark)| error(code, remark))
 }

@@ -36,7 +36,7 @@ pub(super) async fn pull(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    if !perm::is_readable(state.config.broker_permission) {
+    if !perm::is_readable(state.live.get().broker_permission) {
         return error(
             ResponseCode::NoPermission,
             format!(
@@ -47,7 +47,7 @@ pub(super) async fn pull(
     }
     let found = state.groups.find_or_create(
         &header.consumer_group,
-        state.config.auto_create_subscription_group,
+        state.live.get().auto_create_subscription_group,
         now_ms(),
     );
     let group = match found {
@@ -93,10 +93,10 @@ pub(super) async fn pull(
     match process(state, &header, &group, true, acked.as_ref()) {
         Outcome::Respond(response) => response,
         Outcome::Hold => {
-            let wait = if state.config.long_polling_enable {
+            let wait = if state.live.get().long_polling_enable {
                 Duration::from_millis(header.suspend_timeout_millis.max(0) as u64).min(SUSPEND_MAX)
             } else {
-                Duration::from_millis(state.config.short_polling_time_mills)
+                Duration::from_millis(state.live.get().short_polling_time_mills)
             };
             let arrival = state.held_pulls.hold(&header.topic, header.queue_id);
             // A message may have landed between the read and the hold: look once more first.
@@ -159,7 +159,7 @@ fn process(
         match state.selectors.filter(
             header.expression_type.as_deref(),
             header.subscription.as_deref().unwrap_or("*"),
-            state.config.enable_property_filter,
+            state.live.get().enable_property_filter,
         ) {
             Ok(filter) => filter,
             Err((code, remark)) => return respond(code, remark),
@@ -204,7 +204,7 @@ fn process(
         match state.selectors.filter(
             Some(subscription.expression_type.as_str()),
             &subscription.sub_string,
-            state.config.enable_property_filter,
+            state.live.get().enable_property_filter,
         ) {
             Ok(filter) => filter,
             Err((code, remark)) => return respond(code, remark),
@@ -304,7 +304,7 @@ fn suggest_broker(
     group: &tidemark_protocol::body::SubscriptionGroupConfig,
     result: &GetResult,
 ) -> i64 {
-    if !state.config.slave_read_enable {
+    if !state.live.get().slave_read_enable {
         return tidemark_protocol::body::MASTER_ID;
     }
     let log_end = state.store.commit_log_positions().1;

@@ -29,7 +29,7 @@ pub(super) async fn send_back(
     };
     let Some((group, mut metadata_created)) = state.groups.find_or_create(
         &header.group,
-        state.config.auto_create_subscription_group,
+        state.live.get().auto_create_subscription_group,
         now_ms(),
     ) else {
         return error(

@@ -206,7 +206,10 @@ struct Prepared {
 /// no consume trace for a message without a region).
 fn stamp(state: &BrokerState, properties: &mut Properties) {
     properties.insert(property::MSG_REGION, state.config.region_id.clone());
-    properties.insert(property::TRACE_SWITCH, state.config.trace_on.to_string());
+    properties.insert(
+        property::TRACE_SWITCH,
+        state.live.get().trace_on.to_string(),
+    );
     properties.insert(property::CLUSTER, state.config.broker_cluster_name.clone());
 }
 
@@ -382,7 +385,7 @@ pub(super) async fn acknowledge(
         transaction_id,
         batch_uniq_id: None,
         msg_region: state.config.region_id.clone(),
-        trace_on: state.config.trace_on,
+        trace_on: state.live.get().trace_on,
     })
 }
 

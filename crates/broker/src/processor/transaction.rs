@@ -47,7 +47,7 @@ pub(super) async fn send_half(
     queue_id: i32,
     wait_for_slave: bool,
 ) -> RemotingCommand {
-    if state.config.reject_transaction_message {
+    if state.live.get().reject_transaction_message {
         return error(
             ResponseCode::NoPermission,
             format!(

@@ -38,7 +38,7 @@ pub async fn check_round(state: &BrokerState) {
     }
     let due = state
         .transactions
-        .due(now_ms(), state.config.transaction_check_max);
+        .due(now_ms(), state.live.get().transaction_check_max);
     for half in &due.discard {
         if let Err(failure) = discard(state, half).await {
             warn!(%failure, clo = half.commit_log_offset, "could not discard a transaction checked back too often");

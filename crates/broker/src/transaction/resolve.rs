@@ -83,7 +83,7 @@ pub fn pending_half(state: &BrokerState, message: &NewMessage, appended: &Append
         appended.commit_log_offset as i64,
         appended.queue_offset,
         appended.store_timestamp,
-        state.config.transaction_timeout,
+        state.live.get().transaction_timeout,
     )
 }
 
