@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tidemark_protocol::body::{
     Connection, ConsumeFromWhere, ConsumeType, ConsumerConnection, ConsumerData, MessageModel,
-    MessageQueue, SubscriptionData,
+    MessageQueue, ProducerConnection, SubscriptionData,
 };
 use tidemark_protocol::LanguageCode;
 use tidemark_remoting::Channel;
@@ -95,6 +95,26 @@ impl ClientRegistry {
         }
         open.sort_by_key(|client| client.channel.id());
         Some(open[turn % open.len()].channel.clone())
+    }
+
+    /// GET_PRODUCER_CONNECTION_LIST's body; `None` when no producer of the group is online.
+    pub fn producer_connection(&self, group: &str) -> Option<ProducerConnection> {
+        let clients = self.lock();
+        let producers = clients
+            .producers
+            .get(group)
+            .filter(|group| !group.is_empty())?;
+        let mut connection_set: Vec<Connection> = producers
+            .values()
+            .map(|client| Connection {
+                client_addr: client.channel.peer_addr().to_string(),
+                client_id: client.client_id.clone(),
+                language: client.language.name().to_owned(),
+                version: client.version,
+            })
+            .collect();
+        connection_set.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+        Some(ProducerConnection { connection_set })
     }
 
     /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.

@@ -38,6 +38,39 @@ impl Default for NameServerConfig {
     }
 }
 
+impl NameServerConfig {
+    /// The settings under RocketMQ's names, as GET_NAMESRV_CONFIG (mqadmin `getNamesrvConfig`)
+    /// shows them. `brokerChannelExpiredTime` is a constant in RocketMQ; the fixed values are
+    /// what a Tidemark name server does (no order-topic config, no cluster-test mode).
+    pub fn properties(&self, listen_port: u16) -> std::collections::BTreeMap<String, String> {
+        [
+            ("listenPort", listen_port.to_string()),
+            (
+                "scanNotActiveBrokerInterval",
+                self.scan_interval.as_millis().to_string(),
+            ),
+            (
+                "brokerChannelExpiredTime",
+                self.broker_expiry.as_millis().to_string(),
+            ),
+            ("orderMessageEnable", "false".to_owned()),
+            ("clusterTest", "false".to_owned()),
+            ("productEnvName", "center".to_owned()),
+            (
+                "serverChannelMaxIdleTimeSeconds",
+                self.server
+                    .channel
+                    .idle_timeout
+                    .map_or(0, |idle| idle.as_secs())
+                    .to_string(),
+            ),
+        ]
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect()
+    }
+}
+
 /// A running name server.
 #[derive(Debug)]
 pub struct NameServer;
@@ -49,7 +82,11 @@ impl NameServer {
         config: NameServerConfig,
         shutdown: impl Future<Output = ()>,
     ) {
-        let state = Arc::new(NameServerState::default());
+        let port = listener.local_addr().map_or(0, |addr| addr.port());
+        let state = Arc::new(NameServerState {
+            settings: config.properties(port),
+            ..NameServerState::default()
+        });
         let handler = NameServerHandler::new(state.clone());
         let housekeeping = {
             let state = state.clone();

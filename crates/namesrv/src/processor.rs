@@ -29,6 +29,8 @@ pub const ORDER_TOPIC_CONFIG_NAMESPACE: &str = "ORDER_TOPIC_CONFIG";
 pub struct NameServerState {
     pub routes: Mutex<RouteTable>,
     pub kv: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    /// The settings GET_NAMESRV_CONFIG shows, under RocketMQ's names (fixed while serving).
+    pub settings: BTreeMap<String, String>,
 }
 
 pub(crate) use tidemark_remoting::now_ms;
@@ -81,6 +83,14 @@ impl NameServerHandler {
                 self.write_permission(request)
             }
             RequestCode::DeleteTopicInNamesrv => self.delete_topic(request),
+            RequestCode::GetNamesrvConfig => Ok(success_with_body(self.settings_text())),
+            // Nothing a Tidemark name server is configured with changes while it serves.
+            RequestCode::UpdateNamesrvConfig => Ok(RemotingCommand::response(
+                ResponseCode::NoPermission,
+                "Can not update config in black list. A Tidemark name server's settings are \
+                 read when it starts; change them on its command line and restart"
+                    .to_owned(),
+            )),
             _ => return Reply::Unsupported,
         };
         Reply::Response(result.unwrap_or_else(|error| {
@@ -89,6 +99,18 @@ impl NameServerHandler {
                 format!("bad request header: {error}"),
             )
         }))
+    }
+
+    /// Java `Properties` text, one `key=value` per line.
+    fn settings_text(&self) -> Vec<u8> {
+        let mut text = String::new();
+        for (key, value) in &self.state.settings {
+            text.push_str(key);
+            text.push('=');
+            text.push_str(value);
+            text.push('\n');
+        }
+        text.into_bytes()
     }
 
     fn register_broker(

@@ -220,3 +220,46 @@ async fn bad_register_bodies_and_checksums_are_refused() {
     let _ = stop.send(());
     task.await.expect("stops");
 }
+
+/// mqadmin `getNamesrvConfig` / `updateNamesrvConfig`: the settings as properties text; an
+/// update is refused with RocketMQ's black-list answer (nothing changes while serving).
+#[tokio::test]
+async fn config_is_shown_and_updates_are_refused() {
+    let (addr, stop, task) = start().await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let shown = client
+        .invoke(
+            &addr,
+            RemotingCommand::request(RequestCode::GetNamesrvConfig),
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(shown.response_code(), ResponseCode::Success);
+    let text = String::from_utf8_lossy(&shown.body).into_owned();
+    let port = addr.rsplit(':').next().expect("port");
+    assert!(
+        text.lines()
+            .any(|line| line == format!("listenPort={port}")),
+        "{text}"
+    );
+    assert!(text
+        .lines()
+        .any(|line| line == "scanNotActiveBrokerInterval=10000"));
+    let refused = client
+        .invoke(
+            &addr,
+            RemotingCommand::request(RequestCode::UpdateNamesrvConfig)
+                .with_body(b"scanNotActiveBrokerInterval=1".to_vec()),
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(refused.response_code(), ResponseCode::NoPermission);
+    assert!(refused
+        .remark
+        .unwrap_or_default()
+        .starts_with("Can not update config in black list."));
+    let _ = stop.send(());
+    task.await.expect("stops");
+}

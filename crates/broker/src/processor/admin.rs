@@ -5,17 +5,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tidemark_protocol::body::{
-    ConsumeStats, ConsumerProgress, KvTable, MessageQueue, MessageQueueOffsetForC,
-    MessageQueueOffsets, OffsetWrapper, ResetOffsetBodyForC, SubscriptionGroupConfig, TopicConfig,
-    TopicFilterType, TopicOffset, TopicStatsTable,
+    ConsumerProgress, KvTable, MessageQueue, MessageQueueOffsetForC, MessageQueueOffsets,
+    ResetOffsetBodyForC, SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicOffset,
+    TopicStatsTable,
 };
 use tidemark_protocol::headers::ResetOffsetRequestHeader;
 use tidemark_protocol::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
     GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
-    GetTopicStatsInfoRequestHeader, OffsetResponseHeader, SearchOffsetRequestHeader,
-    ViewMessageRequestHeader,
+    GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader, OffsetResponseHeader,
+    SearchOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
@@ -305,67 +305,6 @@ pub(super) fn consumer_progress(state: &BrokerState, request: &RemotingCommand) 
     success().with_body(ConsumerProgress { queues }.to_json_bytes())
 }
 
-pub(super) fn consume_stats(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
-    let header = match request.decode_header::<GetConsumeStatsRequestHeader>() {
-        Ok(header) => header,
-        Err(failure) => return bad_header(failure),
-    };
-    let group = header.consumer_group;
-    let topics = match header.topic.filter(|topic| !topic.is_empty()) {
-        Some(topic) => vec![topic],
-        None => state.offsets.topics_of_group(&group),
-    };
-    let mut offset_table = BTreeMap::new();
-    for topic in topics {
-        let Some(config) = state.topics.get(&topic) else {
-            continue;
-        };
-        // An online group that subscribes to other topics but not this one is skipped, as
-        // Java does; one that subscribes to nothing (assign-mode lite pull) is not.
-        if state
-            .clients
-            .group_subscription(&group, &topic)
-            .is_some_and(|online| online.subscribes_anything && online.subscription.is_none())
-        {
-            continue;
-        }
-        for queue_id in 0..config.read_queue_nums {
-            let broker_offset = state.store.max_offset(&topic, queue_id).max(0);
-            let consumer_offset = state
-                .offsets
-                .query(&topic, &group, queue_id)
-                .unwrap_or(0)
-                .max(0);
-            let last_timestamp = if consumer_offset > 0 {
-                state
-                    .store
-                    .store_timestamp_at(&topic, queue_id, consumer_offset - 1)
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0)
-            } else {
-                0
-            };
-            offset_table.insert(
-                MessageQueue::new(topic.clone(), state.config.broker_name.clone(), queue_id),
-                OffsetWrapper {
-                    broker_offset,
-                    consumer_offset,
-                    last_timestamp,
-                    pull_offset: None,
-                },
-            );
-        }
-    }
-    success().with_body(
-        ConsumeStats {
-            consume_tps: 0.0,
-            offset_table,
-        }
-        .to_json_bytes(),
-    )
-}
-
 pub(super) fn consumer_connections(
     state: &BrokerState,
     request: &RemotingCommand,
@@ -380,6 +319,20 @@ pub(super) fn consumer_connections(
             ResponseCode::ConsumerNotOnline,
             format!("the consumer group[{}] not online", header.consumer_group),
         ),
+    }
+}
+
+pub(super) fn producer_connections(
+    state: &BrokerState,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<GetProducerConnectionListRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    match state.clients.producer_connection(&header.producer_group) {
+        Some(connection) => success().with_body(connection.to_json_bytes()),
+        None => error(ResponseCode::SystemError, "the producer group not exist"),
     }
 }
 

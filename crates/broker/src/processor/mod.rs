@@ -5,6 +5,7 @@ mod admin;
 pub(crate) mod append;
 mod assignment;
 mod broker_config;
+mod consume_stats;
 pub(crate) mod consumer;
 mod offset_moved;
 mod pop;
@@ -126,7 +127,9 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetAllSubscriptionGroupConfig => admin::all_subscription_groups(&state),
                 RequestCode::UpdateAndCreateSubscriptionGroup => admin::create_subscription_group(&state, &request).await,
                 RequestCode::DeleteSubscriptionGroup => admin::delete_subscription_group(&state, &request).await,
-                RequestCode::GetConsumeStats => admin::consume_stats(&state, &request),
+                RequestCode::GetConsumeStats => consume_stats::consume_stats(&state, &request),
+                RequestCode::GetBrokerConsumeStats => consume_stats::broker_consume_stats(&state, &request),
+                RequestCode::GetProducerConnectionList => admin::producer_connections(&state, &request),
                 RequestCode::GetConsumerProgress => admin::consumer_progress(&state, &request),
                 RequestCode::InvokeBrokerToResetOffset => admin::reset_offset(&state, &request).await,
                 RequestCode::GetConsumerConnectionList => admin::consumer_connections(&state, &request),

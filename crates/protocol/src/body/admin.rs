@@ -194,6 +194,23 @@ json_object! {
 }
 
 json_object! {
+    /// `ProducerConnection` (GET_PRODUCER_CONNECTION_LIST).
+    pub struct ProducerConnection {
+        "connectionSet" => connection_set: Vec<Connection>,
+    }
+}
+
+json_object! {
+    /// `ConsumeStatsList` (GET_BROKER_CONSUME_STATS): per group, the stats of each topic it
+    /// has progress in; `totalDiff` sums every queue's lag.
+    pub struct ConsumeStatsList {
+        "brokerAddr" => broker_addr: String,
+        "consumeStatsList" => consume_stats_list: Vec<BTreeMap<String, Vec<ConsumeStats>>>,
+        "totalDiff" => total_diff: i64,
+    }
+}
+
+json_object! {
     /// `KVTable`: GET_BROKER_RUNTIME_INFO, GET_KVLIST_BY_NAMESPACE, REGISTER_BROKER replies.
     pub struct KvTable {
         "table" => table: BTreeMap<String, String>,

@@ -75,6 +75,21 @@ command_header! {
 }
 
 command_header! {
+    /// `GetProducerConnectionListRequestHeader` (GET_PRODUCER_CONNECTION_LIST, 204).
+    pub struct GetProducerConnectionListRequestHeader {
+        required producer_group: String = "producerGroup",
+    }
+}
+
+command_header! {
+    /// `GetConsumeStatsInBrokerHeader` (GET_BROKER_CONSUME_STATS, 317).
+    pub struct GetConsumeStatsInBrokerHeader {
+        /// Only topics marked orderly.
+        required is_order: bool = "isOrder",
+    }
+}
+
+command_header! {
     /// `GetTopicStatsInfoRequestHeader` (GET_TOPIC_STATS_INFO, 202).
     pub struct GetTopicStatsInfoRequestHeader {
         required topic: String = "topic",

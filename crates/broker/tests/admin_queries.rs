@@ -1,0 +1,110 @@
+//! Admin queries mqadmin sends: GET_PRODUCER_CONNECTION_LIST (`producerConnection`) and
+//! GET_BROKER_CONSUME_STATS (`brokerConsumeStats`).
+
+mod common;
+
+use common::*;
+use tidemark_protocol::body::{ConsumeStatsList, ProducerConnection};
+use tidemark_protocol::headers::{
+    GetConsumeStatsInBrokerHeader, GetProducerConnectionListRequestHeader,
+};
+
+#[tokio::test]
+async fn producer_connections_and_broker_consume_stats() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let answered = client
+        .invoke(&cluster.broker, heartbeat(), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(answered.response_code(), ResponseCode::Success);
+
+    let ask = |group: &str| {
+        RemotingCommand::request_with_header(
+            RequestCode::GetProducerConnectionList,
+            &GetProducerConnectionListRequestHeader {
+                producer_group: group.into(),
+            },
+        )
+    };
+    let producers = client
+        .invoke(&cluster.broker, ask("loopback_producer"), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(producers.response_code(), ResponseCode::Success);
+    let connection = ProducerConnection::from_json_bytes(&producers.body).expect("body");
+    assert_eq!(connection.connection_set.len(), 1);
+    assert_eq!(connection.connection_set[0].client_id, "127.0.0.1@loopback");
+    let none = client
+        .invoke(&cluster.broker, ask("nobody"), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(none.response_code(), ResponseCode::SystemError);
+    assert_eq!(none.remark.as_deref(), Some("the producer group not exist"));
+
+    // Three messages, one consumed: the group's lag is 2.
+    for i in 0..3 {
+        let sent = client
+            .invoke(
+                &cluster.broker,
+                send_request(&format!("m-{i}"), "TagA", 0),
+                WAIT,
+            )
+            .await
+            .expect("answered");
+        assert_eq!(sent.response_code(), ResponseCode::Success);
+    }
+    let commit = RemotingCommand::request_with_header(
+        RequestCode::UpdateConsumerOffset,
+        &UpdateConsumerOffsetRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            commit_offset: 1,
+            broker_name: None,
+        },
+    );
+    let committed = client
+        .invoke(&cluster.broker, commit, WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(committed.response_code(), ResponseCode::Success);
+    let stats_request = |is_order| {
+        RemotingCommand::request_with_header(
+            RequestCode::GetBrokerConsumeStats,
+            &GetConsumeStatsInBrokerHeader { is_order },
+        )
+    };
+    let stats = client
+        .invoke(&cluster.broker, stats_request(false), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(stats.response_code(), ResponseCode::Success);
+    let list = ConsumeStatsList::from_json_bytes(&stats.body).expect("body");
+    assert_eq!(list.broker_addr, cluster.broker);
+    assert_eq!(list.total_diff, 2);
+    let group = list
+        .consume_stats_list
+        .iter()
+        .find_map(|entry| entry.get(GROUP))
+        .expect("the group is listed");
+    let queue = group
+        .iter()
+        .flat_map(|stats| stats.offset_table.iter())
+        .find(|(queue, _)| queue.topic == TOPIC && queue.queue_id == 0)
+        .map(|(_, offsets)| offsets.clone())
+        .expect("queue 0");
+    assert_eq!((queue.broker_offset, queue.consumer_offset), (3, 1));
+    assert!(
+        queue.last_timestamp > 0,
+        "store time of the last consumed message"
+    );
+    let ordered = client
+        .invoke(&cluster.broker, stats_request(true), WAIT)
+        .await
+        .expect("answered");
+    let list = ConsumeStatsList::from_json_bytes(&ordered.body).expect("body");
+    assert_eq!(list.total_diff, 0, "no orderly topic");
+    cluster.stop_broker().await;
+}
