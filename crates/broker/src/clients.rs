@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tidemark_protocol::body::{
     Connection, ConsumeFromWhere, ConsumeType, ConsumerConnection, ConsumerData, MessageModel,
-    MessageQueue, ProducerConnection, SubscriptionData,
+    MessageQueue, ProducerConnection, ProducerInfo, ProducerTableInfo, SubscriptionData,
 };
 use tidemark_protocol::LanguageCode;
 use tidemark_remoting::Channel;
@@ -115,6 +115,31 @@ impl ClientRegistry {
             .collect();
         connection_set.sort_by(|a, b| a.client_id.cmp(&b.client_id));
         Some(ProducerConnection { connection_set })
+    }
+
+    /// GET_ALL_PRODUCER_INFO's body: every online producer channel, by group.
+    pub fn producer_table(&self) -> ProducerTableInfo {
+        let clients = self.lock();
+        let data = clients
+            .producers
+            .iter()
+            .filter(|(_, channels)| !channels.is_empty())
+            .map(|(group, channels)| {
+                let mut infos: Vec<ProducerInfo> = channels
+                    .values()
+                    .map(|client| ProducerInfo {
+                        client_id: client.client_id.clone(),
+                        remote_ip: client.channel.peer_addr().to_string(),
+                        language: client.language.name().to_owned(),
+                        version: client.version,
+                        last_update_timestamp: client.last_update_ms,
+                    })
+                    .collect();
+                infos.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+                (group.clone(), infos)
+            })
+            .collect();
+        ProducerTableInfo { data }
     }
 
     /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.

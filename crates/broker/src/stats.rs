@@ -95,6 +95,8 @@ pub struct Throughput {
     samples: VecDeque<Sample>,
     /// Totals at the start of the current UTC day, and that day's number.
     day: (i64, u64, u64),
+    /// Totals at the start of the previous UTC day (0 when the broker started after it).
+    yesterday: (u64, u64),
 }
 
 impl Throughput {
@@ -106,6 +108,11 @@ impl Throughput {
             // for the first day).
             self.day = (today, 0, 0);
         } else if today != self.day.0 {
+            self.yesterday = if today == self.day.0 + 1 {
+                (self.day.1, self.day.2)
+            } else {
+                (put_total, got_total)
+            };
             self.day = (today, put_total, got_total);
         }
         self.samples.push_back(Sample {
@@ -154,6 +161,12 @@ impl Throughput {
             self.rate(60, |s| s.got_total),
             self.rate(600, |s| s.got_total)
         )
+    }
+
+    /// Running totals (put, got) at the start of the previous and of the current UTC day, as
+    /// RocketMQ's `msgPutTotalYesterdayMorning` / `msgPutTotalTodayMorning` (and Get).
+    pub fn mornings(&self) -> ((u64, u64), (u64, u64)) {
+        (self.yesterday, (self.day.1, self.day.2))
     }
 
     /// Messages put and got since the start of the current UTC day.

@@ -4,9 +4,12 @@
 mod common;
 
 use common::*;
-use tidemark_protocol::body::{ConsumeStatsList, ProducerConnection};
+use tidemark_protocol::body::{
+    ConsumeStatsList, ProducerConnection, ProducerTableInfo, QueryConsumeQueueResponseBody,
+};
 use tidemark_protocol::headers::{
     GetConsumeStatsInBrokerHeader, GetProducerConnectionListRequestHeader,
+    QueryConsumeQueueRequestHeader,
 };
 
 #[tokio::test]
@@ -42,6 +45,19 @@ async fn producer_connections_and_broker_consume_stats() {
         .expect("answered");
     assert_eq!(none.response_code(), ResponseCode::SystemError);
     assert_eq!(none.remark.as_deref(), Some("the producer group not exist"));
+    let all = client
+        .invoke(
+            &cluster.broker,
+            RemotingCommand::request(RequestCode::GetAllProducerInfo),
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    let table = ProducerTableInfo::from_json_bytes(&all.body).expect("body");
+    let producers = &table.data["loopback_producer"];
+    assert_eq!(producers.len(), 1);
+    assert_eq!(producers[0].client_id, "127.0.0.1@loopback");
+    assert!(producers[0].last_update_timestamp > 0);
 
     // Three messages, one consumed: the group's lag is 2.
     for i in 0..3 {
@@ -106,5 +122,56 @@ async fn producer_connections_and_broker_consume_stats() {
         .expect("answered");
     let list = ConsumeStatsList::from_json_bytes(&ordered.body).expect("body");
     assert_eq!(list.total_diff, 0, "no orderly topic");
+
+    // queryCq: the raw entries from an index on, and whether the group's TagA subscription
+    // takes them (all were sent with TagA).
+    let ask = |index, count| {
+        RemotingCommand::request_with_header(
+            RequestCode::QueryConsumeQueue,
+            &QueryConsumeQueueRequestHeader {
+                topic: TOPIC.into(),
+                queue_id: 0,
+                index,
+                count,
+                consumer_group: Some(GROUP.into()),
+            },
+        )
+    };
+    let queue = client
+        .invoke(&cluster.broker, ask(1, 5), WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(queue.response_code(), ResponseCode::Success);
+    let body = QueryConsumeQueueResponseBody::from_json_bytes(&queue.body).expect("body");
+    assert_eq!((body.min_queue_index, body.max_queue_index), (0, 3));
+    assert_eq!(body.queue_data.len(), 2, "offsets 1 and 2");
+    assert!(body
+        .queue_data
+        .iter()
+        .all(|entry| entry.eval && entry.physic_size > 0));
+    assert!(body.queue_data[0].physic_offset < body.queue_data[1].physic_offset);
+    assert_eq!(
+        body.subscription_data
+            .map(|subscription| subscription.sub_string),
+        Some("TagA".to_owned())
+    );
+    let missing = client
+        .invoke(
+            &cluster.broker,
+            RemotingCommand::request_with_header(
+                RequestCode::QueryConsumeQueue,
+                &QueryConsumeQueueRequestHeader {
+                    topic: "NoSuchTopic".into(),
+                    queue_id: 0,
+                    index: 0,
+                    count: 1,
+                    consumer_group: None,
+                },
+            ),
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(missing.response_code(), ResponseCode::SystemError);
     cluster.stop_broker().await;
 }

@@ -336,6 +336,11 @@ pub(super) fn producer_connections(
     }
 }
 
+/// GET_ALL_PRODUCER_INFO (mqadmin `producer`).
+pub(super) fn all_producers(state: &BrokerState) -> RemotingCommand {
+    success().with_body(state.clients.producer_table().to_json_bytes())
+}
+
 pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
     let header = match request.decode_header::<GetTopicStatsInfoRequestHeader>() {
         Ok(header) => header,
@@ -527,11 +532,11 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         state.stats.messages_put_total.load(Ordering::Relaxed),
         state.stats.messages_got_total.load(Ordering::Relaxed),
     );
-    let (put_tps, get_tps, (put_today, got_today)) = state.stats.with_throughput(|throughput| {
+    let (put_tps, get_tps, (yesterday, today)) = state.stats.with_throughput(|throughput| {
         (
             throughput.put_tps(),
             throughput.get_tps(),
-            throughput.today(put_total, got_total),
+            throughput.mornings(),
         )
     });
     let earliest = state
@@ -561,8 +566,32 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         "brokerVersionDesc".to_owned(),
         format!("Tidemark {}", env!("CARGO_PKG_VERSION")),
     );
-    table.insert("msgPutTotalTodayNow".to_owned(), put_today.to_string());
-    table.insert("msgGetTotalTodayNow".to_owned(), got_today.to_string());
+    // RocketMQ's "TodayNow" is the running total, as its "Morning" figures are: mqadmin
+    // `clusterList -m` subtracts them.
+    for (key, value) in [
+        ("msgPutTotalTodayNow", put_total),
+        ("msgGetTotalTodayNow", got_total),
+        ("msgPutTotalYesterdayMorning", yesterday.0),
+        ("msgGetTotalYesterdayMorning", yesterday.1),
+        ("msgPutTotalTodayMorning", today.0),
+        ("msgGetTotalTodayMorning", today.1),
+    ] {
+        table.insert(key.to_owned(), value.to_string());
+    }
+    // Requests are handled on the connection's task as they arrive: there is no send, pull or
+    // query thread pool with a queue in front of it, so nothing waits in one; and an append
+    // holds the commit log's lock only while copying bytes (flushes happen outside it).
+    for key in [
+        "sendThreadPoolQueueSize",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "pullThreadPoolQueueSize",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+        "queryThreadPoolQueueSize",
+        "queryThreadPoolQueueHeadWaitTimeMills",
+        "pageCacheLockTimeMills",
+    ] {
+        table.insert(key.to_owned(), "0".to_owned());
+    }
     table.insert("putTps".to_owned(), put_tps);
     table.insert("getTransferedTps".to_owned(), get_tps);
     table.insert("earliestMessageTimeStamp".to_owned(), earliest.to_string());

@@ -5,6 +5,7 @@ mod admin;
 pub(crate) mod append;
 mod assignment;
 mod broker_config;
+mod consume_queue;
 mod consume_stats;
 pub(crate) mod consumer;
 mod offset_moved;
@@ -130,6 +131,8 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetConsumeStats => consume_stats::consume_stats(&state, &request),
                 RequestCode::GetBrokerConsumeStats => consume_stats::broker_consume_stats(&state, &request),
                 RequestCode::GetProducerConnectionList => admin::producer_connections(&state, &request),
+                RequestCode::GetAllProducerInfo => admin::all_producers(&state),
+                RequestCode::QueryConsumeQueue => consume_queue::query(&state, &request),
                 RequestCode::GetConsumerProgress => admin::consumer_progress(&state, &request),
                 RequestCode::InvokeBrokerToResetOffset => admin::reset_offset(&state, &request).await,
                 RequestCode::GetConsumerConnectionList => admin::consumer_connections(&state, &request),

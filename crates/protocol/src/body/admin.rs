@@ -201,6 +201,50 @@ json_object! {
 }
 
 json_object! {
+    /// `ConsumeQueueData`: one consume-queue entry in [`QueryConsumeQueueResponseBody`].
+    pub struct ConsumeQueueData {
+        "physicOffset" => physic_offset: i64,
+        "physicSize" => physic_size: i32,
+        "tagsCode" => tags_code: i64,
+        "extendDataJson" => extend_data_json: Option<String>,
+        "bitMap" => bit_map: Option<String>,
+        /// Whether the group's subscription takes the entry.
+        "eval" => eval: bool,
+        "msg" => msg: Option<String>,
+    }
+}
+
+json_object! {
+    /// `QueryConsumeQueueResponseBody` (QUERY_CONSUME_QUEUE).
+    pub struct QueryConsumeQueueResponseBody {
+        "subscriptionData" => subscription_data: Option<SubscriptionData>,
+        "filterData" => filter_data: Option<String>,
+        "queueData" => queue_data: Vec<ConsumeQueueData>,
+        "maxQueueIndex" => max_queue_index: i64,
+        "minQueueIndex" => min_queue_index: i64,
+    }
+}
+
+json_object! {
+    /// `ProducerInfo`: one producer channel in [`ProducerTableInfo`].
+    pub struct ProducerInfo {
+        "clientId" => client_id: String,
+        "remoteIP" => remote_ip: String,
+        /// A `LanguageCode` name.
+        "language" => language: String = String::from("JAVA"),
+        "version" => version: i32,
+        "lastUpdateTimestamp" => last_update_timestamp: i64,
+    }
+}
+
+json_object! {
+    /// `ProducerTableInfo` (GET_ALL_PRODUCER_INFO): every online producer, by group.
+    pub struct ProducerTableInfo {
+        "data" => data: BTreeMap<String, Vec<ProducerInfo>>,
+    }
+}
+
+json_object! {
     /// `ConsumeStatsList` (GET_BROKER_CONSUME_STATS): per group, the stats of each topic it
     /// has progress in; `totalDiff` sums every queue's lag.
     pub struct ConsumeStatsList {

@@ -90,6 +90,18 @@ command_header! {
 }
 
 command_header! {
+    /// `QueryConsumeQueueRequestHeader` (QUERY_CONSUME_QUEUE, 321; mqadmin `queryCq`).
+    pub struct QueryConsumeQueueRequestHeader {
+        required topic: String = "topic",
+        required queue_id: i32 = "queueId",
+        /// The first queue offset to show.
+        required index: i64 = "index",
+        required count: i32 = "count",
+        optional consumer_group: String = "consumerGroup",
+    }
+}
+
+command_header! {
     /// `GetTopicStatsInfoRequestHeader` (GET_TOPIC_STATS_INFO, 202).
     pub struct GetTopicStatsInfoRequestHeader {
         required topic: String = "topic",
