@@ -97,6 +97,17 @@ impl ClientRegistry {
         Some(open[turn % open.len()].channel.clone())
     }
 
+    /// The connection of consumer `client_id` in `group`, if online.
+    pub fn consumer_channel(&self, group: &str, client_id: &str) -> Option<ClientChannel> {
+        self.lock()
+            .consumers
+            .get(group)?
+            .channels
+            .values()
+            .find(|client| client.client_id == client_id && !client.channel.is_closed())
+            .cloned()
+    }
+
     /// GET_PRODUCER_CONNECTION_LIST's body; `None` when no producer of the group is online.
     pub fn producer_connection(&self, group: &str) -> Option<ProducerConnection> {
         let clients = self.lock();

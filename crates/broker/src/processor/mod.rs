@@ -12,6 +12,7 @@ mod offset_moved;
 mod pop;
 mod pop_ack;
 mod pull;
+mod relay;
 mod retry;
 pub(crate) mod routing;
 mod send;
@@ -133,6 +134,8 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetProducerConnectionList => admin::producer_connections(&state, &request),
                 RequestCode::GetAllProducerInfo => admin::all_producers(&state),
                 RequestCode::QueryConsumeQueue => consume_queue::query(&state, &request),
+                RequestCode::GetConsumerRunningInfo => relay::consumer_running_info(&state, &request).await,
+                RequestCode::ConsumeMessageDirectly => relay::consume_message_directly(&state, &request).await,
                 RequestCode::GetConsumerProgress => admin::consumer_progress(&state, &request),
                 RequestCode::InvokeBrokerToResetOffset => admin::reset_offset(&state, &request).await,
                 RequestCode::GetConsumerConnectionList => admin::consumer_connections(&state, &request),

@@ -102,6 +102,28 @@ command_header! {
 }
 
 command_header! {
+    /// `GetConsumerRunningInfoRequestHeader` (GET_CONSUMER_RUNNING_INFO, 307): admin to broker,
+    /// and broker to the client.
+    pub struct GetConsumerRunningInfoRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        required client_id: String = "clientId",
+        optional jstack_enable: bool = "jstackEnable",
+    }
+}
+
+command_header! {
+    /// `ConsumeMessageDirectlyResultRequestHeader` (CONSUME_MESSAGE_DIRECTLY, 309): admin to
+    /// broker (the message named by its offset id), and broker to the client (the message as
+    /// the body).
+    pub struct ConsumeMessageDirectlyResultRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        required client_id: String = "clientId",
+        required msg_id: String = "msgId",
+        optional broker_name: String = "brokerName",
+    }
+}
+
+command_header! {
     /// `GetTopicStatsInfoRequestHeader` (GET_TOPIC_STATS_INFO, 202).
     pub struct GetTopicStatsInfoRequestHeader {
         required topic: String = "topic",
