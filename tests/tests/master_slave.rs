@@ -21,7 +21,9 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::RemotingClient;
-use tidemark_tests::{init_logging, unique, wait_until, wait_until_async, BrokerSet};
+use tidemark_tests::{
+    init_logging, tidemark_binary, unique, wait_until, wait_until_async, BrokerSet,
+};
 
 const CALL: Duration = Duration::from_secs(3);
 const QUEUES: i32 = 4;
@@ -651,6 +653,48 @@ async fn a_returning_master_answers_with_the_progress_made_on_its_slave() {
     let client = raw();
     let on_slave = offsets_on(&client, &set.broker_addr(1), &group, &topic).await;
     assert_eq!(on_slave.len(), QUEUES as usize, "{}", set.tails());
+    // With the master down, the admin tools read the group's progress and the topic from the
+    // slave, and say so. (The slave learns a topic created on the master with its next slave
+    // sync, so the topic's status may take up to one interval.)
+    for args in [
+        vec![
+            "consumer-progress",
+            "-g",
+            group.as_str(),
+            "-t",
+            topic.as_str(),
+        ],
+        vec!["topic-status", "-t", topic.as_str()],
+    ] {
+        let namesrv = set.namesrv_addr();
+        let run = || {
+            std::process::Command::new(tidemark_binary())
+                .arg("admin")
+                .args(&args)
+                .args(["-n", namesrv.as_str()])
+                .output()
+                .expect("tidemark admin runs")
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut output = run();
+        while !output.status.success() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            output = run();
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "tidemark admin {args:?} failed while the master is down: {}{}",
+            String::from_utf8_lossy(&output.stderr),
+            set.tails()
+        );
+        let answered = format!("answered by {} (slave", set.broker_addr(1));
+        assert!(stdout.contains(&answered), "{args:?}:\n{stdout}");
+        assert!(
+            stdout.lines().count() > QUEUES as usize,
+            "a line per queue: {args:?}:\n{stdout}"
+        );
+    }
 
     set.brokers[0].restart();
     // The master's first answers, as soon as it gives any.

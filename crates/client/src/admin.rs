@@ -49,6 +49,50 @@ impl Admin {
             .collect())
     }
 
+    /// The broker address that answers reads for each broker of `topic`: its master, or while
+    /// the master is away a slave (the lowest id), as Java's `BrokerData.selectBrokerAddr`
+    /// picks one for `examineConsumeStats`.
+    pub async fn readers_of(&self, topic: &str) -> Result<Vec<BrokerReader>> {
+        let Some(route) = self.instance.update_route(topic).await? else {
+            return Ok(Vec::new());
+        };
+        Ok(route
+            .broker_datas
+            .iter()
+            .filter_map(|broker| {
+                let (id, addr) = match broker.master_addr() {
+                    Some(addr) => (0, addr),
+                    None => broker
+                        .broker_addrs
+                        .iter()
+                        .min_by_key(|(id, _)| **id)
+                        .map(|(id, addr)| (*id, addr.as_str()))?,
+                };
+                Some(BrokerReader {
+                    broker_name: broker.broker_name.clone(),
+                    addr: addr.to_owned(),
+                    is_master: id == 0,
+                })
+            })
+            .collect())
+    }
+
+    /// The brokers that answer for a group's progress: those of its retry topic, plus those of
+    /// `topic` (each broker once, master or standing-in slave).
+    pub async fn readers_for_group(
+        &self,
+        group: &str,
+        topic: Option<&str>,
+    ) -> Result<Vec<BrokerReader>> {
+        let mut readers = self.readers_of(&retry_topic(group)).await?;
+        if let Some(topic) = topic {
+            readers.extend(self.readers_of(topic).await?);
+        }
+        readers.sort_by(|a, b| a.broker_name.cmp(&b.broker_name).then(a.addr.cmp(&b.addr)));
+        readers.dedup_by(|a, b| a.broker_name == b.broker_name);
+        Ok(readers)
+    }
+
     /// The client ids of the group's online consumers (Java `examineConsumerConnectionInfo`,
     /// ids only), from every broker of the group's retry topic; empty when none is online.
     pub async fn consumer_ids(&self, group: &str) -> Result<Vec<String>> {
@@ -73,13 +117,14 @@ impl Admin {
     /// A group's progress per queue on every broker that knows the group (Java
     /// `examineConsumeStats`): the brokers of the group's retry topic, plus those of `topic`.
     /// Includes the group's retry (and dead-letter) queues, so their depth is visible.
+    /// While a master is away its slave answers.
     pub async fn consume_stats(&self, group: &str, topic: Option<&str>) -> Result<ConsumeStats> {
-        let mut brokers = self.masters_of(&retry_topic(group)).await?;
-        if let Some(topic) = topic {
-            brokers.extend(self.masters_of(topic).await?);
-        }
-        brokers.sort();
-        brokers.dedup();
+        let brokers: Vec<String> = self
+            .readers_for_group(group, topic)
+            .await?
+            .into_iter()
+            .map(|reader| reader.addr)
+            .collect();
         if brokers.is_empty() {
             return Err(ClientError::NoRoute {
                 topic: retry_topic(group),
@@ -115,12 +160,12 @@ impl Admin {
         group: &str,
         topic: Option<&str>,
     ) -> Result<BTreeMap<MessageQueue, QueueProgressView>> {
-        let mut brokers = self.masters_of(&retry_topic(group)).await?;
-        if let Some(topic) = topic {
-            brokers.extend(self.masters_of(topic).await?);
-        }
-        brokers.sort();
-        brokers.dedup();
+        let brokers: Vec<String> = self
+            .readers_for_group(group, topic)
+            .await?
+            .into_iter()
+            .map(|reader| reader.addr)
+            .collect();
         let mut merged = BTreeMap::new();
         for addr in brokers {
             let header = GetConsumeStatsRequestHeader {
@@ -147,10 +192,10 @@ impl Admin {
         Ok(merged)
     }
 
-    /// Min and max offsets of every queue of `topic`.
+    /// Min and max offsets of every queue of `topic` (from a slave while its master is away).
     pub async fn topic_stats(&self, topic: &str) -> Result<TopicStatsTable> {
         let mut merged = TopicStatsTable::default();
-        for addr in self.masters_of(topic).await? {
+        for BrokerReader { addr, .. } in self.readers_of(topic).await? {
             let header = GetTopicStatsInfoRequestHeader {
                 topic: topic.to_owned(),
             };
@@ -312,6 +357,16 @@ impl Admin {
     pub async fn shutdown(&self) {
         self.instance.shutdown(None, None).await;
     }
+}
+
+/// Which address answered for a broker (see [`Admin::readers_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerReader {
+    pub broker_name: String,
+    pub addr: String,
+    /// `false`: the master is away and a slave stands in (its view lags by up to one slave
+    /// sync).
+    pub is_master: bool,
 }
 
 /// The group admin tools read messages as (Java's `MixAll.TOOLS_CONSUMER_GROUP`).

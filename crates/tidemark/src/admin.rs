@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use tidemark_client::{
-    concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
-    MessageModel, Producer, PushConsumer, SimpleConsumer,
+    concurrent_fn, Admin, BrokerReader, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message,
+    MessageExt, MessageModel, Producer, PushConsumer, SimpleConsumer,
 };
 use tidemark_protocol::json::{self, Object, Value, WriteOptions};
 
@@ -373,6 +373,10 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
             .unwrap_or_default(),
         Err(_) => Default::default(),
     };
+    let readers = admin
+        .readers_for_group(&args.group, args.topic.as_deref())
+        .await
+        .unwrap_or_default();
     admin.shutdown().await;
     let stats = stats?;
     let now = tidemark_remoting::now_ms();
@@ -411,6 +415,7 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
         let mut object = Object::new();
         object.push(string("group"), string(args.group));
         object.push(string("queues"), Value::Array(queues));
+        object.push(string("answeredBy"), answered_by_json(&readers));
         writeln!(
             out,
             "{}",
@@ -477,7 +482,43 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
     }
     writeln!(out, "\nConsume TPS: {:.2}", stats.consume_tps)?;
     writeln!(out, "Diff Total: {total_lag}")?;
+    write_answered_by(&mut out, &readers)?;
     Ok(())
+}
+
+/// Which address answered for each broker, saying when a slave stood in for its master.
+fn write_answered_by(out: &mut impl Write, readers: &[BrokerReader]) -> std::io::Result<()> {
+    for reader in readers {
+        let role = if reader.is_master {
+            "master"
+        } else {
+            "slave: its master is away, figures as of the last slave sync"
+        };
+        writeln!(
+            out,
+            "{} answered by {} ({role})",
+            reader.broker_name, reader.addr
+        )?;
+    }
+    Ok(())
+}
+
+fn answered_by_json(readers: &[BrokerReader]) -> Value {
+    Value::Array(
+        readers
+            .iter()
+            .map(|reader| {
+                let mut entry = Object::new();
+                entry.push(string("brokerName"), string(reader.broker_name.clone()));
+                entry.push(string("addr"), string(reader.addr.clone()));
+                entry.push(
+                    string("role"),
+                    string(if reader.is_master { "master" } else { "slave" }),
+                );
+                Value::Object(entry)
+            })
+            .collect(),
+    )
 }
 
 /// `850ms`, `12.3s`, `4m05s`, `2h07m`.
@@ -494,6 +535,7 @@ fn format_duration_ms(ms: i64) -> String {
 async fn topic_status(args: TopicArgs) -> anyhow::Result<()> {
     let admin = Admin::connect(ClientConfig::new(&args.cluster.namesrv)).await?;
     let stats = admin.topic_stats(&args.topic).await;
+    let readers = admin.readers_of(&args.topic).await.unwrap_or_default();
     admin.shutdown().await;
     let stats = stats?;
     let mut out = std::io::stdout().lock();
@@ -509,5 +551,6 @@ async fn topic_status(args: TopicArgs) -> anyhow::Result<()> {
             queue.broker_name, queue.queue_id, line.min_offset, line.max_offset
         )?;
     }
+    write_answered_by(&mut out, &readers)?;
     Ok(())
 }

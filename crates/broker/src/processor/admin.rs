@@ -346,14 +346,28 @@ pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> Rem
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let Some(config) = state.topics.get(&header.topic) else {
+    let queue_ids: Vec<i32> = match state.topics.get(&header.topic) {
+        Some(config) => (0..config.write_queue_nums).collect(),
+        // A slave learns topics with its slave sync, which pauses while the master is away; a
+        // topic created shortly before the master went has replicated queues but no config
+        // here yet. Those queues are what it has.
+        None if state.config.is_slave() => state
+            .store
+            .queues()
+            .into_iter()
+            .filter(|(topic, _)| *topic == header.topic)
+            .map(|(_, queue_id)| queue_id)
+            .collect(),
+        None => Vec::new(),
+    };
+    if queue_ids.is_empty() && state.topics.get(&header.topic).is_none() {
         return error(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist", header.topic),
         );
-    };
+    }
     let mut offset_table = BTreeMap::new();
-    for queue_id in 0..config.write_queue_nums {
+    for queue_id in queue_ids {
         let max_offset = state.store.max_offset(&header.topic, queue_id);
         let last_update_timestamp = if max_offset > 0 {
             state
