@@ -240,6 +240,15 @@ pub struct BrokerConfig {
     /// The message-trace topic (`msgTraceTopicName`).
     #[serde(alias = "msgTraceTopicName")]
     pub msg_trace_topic_name: String,
+    /// `messageIndexEnable`: index message keys and unique keys for QUERY_MESSAGE (mqadmin
+    /// `queryMsgByKey` / `queryMsgByUniqueKey`), in `index/` files of RocketMQ's layout.
+    #[serde(alias = "messageIndexEnable")]
+    pub message_index_enable: bool,
+    /// `maxHashSlotNum` and `maxIndexNum`: hash slots and entries per index file.
+    #[serde(alias = "maxHashSlotNum")]
+    pub max_hash_slot_num: u32,
+    #[serde(alias = "maxIndexNum")]
+    pub max_index_num: u32,
 }
 
 impl Default for BrokerConfig {
@@ -311,6 +320,9 @@ impl Default for BrokerConfig {
             transaction_discard_topic: "TRANS_CHECK_MAX_TIME_TOPIC".into(),
             trace_topic_enable: false,
             msg_trace_topic_name: tidemark_protocol::trace::DEFAULT_TRACE_TOPIC.into(),
+            message_index_enable: true,
+            max_hash_slot_num: 5_000_000,
+            max_index_num: 20_000_000,
         }
     }
 }
@@ -579,6 +591,11 @@ impl BrokerConfig {
             clean_file_forcibly: self.clean_file_forcibly_enable,
             retention_check_interval_ms: self.clean_resource_interval.max(100),
             delay_levels_ms: self.delay_levels_ms().unwrap_or_default(),
+            index: tidemark_store::index::IndexConfig {
+                enabled: self.message_index_enable,
+                hash_slots: self.max_hash_slot_num.max(1),
+                entries: self.max_index_num.max(2),
+            },
             ..StoreConfig::new(&self.store_path_root_dir)
         }
     }
@@ -751,6 +768,11 @@ mod example_file {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../broker.example.toml");
         let config = super::BrokerConfig::load(&path).expect("example loads");
+        assert_eq!(config.config_file.as_deref(), Some(path.as_path()));
+        let config = super::BrokerConfig {
+            config_file: None,
+            ..config
+        };
         let defaults = super::BrokerConfig::default();
         assert_eq!(format!("{config:?}"), format!("{defaults:?}"));
     }

@@ -300,6 +300,10 @@ impl LiveConfig {
         for (key, value) in self.get().entries() {
             entries.insert(key.to_owned(), value);
         }
+        // Facts RocketMQ's broker config carries that tools read (mqadmin `exportConfigs` fails
+        // without them): Tidemark runs no filter servers, and serves no TLS yet.
+        entries.insert("filterServerNums".to_owned(), "0".to_owned());
+        entries.insert("useTLS".to_owned(), "false".to_owned());
         let mut text = String::new();
         for (key, value) in entries {
             text.push_str(&key);

@@ -146,6 +146,7 @@ wire_code_enum! {
         PushReplyMessageToClient = 326 => "PUSH_REPLY_MESSAGE_TO_CLIENT",
         AddWritePermOfBroker = 327 => "ADD_WRITE_PERM_OF_BROKER",
         GetAllProducerInfo = 328 => "GET_ALL_PRODUCER_INFO",
+        DeleteExpiredCommitLog = 329 => "DELETE_EXPIRED_COMMITLOG",
         /// 5.x only; 4.9 lite pull consumers use `PULL_MESSAGE`.
         LitePullMessage = 361 => "LITE_PULL_MESSAGE",
         /// 5.x: which queues a POP consumer of a group should ask for.

@@ -61,6 +61,8 @@ pub struct StoreConfig {
     /// Delay of each level (`messageDelayLevel`), index = queue id in the schedule topic: queue
     /// entries there carry the due time instead of a tag hash.
     pub delay_levels_ms: Vec<i64>,
+    /// The message index by key (`messageIndexEnable`, `maxHashSlotNum`, `maxIndexNum`).
+    pub index: crate::index::IndexConfig,
 }
 
 impl StoreConfig {
@@ -80,6 +82,11 @@ impl StoreConfig {
             consume_queue_flush_interval_ms: 1000,
             retention_check_interval_ms: 10_000,
             delay_levels_ms: Vec::new(),
+            // Off unless asked for: the broker turns it on with RocketMQ's sizes.
+            index: crate::index::IndexConfig {
+                enabled: false,
+                ..crate::index::IndexConfig::default()
+            },
         }
     }
 

@@ -11,6 +11,7 @@ pub mod config;
 pub mod consume_queue;
 mod dispatch;
 pub mod error;
+pub mod index;
 mod queues;
 pub mod recovery;
 pub mod retention;

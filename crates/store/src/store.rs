@@ -6,6 +6,7 @@
 
 mod background;
 mod durable;
+mod indexing;
 mod lifecycle;
 mod read;
 mod replication;
@@ -88,6 +89,9 @@ struct Inner {
     prefault_wanted: AtomicBool,
     checkpoint: CheckpointFile,
     last_checkpoint: Mutex<Checkpoint>,
+    /// Message keys → commit-log offsets, built by the index thread behind the appenders.
+    index: crate::index::MessageIndex,
+    index_cursor: Mutex<indexing::IndexCursor>,
     /// Disk usage from the last retention pass; above the warning level appends are refused.
     disk: retention::DiskGuard,
     lifecycle: LifecycleCell,
@@ -160,7 +164,12 @@ impl MessageStore {
             root.join("consumequeue"),
             config.consume_queue_entries_per_file,
         )?;
+        let index =
+            crate::index::MessageIndex::open(storage.clone(), root.join("index"), config.index)
+                .map_err(io_error("open", &root.join("index")))?;
         let inner = Inner {
+            index,
+            index_cursor: Mutex::new(indexing::IndexCursor::default()),
             config,
             storage,
             commit_log,
@@ -192,6 +201,19 @@ impl MessageStore {
             retention::disk_usage_ratio(&inner.config.root).unwrap_or(0.0),
             &inner.config,
         );
+        // The index goes on after the last record it has (everything, for a store without
+        // one).
+        {
+            let end = inner.index.end_phy_offset();
+            let mut cursor = inner
+                .index_cursor
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            cursor.skip_through = end;
+            cursor.next = u64::try_from(end)
+                .unwrap_or(0)
+                .clamp(inner.commit_log.min_offset(), inner.commit_log.written());
+        }
         // Recovery dispatched every complete record.
         inner
             .append
@@ -382,6 +404,10 @@ impl MessageStore {
             return Ok(());
         }
         self.stop_threads();
+        // Whatever the index thread had not got to yet.
+        if let Err(error) = self.inner.index_catch_up() {
+            tracing::warn!(%error, "indexing the last messages at shutdown failed; the next start indexes them");
+        }
         // Serialise with in-flight appends before the final flush.
         drop(
             self.inner

@@ -336,6 +336,26 @@ pub(super) fn producer_connections(
     }
 }
 
+/// DELETE_EXPIRED_COMMITLOG (mqadmin `deleteExpiredCommitLog`): expired commit-log segments
+/// are deleted now rather than at `deleteWhen`.
+pub(super) async fn delete_expired_commit_log(state: &BrokerState) -> RemotingCommand {
+    let store = state.store.clone();
+    match tokio::task::spawn_blocking(move || store.delete_expired_now()).await {
+        Ok(Ok(report)) => {
+            tracing::info!(?report, "expired commit-log segments deleted on request");
+            success()
+        }
+        Ok(Err(failure)) => error(
+            ResponseCode::SystemError,
+            format!("deleting failed: {failure}"),
+        ),
+        Err(failure) => error(
+            ResponseCode::SystemError,
+            format!("deleting failed: {failure}"),
+        ),
+    }
+}
+
 /// GET_ALL_PRODUCER_INFO (mqadmin `producer`).
 pub(super) fn all_producers(state: &BrokerState) -> RemotingCommand {
     success().with_body(state.clients.producer_table().to_json_bytes())

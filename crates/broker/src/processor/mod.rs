@@ -12,6 +12,7 @@ mod offset_moved;
 mod pop;
 mod pop_ack;
 mod pull;
+mod query_message;
 mod relay;
 mod retry;
 pub(crate) mod routing;
@@ -94,60 +95,96 @@ impl RequestHandler for BrokerHandler {
         Box::pin(async move {
             let code = request.request_code();
             let response = match code {
-                RequestCode::SendMessage | RequestCode::SendMessageV2 | RequestCode::SendBatchMessage => {
-                    send::send(&state, &channel, &request).await
+                RequestCode::SendMessage
+                | RequestCode::SendMessageV2
+                | RequestCode::SendBatchMessage => send::send(&state, &channel, &request).await,
+                RequestCode::PullMessage | RequestCode::LitePullMessage => {
+                    pull::pull(&state, &channel, &request).await
                 }
-                RequestCode::PullMessage | RequestCode::LitePullMessage => pull::pull(&state, &channel, &request).await,
                 RequestCode::PopMessage => pop::pop(&state, &request).await,
                 RequestCode::PeekMessage => pop::peek(&state, &request),
                 RequestCode::Notification => pop::notification(&state, &request).await,
                 RequestCode::PollingInfo => pop::polling_info(&state, &request),
                 RequestCode::AckMessage => pop_ack::ack(&state, &request).await,
                 RequestCode::BatchAckMessage => pop_ack::batch_ack(&state, &request).await,
-                RequestCode::ChangeMessageInvisibleTime => pop_ack::change_invisible_time(&state, &request).await,
-                RequestCode::QueryAssignment => assignment::query_assignment(&state, &request).await,
-                RequestCode::SetMessageRequestMode => assignment::set_message_request_mode(&state, &request).await,
+                RequestCode::ChangeMessageInvisibleTime => {
+                    pop_ack::change_invisible_time(&state, &request).await
+                }
+                RequestCode::QueryAssignment => {
+                    assignment::query_assignment(&state, &request).await
+                }
+                RequestCode::SetMessageRequestMode => {
+                    assignment::set_message_request_mode(&state, &request).await
+                }
                 RequestCode::ConsumerSendMsgBack => retry::send_back(&state, &request).await,
-                RequestCode::EndTransaction => transaction::end_transaction(&state, &channel, &request).await,
+                RequestCode::EndTransaction => {
+                    transaction::end_transaction(&state, &channel, &request).await
+                }
                 RequestCode::HeartBeat => consumer::heartbeat(&state, &channel, &request).await,
-                RequestCode::UnregisterClient => consumer::unregister_client(&state, &channel, &request),
+                RequestCode::UnregisterClient => {
+                    consumer::unregister_client(&state, &channel, &request)
+                }
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
-                RequestCode::QueryConsumerOffset => consumer::query_offset(&state, &channel, &request),
-                RequestCode::UpdateConsumerOffset => consumer::update_offset(&state, &channel, &request).await,
+                RequestCode::QueryConsumerOffset => {
+                    consumer::query_offset(&state, &channel, &request)
+                }
+                RequestCode::UpdateConsumerOffset => {
+                    consumer::update_offset(&state, &channel, &request).await
+                }
                 RequestCode::LockBatchMq => consumer::lock(&state, &request),
                 RequestCode::UnlockBatchMq => consumer::unlock(&state, &request),
                 RequestCode::CheckClientConfig => consumer::check_client_config(&state, &request),
                 RequestCode::GetMaxOffset => admin::max_offset(&state, &request),
                 RequestCode::GetMinOffset => admin::min_offset(&state, &request),
                 RequestCode::SearchOffsetByTimestamp => admin::search_offset(&state, &request),
-                RequestCode::GetEarliestMsgStoretime => admin::earliest_store_time(&state, &request),
+                RequestCode::GetEarliestMsgStoretime => {
+                    admin::earliest_store_time(&state, &request)
+                }
                 RequestCode::UpdateAndCreateTopic => admin::create_topic(&state, &request).await,
                 RequestCode::DeleteTopicInBroker => admin::delete_topic(&state, &request).await,
                 RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
                 RequestCode::GetAllConsumerOffset => admin::all_consumer_offsets(&state),
                 RequestCode::GetAllDelayOffset => admin::all_delay_offsets(&state),
-                RequestCode::GetAllSubscriptionGroupConfig => admin::all_subscription_groups(&state),
-                RequestCode::UpdateAndCreateSubscriptionGroup => admin::create_subscription_group(&state, &request).await,
-                RequestCode::DeleteSubscriptionGroup => admin::delete_subscription_group(&state, &request).await,
+                RequestCode::GetAllSubscriptionGroupConfig => {
+                    admin::all_subscription_groups(&state)
+                }
+                RequestCode::UpdateAndCreateSubscriptionGroup => {
+                    admin::create_subscription_group(&state, &request).await
+                }
+                RequestCode::DeleteSubscriptionGroup => {
+                    admin::delete_subscription_group(&state, &request).await
+                }
                 RequestCode::GetConsumeStats => consume_stats::consume_stats(&state, &request),
-                RequestCode::GetBrokerConsumeStats => consume_stats::broker_consume_stats(&state, &request),
-                RequestCode::GetProducerConnectionList => admin::producer_connections(&state, &request),
+                RequestCode::GetBrokerConsumeStats => {
+                    consume_stats::broker_consume_stats(&state, &request)
+                }
+                RequestCode::GetProducerConnectionList => {
+                    admin::producer_connections(&state, &request)
+                }
                 RequestCode::GetAllProducerInfo => admin::all_producers(&state),
+                RequestCode::DeleteExpiredCommitLog => {
+                    admin::delete_expired_commit_log(&state).await
+                }
                 RequestCode::QueryConsumeQueue => consume_queue::query(&state, &request),
-                RequestCode::GetConsumerRunningInfo => relay::consumer_running_info(&state, &request).await,
-                RequestCode::ConsumeMessageDirectly => relay::consume_message_directly(&state, &request).await,
+                RequestCode::GetConsumerRunningInfo => {
+                    relay::consumer_running_info(&state, &request).await
+                }
+                RequestCode::ConsumeMessageDirectly => {
+                    relay::consume_message_directly(&state, &request).await
+                }
                 RequestCode::GetConsumerProgress => admin::consumer_progress(&state, &request),
-                RequestCode::InvokeBrokerToResetOffset => admin::reset_offset(&state, &request).await,
-                RequestCode::GetConsumerConnectionList => admin::consumer_connections(&state, &request),
+                RequestCode::InvokeBrokerToResetOffset => {
+                    admin::reset_offset(&state, &request).await
+                }
+                RequestCode::GetConsumerConnectionList => {
+                    admin::consumer_connections(&state, &request)
+                }
                 RequestCode::GetTopicStatsInfo => admin::topic_stats(&state, &request),
                 RequestCode::ViewMessageById => admin::view_message(&state, &request),
                 RequestCode::GetBrokerRuntimeInfo => admin::runtime_info(&state),
                 RequestCode::GetBrokerConfig => broker_config::get(&state),
                 RequestCode::UpdateBrokerConfig => broker_config::update(&state, &request).await,
-                RequestCode::QueryMessage => error(
-                    ResponseCode::SystemError,
-                    "QUERY_MESSAGE (lookup by key) is not supported by Tidemark yet; look messages up by id",
-                ),
+                RequestCode::QueryMessage => query_message::query(&state, &request).await,
                 _ => {
                     debug!(%code, peer = %channel.peer_addr(), "request code not supported");
                     return Reply::Unsupported;

@@ -64,6 +64,34 @@ impl MessageStore {
     }
 }
 
+impl MessageStore {
+    /// A retention pass now, as if it were the delete hour, with the disk usage measured
+    /// (RocketMQ's `executeDeleteFilesManually`, mqadmin `deleteExpiredCommitLog`): expired
+    /// segments go at once instead of at `deleteWhen`; unexpired ones stay unless the disk is
+    /// past the forced-clean level, as in every pass.
+    pub fn delete_expired_now(&self) -> Result<RetentionReport> {
+        let inner = &self.inner;
+        let now = (inner.clock)();
+        let mut measure = || {
+            let usage = retention::disk_usage_ratio(&inner.config.root).unwrap_or(0.0);
+            inner.disk.record(usage, &inner.config);
+            usage
+        };
+        let report = retention::delete_expired(
+            &inner.commit_log,
+            &inner.config,
+            inner.queues.all(),
+            now,
+            inner.config.delete_when_hour,
+            &mut measure,
+        )?;
+        if let Err(error) = inner.index.delete_below(inner.commit_log.min_offset()) {
+            warn!(%error, "deleting index files of deleted segments failed; will retry");
+        }
+        Ok(report)
+    }
+}
+
 impl Inner {
     /// Starts the flush thread, and the prefault or the group-commit thread as the flush
     /// policy wants.
@@ -77,6 +105,9 @@ impl Inner {
                 .map_err(|error| StoreError::io("spawn thread", PathBuf::new(), error))
         };
         threads.push(spawn("tidemark-store-flush", Inner::flush_loop)?);
+        if inner.index.enabled() {
+            threads.push(spawn("tidemark-store-index", Inner::index_loop)?);
+        }
         if let FlushPolicy::Async { .. } = inner.config.flush {
             // Not under Sync: every page faulted in ahead is a dirty page of zeros that the
             // next group commit has to write too, which costs more than the faults it saves.
@@ -194,6 +225,9 @@ impl Inner {
             &mut measure,
         ) {
             warn!(%error, "retention pass failed; will retry");
+        }
+        if let Err(error) = self.index.delete_below(self.commit_log.min_offset()) {
+            warn!(%error, "deleting index files of deleted segments failed; will retry");
         }
     }
 }
