@@ -44,9 +44,7 @@ class Scenario24MqadminTest extends SuiteBase {
         "statsAll", "VIEW_BROKER_STATS_DATA",
         "cleanExpiredCQ", "CLEAN_EXPIRED_CONSUMEQUEUE",
         "cleanUnusedTopic", "CLEAN_UNUSED_TOPIC",
-        "deleteExpiredCommitLog", "DELETE_EXPIRED_COMMITLOG",
         "exportMetrics", "GET_SYSTEM_TOPIC_LIST_FROM_BROKER and stats",
-        "exportConfigs", "broker config keys it reads",
         "updateAclConfig", "ACL (issue 18)");
 
     private Path home;
@@ -165,6 +163,10 @@ class Scenario24MqadminTest extends SuiteBase {
         runs.put(new String[] {"cloneGroupOffset", "-n", n, "-s", group, "-d", newGroup, "-t", topic}, out -> out.contains("success"));
         runs.put(new String[] {"resetOffsetByTime", "-n", n, "-g", group, "-t", topic, "-s", "now"}, out -> out.contains(brokerName));
         runs.put(new String[] {"skipAccumulatedMessage", "-n", n, "-g", group, "-t", topic}, out -> out.contains(brokerName));
+        Path exported = home.resolve("export");
+        runs.put(new String[] {"exportConfigs", "-n", n, "-c", "DefaultCluster", "-f", exported.toString()},
+            out -> Files.exists(exported.resolve("configs.json")));
+        runs.put(new String[] {"deleteExpiredCommitLog", "-n", n, "-b", b}, out -> out.contains("success"));
         runs.put(new String[] {"wipeWritePerm", "-n", n, "-b", brokerName}, out -> out.contains("OK"));
         runs.put(new String[] {"addWritePerm", "-n", n, "-b", brokerName}, out -> out.contains("OK"));
 
