@@ -174,6 +174,19 @@ impl ClientRegistry {
         })
     }
 
+    /// The online groups that subscribe to `topic`.
+    pub fn groups_subscribing(&self, topic: &str) -> Vec<String> {
+        let clients = self.lock();
+        let mut groups: Vec<String> = clients
+            .consumers
+            .iter()
+            .filter(|(_, group)| group.subscriptions.contains_key(topic))
+            .map(|(name, _)| name.clone())
+            .collect();
+        groups.sort();
+        groups
+    }
+
     /// Client ids of a group, sorted (what rebalancing clients expect).
     pub fn consumer_ids(&self, group: &str) -> Vec<String> {
         self.lock().consumer_ids(group)

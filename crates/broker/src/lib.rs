@@ -26,6 +26,7 @@ pub mod schedule;
 mod slave_sync;
 mod state;
 pub mod stats;
+pub mod stats_history;
 pub mod timer;
 pub mod transaction;
 
@@ -220,6 +221,13 @@ async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
             .stats
             .with_throughput(|throughput| throughput.sample(state::now_ms(), put, got));
         tick += 1;
+        if tick % 10 == 1 {
+            state.stats.history.sample(
+                state::now_ms(),
+                &state.config.broker_cluster_name,
+                &state.stats.traffic.snapshot(),
+            );
+        }
         if !tick.is_multiple_of(10) {
             continue;
         }

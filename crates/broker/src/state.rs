@@ -39,6 +39,8 @@ pub struct BrokerStats {
     throughput: Mutex<crate::stats::Throughput>,
     /// Messages and bytes stored per topic and delivered per topic and group.
     pub traffic: crate::stats::Traffic,
+    /// RocketMQ's stats items over the last minute, hour and day, sampled from `traffic`.
+    pub history: crate::stats_history::StatsHistory,
     /// Seconds from a send's append to its reply (the group commit under SYNC_FLUSH).
     pub store_latency: prometheus_client::metrics::histogram::Histogram,
 }
@@ -50,6 +52,7 @@ impl Default for BrokerStats {
             messages_got_total: AtomicU64::new(0),
             throughput: Mutex::default(),
             traffic: crate::stats::Traffic::default(),
+            history: crate::stats_history::StatsHistory::default(),
             store_latency: prometheus_client::metrics::histogram::Histogram::new(
                 crate::stats::LATENCY_BUCKETS_SECONDS,
             ),

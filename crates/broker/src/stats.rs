@@ -15,12 +15,15 @@ pub const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
 pub struct Flow {
     pub messages: u64,
     pub bytes: u64,
+    /// Requests that carried them (RocketMQ's stats "times").
+    pub requests: u64,
 }
 
 impl Flow {
     fn add(&mut self, messages: u64, bytes: u64) {
         self.messages += messages;
         self.bytes += bytes;
+        self.requests += 1;
     }
 }
 

@@ -188,6 +188,7 @@ pub(super) async fn delete_topic(
     };
     state.topics.remove(&topic, now_ms());
     state.stats.traffic.drop_topic(&topic);
+    state.stats.history.drop_topic(&topic);
     let (_, journaled) = state.offsets.drop_topic(&topic);
     if let Err(failure) = state.offsets.durable(journaled).await {
         return error(

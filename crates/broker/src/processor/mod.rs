@@ -5,6 +5,7 @@ mod admin;
 pub(crate) mod append;
 mod assignment;
 mod broker_config;
+mod broker_stats;
 mod consume_queue;
 mod consume_stats;
 pub(crate) mod consumer;
@@ -162,6 +163,8 @@ impl RequestHandler for BrokerHandler {
                     admin::producer_connections(&state, &request)
                 }
                 RequestCode::GetAllProducerInfo => admin::all_producers(&state),
+                RequestCode::ViewBrokerStatsData => broker_stats::view_stats(&state, &request),
+                RequestCode::QueryTopicConsumeByWho => broker_stats::consumed_by(&state, &request),
                 RequestCode::DeleteExpiredCommitLog => {
                     admin::delete_expired_commit_log(&state).await
                 }

@@ -226,6 +226,32 @@ json_object! {
 }
 
 json_object! {
+    /// `BrokerStatsItem`: one window of [`BrokerStatsData`].
+    pub struct BrokerStatsItem {
+        "sum" => sum: i64,
+        "tps" => tps: f64,
+        "avgpt" => avgpt: f64,
+    }
+}
+
+json_object! {
+    /// `BrokerStatsData` (VIEW_BROKER_STATS_DATA): a stats item over the last minute, hour and
+    /// day.
+    pub struct BrokerStatsData {
+        "statsMinute" => stats_minute: BrokerStatsItem,
+        "statsHour" => stats_hour: BrokerStatsItem,
+        "statsDay" => stats_day: BrokerStatsItem,
+    }
+}
+
+json_object! {
+    /// `GroupList` (QUERY_TOPIC_CONSUME_BY_WHO).
+    pub struct GroupList {
+        "groupList" => group_list: Vec<String>,
+    }
+}
+
+json_object! {
     /// `ProducerInfo`: one producer channel in [`ProducerTableInfo`].
     pub struct ProducerInfo {
         "clientId" => client_id: String,

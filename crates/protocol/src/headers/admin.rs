@@ -124,6 +124,23 @@ command_header! {
 }
 
 command_header! {
+    /// `ViewBrokerStatsDataRequestHeader` (VIEW_BROKER_STATS_DATA, 315).
+    pub struct ViewBrokerStatsDataRequestHeader {
+        /// `TOPIC_PUT_NUMS`, `GROUP_GET_NUMS`, ...
+        required stats_name: String = "statsName",
+        /// A topic, `topic@group`, or the cluster name for broker totals.
+        required stats_key: String = "statsKey",
+    }
+}
+
+command_header! {
+    /// `QueryTopicConsumeByWhoRequestHeader` (QUERY_TOPIC_CONSUME_BY_WHO, 300).
+    pub struct QueryTopicConsumeByWhoRequestHeader {
+        required topic: String = "topic",
+    }
+}
+
+command_header! {
     /// `GetTopicStatsInfoRequestHeader` (GET_TOPIC_STATS_INFO, 202).
     pub struct GetTopicStatsInfoRequestHeader {
         required topic: String = "topic",
