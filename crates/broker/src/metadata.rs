@@ -50,6 +50,8 @@ pub fn is_system_topic_for_send(topic: &str) -> bool {
 struct Topics {
     data_version: DataVersion,
     topics: BTreeMap<String, TopicConfig>,
+    /// The broker's own topics (RocketMQ's `systemTopicList`).
+    system: std::collections::BTreeSet<String>,
     /// Moves on every change; persistence writes when it moved.
     revision: u64,
 }
@@ -116,6 +118,7 @@ impl TopicTable {
                     timestamp: now_ms,
                     state_version: None,
                 },
+                system: topics.keys().cloned().collect(),
                 topics,
                 revision: 0,
             }),
@@ -211,6 +214,16 @@ impl TopicTable {
 
     pub fn names(&self) -> Vec<String> {
         self.lock().topics.keys().cloned().collect()
+    }
+
+    /// The broker's own topics (GET_SYSTEM_TOPIC_LIST_FROM_BROKER).
+    pub fn system_topics(&self) -> Vec<String> {
+        self.lock().system.iter().cloned().collect()
+    }
+
+    /// Counts `topic` among the broker's own topics (the trace topic it creates at start).
+    pub fn mark_system(&self, topic: &str) {
+        self.lock().system.insert(topic.to_owned());
     }
 
     /// Moves the data version on without a change (the broker's permission changed, which the

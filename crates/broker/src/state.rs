@@ -212,6 +212,7 @@ impl BrokerState {
                 tidemark_protocol::body::perm::READ | tidemark_protocol::body::perm::WRITE,
                 now,
             );
+            topics.mark_system(&config.msg_trace_topic_name);
         }
         let groups = load_or_refuse(
             &config,

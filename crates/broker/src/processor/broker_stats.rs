@@ -1,7 +1,7 @@
 //! VIEW_BROKER_STATS_DATA and QUERY_TOPIC_CONSUME_BY_WHO: what mqadmin `statsAll` and
 //! `exportMetrics` read per topic and group.
 
-use tidemark_protocol::body::{BrokerStatsData, BrokerStatsItem, GroupList};
+use tidemark_protocol::body::{BrokerStatsData, BrokerStatsItem, GroupList, TopicList};
 use tidemark_protocol::headers::{
     QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader,
 };
@@ -65,4 +65,16 @@ pub(super) fn consumed_by(state: &BrokerState, request: &RemotingCommand) -> Rem
     groups.sort();
     groups.dedup();
     success().with_body(GroupList { group_list: groups }.to_json_bytes())
+}
+
+/// GET_SYSTEM_TOPIC_LIST_FROM_BROKER: the broker's own topics (mqadmin `exportMetrics` leaves
+/// them out of its figures).
+pub(super) fn system_topics(state: &BrokerState) -> RemotingCommand {
+    success().with_body(
+        TopicList {
+            topic_list: state.topics.system_topics(),
+            broker_addr: None,
+        }
+        .to_json_bytes(),
+    )
 }

@@ -165,6 +165,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetAllProducerInfo => admin::all_producers(&state),
                 RequestCode::ViewBrokerStatsData => broker_stats::view_stats(&state, &request),
                 RequestCode::QueryTopicConsumeByWho => broker_stats::consumed_by(&state, &request),
+                RequestCode::GetSystemTopicListFromBroker => broker_stats::system_topics(&state),
                 RequestCode::DeleteExpiredCommitLog => {
                     admin::delete_expired_commit_log(&state).await
                 }

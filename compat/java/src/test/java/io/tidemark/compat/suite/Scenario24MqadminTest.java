@@ -44,7 +44,6 @@ class Scenario24MqadminTest extends SuiteBase {
     static final Map<String, String> NOT_YET = Map.of(
         "cleanExpiredCQ", "CLEAN_EXPIRED_CONSUMEQUEUE",
         "cleanUnusedTopic", "CLEAN_UNUSED_TOPIC",
-        "exportMetrics", "GET_SYSTEM_TOPIC_LIST_FROM_BROKER",
         "updateAclConfig", "ACL (issue 18)");
 
     private Path home;
@@ -167,6 +166,9 @@ class Scenario24MqadminTest extends SuiteBase {
         Path exported = home.resolve("export");
         runs.put(new String[] {"exportConfigs", "-n", n, "-c", "DefaultCluster", "-f", exported.toString()},
             out -> Files.exists(exported.resolve("configs.json")));
+        Path metrics = home.resolve("metrics");
+        runs.put(new String[] {"exportMetrics", "-n", n, "-c", "DefaultCluster", "-f", metrics.toString()},
+            out -> out.contains("success") && Files.exists(metrics.resolve("metrics.json")));
         runs.put(new String[] {"deleteExpiredCommitLog", "-n", n, "-b", b}, out -> out.contains("success"));
         runs.put(new String[] {"wipeWritePerm", "-n", n, "-b", brokerName}, out -> out.contains("OK"));
         runs.put(new String[] {"addWritePerm", "-n", n, "-b", brokerName}, out -> out.contains("OK"));
