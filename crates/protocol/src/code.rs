@@ -148,6 +148,8 @@ wire_code_enum! {
         AddWritePermOfBroker = 327 => "ADD_WRITE_PERM_OF_BROKER",
         GetAllProducerInfo = 328 => "GET_ALL_PRODUCER_INFO",
         DeleteExpiredCommitLog = 329 => "DELETE_EXPIRED_COMMITLOG",
+        /// 5.x: one topic's config (mqadmin 5.x `topicStatus`, `consumerProgress`).
+        GetTopicConfig = 351 => "GET_TOPIC_CONFIG",
         /// 5.x only; 4.9 lite pull consumers use `PULL_MESSAGE`.
         LitePullMessage = 361 => "LITE_PULL_MESSAGE",
         /// 5.x: which queues a POP consumer of a group should ask for.

@@ -208,6 +208,24 @@ pub(super) async fn delete_topic(
     success()
 }
 
+/// GET_TOPIC_CONFIG (5.x): one topic's config, as RocketMQ 5's `TopicConfigAndQueueMapping`
+/// without a static-topic mapping (Tidemark has none).
+pub(super) fn topic_config(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let Some(topic) = request.ext_fields.get("topic") else {
+        return error(
+            ResponseCode::SystemError,
+            "missing required header field `topic`",
+        );
+    };
+    match state.topics.get(topic) {
+        Some(config) => success().with_body(config.to_json_bytes()),
+        None => error(
+            ResponseCode::TopicNotExist,
+            format!("No topic in this broker. topic: {topic}"),
+        ),
+    }
+}
+
 pub(super) fn all_topic_config(state: &BrokerState) -> RemotingCommand {
     success().with_body(state.topics.snapshot().1.to_json_bytes())
 }
@@ -628,6 +646,8 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         table.insert(key.to_owned(), "0".to_owned());
     }
     table.insert("putTps".to_owned(), put_tps);
+    // 4.x spells it Transfered; 5.x tools read Transferred.
+    table.insert("getTransferredTps".to_owned(), get_tps.clone());
     table.insert("getTransferedTps".to_owned(), get_tps);
     table.insert("earliestMessageTimeStamp".to_owned(), earliest.to_string());
     table.insert("commitLogMinOffset".to_owned(), min.to_string());

@@ -144,6 +144,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::UpdateAndCreateTopic => admin::create_topic(&state, &request).await,
                 RequestCode::DeleteTopicInBroker => admin::delete_topic(&state, &request).await,
                 RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
+                RequestCode::GetTopicConfig => admin::topic_config(&state, &request),
                 RequestCode::GetAllConsumerOffset => admin::all_consumer_offsets(&state),
                 RequestCode::GetAllDelayOffset => admin::all_delay_offsets(&state),
                 RequestCode::GetAllSubscriptionGroupConfig => {
