@@ -274,11 +274,15 @@ impl ConsumerCore {
         }
         self.token.cancel();
         for slot in self.queues.slots() {
-            slot.stop();
+            // No listener call starts any more (what has not started is the next owner's),
+            // and the pull loop stops.
+            slot.begin_release();
         }
-        // Let listener calls in progress finish so their progress is committed.
+        // Let listener calls in progress finish so their progress is committed; the permits
+        // are held until that commit, so no call still queued for one completes a message
+        // after it (the next owner would get that message again).
         let all = u32::try_from(self.settings.consume_concurrency).unwrap_or(u32::MAX);
-        let _ =
+        let _quiet =
             tokio::time::timeout(self.settings.shutdown_wait, self.permits.acquire_many(all)).await;
         self.persist_all(CommitDelivery::Acknowledged).await;
         if self.rules.lock_queues {

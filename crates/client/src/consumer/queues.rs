@@ -102,11 +102,6 @@ impl QueueSlot {
         self.cancel.cancel();
     }
 
-    /// Stops the pull loop without dropping the queue (shutdown: results still commit).
-    pub(super) fn stop(&self) {
-        self.cancel.cancel();
-    }
-
     pub(super) fn is_stopped(&self) -> bool {
         self.cancel.is_cancelled()
     }
