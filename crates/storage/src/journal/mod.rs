@@ -150,6 +150,10 @@ pub(crate) struct Queue {
     pub segment: u64,
     pub bytes_since_compaction: u64,
     pub stopping: bool,
+    /// The writer is parked on [`Shared::work`]. Appenders wake it only then: waking a thread
+    /// is a system call, and under load the writer finds the next batch on its own when its
+    /// sync returns.
+    pub writer_parked: bool,
 }
 
 /// State shared with the writer thread.
@@ -219,8 +223,11 @@ impl Cut<'_> {
         let segment = queue.segment;
         queue.chunks.push(Chunk::NewSegment(segment));
         queue.bytes_since_compaction = 0;
+        let wake = queue.writer_parked;
         drop(queue);
-        self.journal.shared.work.notify_one();
+        if wake {
+            self.journal.shared.work.notify_one();
+        }
         self.base = Some(segment);
     }
 }
@@ -412,8 +419,11 @@ impl Journal {
         queue.bytes_since_compaction += before as u64;
         queue.appended += 1;
         let ticket = Ticket(queue.appended);
+        let wake = queue.writer_parked;
         drop(queue);
-        self.shared.work.notify_one();
+        if wake {
+            self.shared.work.notify_one();
+        }
         Ok(ticket)
     }
 

@@ -65,10 +65,12 @@ fn run(shared: &Shared, mut target: Target, window: Duration) {
         let (through, stopping) = {
             let mut queue = shared.queue();
             while queue.chunks.is_empty() && batch.is_empty() && !queue.stopping {
+                queue.writer_parked = true;
                 queue = shared
                     .work
                     .wait(queue)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+                queue.writer_parked = false;
             }
             if !window.is_zero() && !queue.stopping {
                 drop(queue);
