@@ -405,11 +405,13 @@ async fn write_loop(
         };
         let Some(first) = first else { break };
         encode_into(&first, &mut buffer, peer);
-        while buffer.len() < WRITE_BATCH_BYTES_MAX {
-            match outbound.try_recv() {
-                Ok(command) => encode_into(&command, &mut buffer, peer),
-                Err(_) => break,
-            }
+        gather(&mut outbound, &mut buffer, peer);
+        if buffer.len() < WRITE_BATCH_BYTES_MAX {
+            // Replies are often woken together (every commit a group sync made durable) and
+            // are still being built: let the tasks already runnable queue theirs first, so
+            // one write carries them all instead of one write each.
+            tokio::task::yield_now().await;
+            gather(&mut outbound, &mut buffer, peer);
         }
         if let Err(error) = socket.write_all(&buffer).await {
             debug!(%peer, %error, "write failed; closing connection");
@@ -419,6 +421,16 @@ async fn write_loop(
         buffer.clear();
     }
     let _ = socket.shutdown().await;
+}
+
+/// Adds what is queued to `buffer`, up to the batch size.
+fn gather(outbound: &mut mpsc::Receiver<RemotingCommand>, buffer: &mut BytesMut, peer: SocketAddr) {
+    while buffer.len() < WRITE_BATCH_BYTES_MAX {
+        match outbound.try_recv() {
+            Ok(command) => encode_into(&command, buffer, peer),
+            Err(_) => break,
+        }
+    }
 }
 
 fn encode_into(command: &RemotingCommand, buffer: &mut BytesMut, peer: SocketAddr) {
