@@ -165,36 +165,44 @@ impl RemotingCommand {
 
     /// The JSON header exactly as fastjson lays out the Java bean.
     pub fn encode_json_header(&self) -> String {
-        let mut out = String::with_capacity(128 + self.ext_fields.len() * 32);
-        out.push_str("{\"code\":");
-        out.push_str(&self.code.to_string());
+        use std::fmt::Write as _;
+        let ext_length: usize = self
+            .ext_fields
+            .iter()
+            .map(|(key, value)| key.len() + value.len() + 6)
+            .sum();
+        let remark_length = self.remark.as_ref().map_or(0, |remark| remark.len() + 12);
+        let mut out = String::with_capacity(128 + ext_length + remark_length);
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{{\"code\":{}", self.code);
         if !self.ext_fields.is_empty() {
-            let mut fields = json::Object::new();
-            for (key, value) in self.ext_fields.iter() {
-                fields.push(Value::from(key), Value::from(value));
+            out.push_str(",\"extFields\":{");
+            for (index, (key, value)) in self.ext_fields.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                json::write_string(&mut out, key);
+                out.push(':');
+                json::write_string(&mut out, value);
             }
-            out.push_str(",\"extFields\":");
-            out.push_str(&json::write(
-                &Value::Object(fields),
-                json::WriteOptions::FASTJSON,
-            ));
+            out.push('}');
         }
-        out.push_str(",\"flag\":");
-        out.push_str(&self.flag.to_string());
-        out.push_str(",\"language\":\"");
-        out.push_str(self.language.name());
-        out.push_str("\",\"opaque\":");
-        out.push_str(&self.opaque.to_string());
+        let _ = write!(
+            out,
+            ",\"flag\":{},\"language\":\"{}\",\"opaque\":{}",
+            self.flag,
+            self.language.name(),
+            self.opaque
+        );
         if let Some(remark) = &self.remark {
             out.push_str(",\"remark\":");
-            out.push_str(&json::write(
-                &Value::from(remark.as_str()),
-                json::WriteOptions::FASTJSON,
-            ));
+            json::write_string(&mut out, remark);
         }
-        out.push_str(",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
-        out.push_str(&self.version.to_string());
-        out.push('}');
+        let _ = write!(
+            out,
+            ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{}}}",
+            self.version
+        );
         out
     }
 
@@ -245,118 +253,175 @@ fn length_i32(field: &'static str, length: usize) -> Result<i32, ProtocolError> 
     i32::try_from(length).map_err(|_| ProtocolError::FieldTooLong { field, length })
 }
 
-fn json_int(object: &json::Object, field: &'static str) -> Result<Option<i32>, ProtocolError> {
-    match object.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Int(value)) => {
-            i32::try_from(*value)
-                .map(Some)
-                .map_err(|_| ProtocolError::JsonHeaderField {
-                    field,
-                    expected: "a 32-bit integer",
-                })
-        }
-        Some(Value::String(text)) => {
-            text.parse()
-                .map(Some)
-                .map_err(|_| ProtocolError::JsonHeaderField {
-                    field,
-                    expected: "a 32-bit integer",
-                })
-        }
-        Some(_) => Err(ProtocolError::JsonHeaderField {
-            field,
-            expected: "a 32-bit integer",
+fn json_int(value: &Value, field: &'static str) -> Result<Option<i32>, ProtocolError> {
+    let invalid = ProtocolError::JsonHeaderField {
+        field,
+        expected: "a 32-bit integer",
+    };
+    match value {
+        Value::Null => Ok(None),
+        Value::Int(value) => i32::try_from(*value).map(Some).map_err(|_| invalid),
+        Value::String(text) => text.parse().map(Some).map_err(|_| invalid),
+        _ => Err(invalid),
+    }
+}
+
+fn json_language(value: Value) -> Result<Option<LanguageCode>, ProtocolError> {
+    match value {
+        Value::Null => Ok(None),
+        // A name this build does not know (a newer release's) is not worth dropping the frame.
+        Value::String(name) => Ok(Some(
+            LanguageCode::from_name(&name).unwrap_or(LanguageCode::Other),
+        )),
+        Value::Int(ordinal) => Ok(Some(
+            u8::try_from(ordinal)
+                .map(LanguageCode::from_byte)
+                .unwrap_or(LanguageCode::Other),
+        )),
+        _ => Err(ProtocolError::JsonHeaderField {
+            field: "language",
+            expected: "a language name",
         }),
     }
 }
 
+fn json_remark(value: Value) -> Result<Option<String>, ProtocolError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(text)),
+        _ => Err(ProtocolError::JsonHeaderField {
+            field: "remark",
+            expected: "a string",
+        }),
+    }
+}
+
+/// An `extFields` value as the string Java would hold; `None` for a null (left out).
+fn json_ext_value(value: Value) -> Result<Option<String>, ProtocolError> {
+    // Writers must send strings, but C++ clients send numbers and booleans.
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(text)),
+        Value::Int(number) => Ok(Some(number.to_string())),
+        Value::Bool(flag) => Ok(Some(flag.to_string())),
+        Value::Float(number) => Ok(Some(number.to_string())),
+        _ => Err(ProtocolError::JsonHeaderField {
+            field: "extFields",
+            expected: "scalar values",
+        }),
+    }
+}
+
+/// Keeps the first of a header's member errors.
+fn keep(failure: &mut Option<ProtocolError>, outcome: Result<(), ProtocolError>) {
+    if let Err(error) = outcome {
+        failure.get_or_insert(error);
+    }
+}
+
+/// Reads the header's members as they come, without building a JSON tree: a header is
+/// decoded once per frame, so its keys are matched where they lie in the text and only the
+/// strings the command keeps are allocated. For a key given twice the first value counts.
 fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
-    // The tree is consumed: its strings move into the command instead of being copied.
-    let mut object = match json::parse(header)? {
-        Value::Object(object) => object,
-        _ => {
-            return Err(ProtocolError::JsonHeaderField {
-                field: "<header>",
-                expected: "an object",
-            })
+    let mut parser = json::Parser::new(header);
+    if !parser.at_object() {
+        // Report bad JSON as such; well-formed JSON that is not an object is a bad header.
+        parser.value(0)?;
+        parser.finish()?;
+        return Err(ProtocolError::JsonHeaderField {
+            field: "<header>",
+            expected: "an object",
+        });
+    }
+    let mut code: Option<Option<i32>> = None;
+    let mut version: Option<Option<i32>> = None;
+    let mut opaque: Option<Option<i32>> = None;
+    let mut flag: Option<Option<i32>> = None;
+    let mut language: Option<Option<LanguageCode>> = None;
+    let mut remark: Option<Option<String>> = None;
+    let mut ext_fields: Option<ExtFields> = None;
+    // A member that is valid JSON but not what RocketMQ writes: reported once the whole
+    // header has parsed, so a syntax error further on still wins, as it always did.
+    let mut failure: Option<ProtocolError> = None;
+    parser.object_members(0, |parser, key| {
+        let int_slot = match &*key {
+            "code" => Some((&mut code, "code")),
+            "version" => Some((&mut version, "version")),
+            "opaque" => Some((&mut opaque, "opaque")),
+            "flag" => Some((&mut flag, "flag")),
+            _ => None,
+        };
+        if let Some((slot, field)) = int_slot {
+            let value = parser.value(1)?;
+            if slot.is_none() {
+                keep(
+                    &mut failure,
+                    json_int(&value, field).map(|v| *slot = Some(v)),
+                );
+            }
+            return Ok(());
         }
-    };
-    let code = json_int(&object, "code")?.ok_or(ProtocolError::JsonHeaderField {
+        match &*key {
+            "language" if language.is_none() => {
+                let value = parser.value(1)?;
+                keep(
+                    &mut failure,
+                    json_language(value).map(|v| language = Some(v)),
+                );
+            }
+            "remark" if remark.is_none() => {
+                let value = parser.value(1)?;
+                keep(&mut failure, json_remark(value).map(|v| remark = Some(v)));
+            }
+            "extFields" if ext_fields.is_none() && parser.at_object() => {
+                let mut fields = ExtFields::new();
+                parser.object_members(1, |parser, name| {
+                    let value = parser.value(2)?;
+                    match json_ext_value(value) {
+                        Ok(Some(value)) => fields.insert(name.into_owned(), value),
+                        Ok(None) => {}
+                        Err(error) => keep(&mut failure, Err(error)),
+                    }
+                    Ok(())
+                })?;
+                ext_fields = Some(fields);
+            }
+            "extFields" if ext_fields.is_none() => {
+                let value = parser.value(1)?;
+                if value == Value::Null {
+                    ext_fields = Some(ExtFields::new());
+                } else {
+                    keep(
+                        &mut failure,
+                        Err(ProtocolError::JsonHeaderField {
+                            field: "extFields",
+                            expected: "an object",
+                        }),
+                    );
+                }
+            }
+            _ => {
+                parser.value(1)?;
+            }
+        }
+        Ok(())
+    })?;
+    parser.finish()?;
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    let code = code.flatten().ok_or(ProtocolError::JsonHeaderField {
         field: "code",
         expected: "an integer",
     })?;
-    let language = match object.get("language") {
-        None | Some(Value::Null) => LanguageCode::Java,
-        // A name this build does not know (a newer release's) is not worth dropping the frame.
-        Some(Value::String(name)) => LanguageCode::from_name(name).unwrap_or(LanguageCode::Other),
-        Some(Value::Int(ordinal)) => u8::try_from(*ordinal)
-            .map(LanguageCode::from_byte)
-            .unwrap_or(LanguageCode::Other),
-        Some(_) => {
-            return Err(ProtocolError::JsonHeaderField {
-                field: "language",
-                expected: "a language name",
-            })
-        }
-    };
-    let remark = match object.take("remark") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(text),
-        Some(_) => {
-            return Err(ProtocolError::JsonHeaderField {
-                field: "remark",
-                expected: "a string",
-            })
-        }
-    };
-    let mut ext_fields = ExtFields::new();
-    match object.take("extFields") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(fields)) => {
-            for (key, value) in fields.into_entries() {
-                let key = match key {
-                    Value::String(text) => text,
-                    Value::Int(number) => number.to_string(),
-                    _ => {
-                        return Err(ProtocolError::JsonHeaderField {
-                            field: "extFields",
-                            expected: "string keys",
-                        })
-                    }
-                };
-                // Writers must send strings, but C++ clients send numbers and booleans.
-                let value = match value {
-                    Value::Null => continue,
-                    Value::String(text) => text,
-                    Value::Int(number) => number.to_string(),
-                    Value::Bool(flag) => flag.to_string(),
-                    Value::Float(number) => number.to_string(),
-                    _ => {
-                        return Err(ProtocolError::JsonHeaderField {
-                            field: "extFields",
-                            expected: "scalar values",
-                        })
-                    }
-                };
-                ext_fields.insert(key, value);
-            }
-        }
-        Some(_) => {
-            return Err(ProtocolError::JsonHeaderField {
-                field: "extFields",
-                expected: "an object",
-            })
-        }
-    }
     Ok(RemotingCommand {
         code,
-        language,
-        version: json_int(&object, "version")?.unwrap_or(0),
-        opaque: json_int(&object, "opaque")?.unwrap_or(0),
-        flag: json_int(&object, "flag")?.unwrap_or(0),
-        remark,
-        ext_fields,
+        language: language.flatten().unwrap_or(LanguageCode::Java),
+        version: version.flatten().unwrap_or(0),
+        opaque: opaque.flatten().unwrap_or(0),
+        flag: flag.flatten().unwrap_or(0),
+        remark: remark.flatten(),
+        ext_fields: ext_fields.unwrap_or_default(),
         body: Bytes::new(),
         serialize_type: SerializeType::Json,
     })

@@ -13,7 +13,9 @@ mod parse;
 mod write;
 
 pub use convert::{FromJson, JsonBody, JsonKey, ToJson};
+pub(crate) use parse::Parser;
 pub use parse::{parse, NESTING_DEPTH_MAX};
+pub(crate) use write::write_string;
 pub use write::{write, KeyStyle, WriteOptions};
 
 /// A JSON value whose object keys may themselves be values (fastjson's non-string keys).

@@ -9,21 +9,89 @@ pub const NESTING_DEPTH_MAX: usize = 128;
 
 /// Parses fastjson-flavoured JSON text. Never panics; hostile input gives a `JsonError`.
 pub fn parse(text: &[u8]) -> Result<Value, JsonError> {
-    let mut parser = Parser { text, position: 0 };
+    let mut parser = Parser::new(text);
     let value = parser.value(0)?;
-    parser.skip_whitespace();
-    if parser.position != text.len() {
-        return Err(parser.error("trailing characters after the value"));
-    }
+    parser.finish()?;
     Ok(value)
 }
 
-struct Parser<'a> {
+pub(crate) struct Parser<'a> {
     text: &'a [u8],
     position: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    pub(crate) fn new(text: &'a [u8]) -> Self {
+        Parser { text, position: 0 }
+    }
+
+    /// After the last value: only whitespace may follow.
+    pub(crate) fn finish(&mut self) -> Result<(), JsonError> {
+        self.skip_whitespace();
+        if self.position != self.text.len() {
+            return Err(self.error("trailing characters after the value"));
+        }
+        Ok(())
+    }
+
+    /// Whether the next value is an object.
+    pub(crate) fn at_object(&mut self) -> bool {
+        self.skip_whitespace();
+        self.peek() == Some(b'{')
+    }
+
+    /// Reads an object member by member without building it: `member` is called with each key
+    /// (borrowed from the text when it has no escapes) and must read exactly one value, with
+    /// [`value`](Self::value) or another call of this. A key that is not a string or a bare
+    /// word (fastjson allows numbers and objects) is passed in its JSON text form.
+    pub(crate) fn object_members(
+        &mut self,
+        depth: usize,
+        mut member: impl FnMut(&mut Self, std::borrow::Cow<'a, str>) -> Result<(), JsonError>,
+    ) -> Result<(), JsonError> {
+        if depth > NESTING_DEPTH_MAX {
+            return Err(JsonError::TooDeep {
+                max: NESTING_DEPTH_MAX,
+            });
+        }
+        self.skip_whitespace();
+        if self.peek() != Some(b'{') {
+            return Err(self.error("expected an object"));
+        }
+        self.position += 1;
+        loop {
+            self.skip_whitespace();
+            let key = match self.peek() {
+                Some(b'}') => {
+                    self.position += 1;
+                    return Ok(());
+                }
+                None => return Err(self.error("unterminated object")),
+                Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' || byte == b'$' => {
+                    std::borrow::Cow::Borrowed(self.bare_word_text())
+                }
+                Some(quote @ (b'"' | b'\'')) => self.string_text(quote)?,
+                Some(_) => {
+                    let start = self.position;
+                    self.value(depth + 1)?;
+                    String::from_utf8_lossy(&self.text[start..self.position])
+                }
+            };
+            self.skip_whitespace();
+            if self.peek() != Some(b':') {
+                return Err(self.error("expected ':' after object key"));
+            }
+            self.position += 1;
+            member(self, key)?;
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.position += 1,
+                Some(b'}') => {}
+                _ => return Err(self.error("expected ',' or '}' in object")),
+            }
+        }
+    }
+
     fn error(&self, reason: &'static str) -> JsonError {
         JsonError::Syntax {
             offset: self.position,
@@ -54,7 +122,7 @@ impl Parser<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value, JsonError> {
+    pub(crate) fn value(&mut self, depth: usize) -> Result<Value, JsonError> {
         if depth > NESTING_DEPTH_MAX {
             return Err(JsonError::TooDeep {
                 max: NESTING_DEPTH_MAX,
@@ -132,6 +200,10 @@ impl Parser<'_> {
     /// An unquoted identifier key (fastjson's AllowUnQuotedFieldNames); `true`, `false` and
     /// `null` stay literals when they are keys, as they would in value position.
     fn bare_word(&mut self) -> Value {
+        Value::String(self.bare_word_text().to_owned())
+    }
+
+    fn bare_word_text(&mut self) -> &'a str {
         let start = self.position;
         while let Some(byte) = self.peek() {
             if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'$' {
@@ -140,9 +212,8 @@ impl Parser<'_> {
                 break;
             }
         }
-        // The scanned bytes are ASCII, so this conversion cannot fail.
-        let word = String::from_utf8_lossy(&self.text[start..self.position]).into_owned();
-        Value::String(word)
+        // The scanned bytes are ASCII, so this cannot fail.
+        std::str::from_utf8(&self.text[start..self.position]).unwrap_or_default()
     }
 
     fn number(&mut self) -> Result<Value, JsonError> {
@@ -179,8 +250,26 @@ impl Parser<'_> {
     }
 
     fn string(&mut self, quote: u8) -> Result<String, JsonError> {
+        self.string_text(quote).map(std::borrow::Cow::into_owned)
+    }
+
+    /// A string's text: borrowed when it has no escapes (almost every header string), so the
+    /// caller allocates only what it keeps, once, at its exact size.
+    fn string_text(&mut self, quote: u8) -> Result<std::borrow::Cow<'a, str>, JsonError> {
         self.position += 1; // opening quote
-        let mut bytes = Vec::new();
+        let text: &'a [u8] = self.text;
+        let rest = text.get(self.position..).unwrap_or_default();
+        let run = rest
+            .iter()
+            .position(|&byte| byte == quote || byte == b'\\')
+            .unwrap_or(rest.len());
+        if rest.get(run) == Some(&quote) {
+            let plain = std::str::from_utf8(&rest[..run])
+                .map_err(|_| self.error("string is not valid UTF-8"))?;
+            self.position += run + 1;
+            return Ok(std::borrow::Cow::Borrowed(plain));
+        }
+        let mut bytes = Vec::with_capacity(run + 16);
         loop {
             // Copy the run up to the next quote or escape at once (headers are mostly runs).
             let rest = self.text.get(self.position..).unwrap_or_default();
@@ -219,7 +308,9 @@ impl Parser<'_> {
                 _ => bytes.push(byte),
             }
         }
-        String::from_utf8(bytes).map_err(|_| self.error("string is not valid UTF-8"))
+        String::from_utf8(bytes)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|_| self.error("string is not valid UTF-8"))
     }
 
     fn hex4(&mut self) -> Result<u32, JsonError> {

@@ -119,8 +119,18 @@ fn write_key(out: &mut String, key: &Value, options: WriteOptions, indent: usize
     }
 }
 
-fn write_string(out: &mut String, text: &str) {
+/// Writes `text` as a JSON string literal.
+pub(crate) fn write_string(out: &mut String, text: &str) {
     out.push('"');
+    // Most strings need no escape: copy those whole.
+    if !text
+        .bytes()
+        .any(|byte| byte == b'"' || byte == b'\\' || byte < 0x20)
+    {
+        out.push_str(text);
+        out.push('"');
+        return;
+    }
     for character in text.chars() {
         match character {
             '"' => out.push_str("\\\""),
