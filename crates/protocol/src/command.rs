@@ -15,7 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::code::{version, LanguageCode, RequestCode, ResponseCode, SerializeType};
 use crate::error::{HeaderError, ProtocolError};
 use crate::ext_fields::{CommandHeader, ExtFields};
-use crate::json::{self, Value};
+use crate::json::{self, Scalar, Value};
 
 /// Bit 0 of `flag`: the command is a response.
 pub const FLAG_RESPONSE: i32 = 0x1;
@@ -253,43 +253,43 @@ fn length_i32(field: &'static str, length: usize) -> Result<i32, ProtocolError> 
     i32::try_from(length).map_err(|_| ProtocolError::FieldTooLong { field, length })
 }
 
-fn json_int(value: &Value, field: &'static str) -> Result<Option<i32>, ProtocolError> {
+fn json_int(value: Scalar<'_>, field: &'static str) -> Result<Option<i32>, ProtocolError> {
     let invalid = ProtocolError::JsonHeaderField {
         field,
         expected: "a 32-bit integer",
     };
     match value {
-        Value::Null => Ok(None),
-        Value::Int(value) => i32::try_from(*value).map(Some).map_err(|_| invalid),
-        Value::String(text) => text.parse().map(Some).map_err(|_| invalid),
-        _ => Err(invalid),
+        Scalar::Other(Value::Null) => Ok(None),
+        Scalar::Other(Value::Int(value)) => i32::try_from(value).map(Some).map_err(|_| invalid),
+        Scalar::Text(text) => text.parse().map(Some).map_err(|_| invalid),
+        Scalar::Other(_) => Err(invalid),
     }
 }
 
-fn json_language(value: Value) -> Result<Option<LanguageCode>, ProtocolError> {
+fn json_language(value: Scalar<'_>) -> Result<Option<LanguageCode>, ProtocolError> {
     match value {
-        Value::Null => Ok(None),
+        Scalar::Other(Value::Null) => Ok(None),
         // A name this build does not know (a newer release's) is not worth dropping the frame.
-        Value::String(name) => Ok(Some(
+        Scalar::Text(name) => Ok(Some(
             LanguageCode::from_name(&name).unwrap_or(LanguageCode::Other),
         )),
-        Value::Int(ordinal) => Ok(Some(
+        Scalar::Other(Value::Int(ordinal)) => Ok(Some(
             u8::try_from(ordinal)
                 .map(LanguageCode::from_byte)
                 .unwrap_or(LanguageCode::Other),
         )),
-        _ => Err(ProtocolError::JsonHeaderField {
+        Scalar::Other(_) => Err(ProtocolError::JsonHeaderField {
             field: "language",
             expected: "a language name",
         }),
     }
 }
 
-fn json_remark(value: Value) -> Result<Option<String>, ProtocolError> {
+fn json_remark(value: Scalar<'_>) -> Result<Option<String>, ProtocolError> {
     match value {
-        Value::Null => Ok(None),
-        Value::String(text) => Ok(Some(text)),
-        _ => Err(ProtocolError::JsonHeaderField {
+        Scalar::Other(Value::Null) => Ok(None),
+        Scalar::Text(text) => Ok(Some(text.into_owned())),
+        Scalar::Other(_) => Err(ProtocolError::JsonHeaderField {
             field: "remark",
             expected: "a string",
         }),
@@ -297,15 +297,15 @@ fn json_remark(value: Value) -> Result<Option<String>, ProtocolError> {
 }
 
 /// An `extFields` value as the string Java would hold; `None` for a null (left out).
-fn json_ext_value(value: Value) -> Result<Option<String>, ProtocolError> {
+fn json_ext_value(value: Scalar<'_>) -> Result<Option<String>, ProtocolError> {
     // Writers must send strings, but C++ clients send numbers and booleans.
     match value {
-        Value::Null => Ok(None),
-        Value::String(text) => Ok(Some(text)),
-        Value::Int(number) => Ok(Some(number.to_string())),
-        Value::Bool(flag) => Ok(Some(flag.to_string())),
-        Value::Float(number) => Ok(Some(number.to_string())),
-        _ => Err(ProtocolError::JsonHeaderField {
+        Scalar::Text(text) => Ok(Some(text.into_owned())),
+        Scalar::Other(Value::Null) => Ok(None),
+        Scalar::Other(Value::Int(number)) => Ok(Some(number.to_string())),
+        Scalar::Other(Value::Bool(flag)) => Ok(Some(flag.to_string())),
+        Scalar::Other(Value::Float(number)) => Ok(Some(number.to_string())),
+        Scalar::Other(_) => Err(ProtocolError::JsonHeaderField {
             field: "extFields",
             expected: "scalar values",
         }),
@@ -352,31 +352,31 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
             _ => None,
         };
         if let Some((slot, field)) = int_slot {
-            let value = parser.value(1)?;
+            let value = parser.scalar(1)?;
             if slot.is_none() {
                 keep(
                     &mut failure,
-                    json_int(&value, field).map(|v| *slot = Some(v)),
+                    json_int(value, field).map(|v| *slot = Some(v)),
                 );
             }
             return Ok(());
         }
         match &*key {
             "language" if language.is_none() => {
-                let value = parser.value(1)?;
+                let value = parser.scalar(1)?;
                 keep(
                     &mut failure,
                     json_language(value).map(|v| language = Some(v)),
                 );
             }
             "remark" if remark.is_none() => {
-                let value = parser.value(1)?;
+                let value = parser.scalar(1)?;
                 keep(&mut failure, json_remark(value).map(|v| remark = Some(v)));
             }
             "extFields" if ext_fields.is_none() && parser.at_object() => {
-                let mut fields = ExtFields::new();
+                let mut fields = ExtFields::with_capacity(8);
                 parser.object_members(1, |parser, name| {
-                    let value = parser.value(2)?;
+                    let value = parser.scalar(2)?;
                     match json_ext_value(value) {
                         Ok(Some(value)) => fields.insert(name.into_owned(), value),
                         Ok(None) => {}
@@ -400,9 +400,7 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
                     );
                 }
             }
-            _ => {
-                parser.value(1)?;
-            }
+            _ => parser.skip_value(1)?,
         }
         Ok(())
     })?;

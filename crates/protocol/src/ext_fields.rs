@@ -21,6 +21,13 @@ impl ExtFields {
         Self::default()
     }
 
+    /// Room for `fields` entries without growing.
+    pub fn with_capacity(fields: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(fields),
+        }
+    }
+
     /// The value of `key`, if present.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.entries

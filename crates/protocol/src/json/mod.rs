@@ -13,8 +13,8 @@ mod parse;
 mod write;
 
 pub use convert::{FromJson, JsonBody, JsonKey, ToJson};
-pub(crate) use parse::Parser;
 pub use parse::{parse, NESTING_DEPTH_MAX};
+pub(crate) use parse::{Parser, Scalar};
 pub(crate) use write::write_string;
 pub use write::{write, KeyStyle, WriteOptions};
 

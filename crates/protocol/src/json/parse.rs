@@ -15,6 +15,13 @@ pub fn parse(text: &[u8]) -> Result<Value, JsonError> {
     Ok(value)
 }
 
+/// A value as [`Parser::scalar`] reads it: strings are not copied until the caller keeps them.
+#[derive(Debug)]
+pub(crate) enum Scalar<'a> {
+    Text(std::borrow::Cow<'a, str>),
+    Other(Value),
+}
+
 pub(crate) struct Parser<'a> {
     text: &'a [u8],
     position: usize,
@@ -119,6 +126,25 @@ impl<'a> Parser<'a> {
             Ok(value)
         } else {
             Err(self.error("unknown literal"))
+        }
+    }
+
+    /// The next value, a string borrowed from the text where it can be (see [`Scalar`]).
+    pub(crate) fn scalar(&mut self, depth: usize) -> Result<Scalar<'a>, JsonError> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(quote @ (b'"' | b'\'')) => self.string_text(quote).map(Scalar::Text),
+            _ => self.value(depth).map(Scalar::Other),
+        }
+    }
+
+    /// Reads past the next value, keeping nothing of it.
+    pub(crate) fn skip_value(&mut self, depth: usize) -> Result<(), JsonError> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(quote @ (b'"' | b'\'')) => self.string_text(quote).map(drop),
+            Some(b'{') => self.object_members(depth, |parser, _| parser.skip_value(depth + 1)),
+            _ => self.value(depth).map(drop),
         }
     }
 
@@ -259,10 +285,7 @@ impl<'a> Parser<'a> {
         self.position += 1; // opening quote
         let text: &'a [u8] = self.text;
         let rest = text.get(self.position..).unwrap_or_default();
-        let run = rest
-            .iter()
-            .position(|&byte| byte == quote || byte == b'\\')
-            .unwrap_or(rest.len());
+        let run = memchr::memchr2(quote, b'\\', rest).unwrap_or(rest.len());
         if rest.get(run) == Some(&quote) {
             let plain = std::str::from_utf8(&rest[..run])
                 .map_err(|_| self.error("string is not valid UTF-8"))?;
@@ -273,10 +296,7 @@ impl<'a> Parser<'a> {
         loop {
             // Copy the run up to the next quote or escape at once (headers are mostly runs).
             let rest = self.text.get(self.position..).unwrap_or_default();
-            let run = rest
-                .iter()
-                .position(|&byte| byte == quote || byte == b'\\')
-                .unwrap_or(rest.len());
+            let run = memchr::memchr2(quote, b'\\', rest).unwrap_or(rest.len());
             bytes.extend_from_slice(&rest[..run]);
             self.position += run;
             let Some(byte) = self.peek() else {
