@@ -63,7 +63,10 @@ impl RemotingClient {
     pub async fn channel(&self, addr: &str) -> Result<Channel, RemotingError> {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-            slots.entry(addr.to_owned()).or_default().clone()
+            match slots.get(addr) {
+                Some(slot) => slot.clone(),
+                None => slots.entry(addr.to_owned()).or_default().clone(),
+            }
         };
         // One connect per address at a time; callers for other addresses are not held up.
         let mut current = slot.lock().await;
