@@ -6,7 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Waker};
 use std::time::Duration;
@@ -55,6 +55,9 @@ static NEXT_CHANNEL_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Frames queued for writing on one connection; past this, senders wait.
 const OUTBOUND_QUEUE_MAX: usize = 4096;
+/// Exchanges under way beyond the frames at hand for the writer to wait a moment for more:
+/// a pause (a scheduler round and a driver poll) pays when a burst can fill the write.
+const BURST_FRAMES_MIN: usize = 16;
 /// Bytes gathered into one write before it is issued.
 const WRITE_BATCH_BYTES_MAX: usize = 256 * 1024;
 
@@ -98,6 +101,14 @@ struct Inner {
     closed: CancellationToken,
     /// Cancelled to stop reading new requests (graceful shutdown) before closing.
     stop_reading: CancellationToken,
+    /// Requests from the peer that had to wait (a sync commit, a sync-flush send, a held pull)
+    /// and are not answered yet: their replies come in bursts, one journal sync or one flush
+    /// completing many at once.
+    waiting: Arc<AtomicUsize>,
+    /// Our requests whose responses have not arrived: when many are, responses arrive many to
+    /// a read and wake as many callers at once. With `waiting`, what tells the writer a burst
+    /// of frames may be about to be queued.
+    awaited: Arc<AtomicUsize>,
 }
 
 impl fmt::Debug for Channel {
@@ -134,12 +145,16 @@ impl Channel {
                 pending: Mutex::new(HashMap::new()),
                 closed: CancellationToken::new(),
                 stop_reading,
+                waiting: Arc::default(),
+                awaited: Arc::default(),
             }),
         };
         let writer = tokio::spawn(write_loop(
             write_half,
             outbound_rx,
             channel.inner.closed.clone(),
+            channel.inner.waiting.clone(),
+            channel.inner.awaited.clone(),
             peer,
         ));
         let frames = FramedRead::new(read_half, RemotingCodec::new(config.frame_size_max_bytes));
@@ -174,6 +189,8 @@ impl Channel {
                 pending: Mutex::new(HashMap::new()),
                 closed: CancellationToken::new(),
                 stop_reading: CancellationToken::new(),
+                waiting: Arc::default(),
+                awaited: Arc::default(),
             }),
         }
     }
@@ -222,6 +239,7 @@ impl Channel {
         request.opaque = opaque;
         let (reply_tx, reply_rx) = oneshot::channel();
         self.pending().insert(opaque, reply_tx);
+        self.inner.awaited.fetch_add(1, Ordering::Relaxed);
         let exchange = async {
             self.send(request).await?;
             reply_rx.await.map_err(|_| self.closed_error())
@@ -229,6 +247,7 @@ impl Channel {
         let outcome = tokio::time::timeout(timeout, exchange).await;
         // Whatever happened, the entry must not outlive the call.
         self.pending().remove(&opaque);
+        self.inner.awaited.fetch_sub(1, Ordering::Relaxed);
         match outcome {
             Ok(result) => result,
             Err(_) => Err(RemotingError::Timeout {
@@ -325,6 +344,7 @@ async fn run(
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             break;
         };
+        let waiting = channel.inner.waiting.clone();
         let channel = channel.clone();
         let handler = handler.clone();
         let mut request = Box::pin(async move {
@@ -337,7 +357,11 @@ async fn run(
         // which polls it again with a real waker.
         let mut probe = Context::from_waker(Waker::noop());
         if request.as_mut().poll(&mut probe).is_pending() {
-            tokio::spawn(request);
+            waiting.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                request.await;
+                waiting.fetch_sub(1, Ordering::Relaxed);
+            });
         }
     }
 
@@ -391,6 +415,8 @@ async fn write_loop(
     mut socket: OwnedWriteHalf,
     mut outbound: mpsc::Receiver<RemotingCommand>,
     closed: CancellationToken,
+    waiting: Arc<AtomicUsize>,
+    awaited: Arc<AtomicUsize>,
     peer: SocketAddr,
 ) {
     let mut buffer = BytesMut::with_capacity(64 * 1024);
@@ -405,11 +431,15 @@ async fn write_loop(
         };
         let Some(first) = first else { break };
         encode_into(&first, &mut buffer, peer);
-        gather(&mut outbound, &mut buffer, peer);
-        if buffer.len() < WRITE_BATCH_BYTES_MAX {
-            // Replies are often woken together (every commit a group sync made durable) and
-            // are still being built: let the tasks already runnable queue theirs first, so
-            // one write carries them all instead of one write each.
+        let frames = 1 + gather(&mut outbound, &mut buffer, peer);
+        let under_way = waiting.load(Ordering::Relaxed) + awaited.load(Ordering::Relaxed);
+        if buffer.len() < WRITE_BATCH_BYTES_MAX && under_way >= frames + BURST_FRAMES_MIN {
+            // Frames come in bursts: replies that waited are woken together (every commit one
+            // journal sync made durable), and so are the callers one read of responses
+            // completed, each about to send its next request. They are still being built: let
+            // the tasks already runnable queue theirs first, so one write carries them all.
+            // Replies served at once need no pause (the reader queues a whole read's worth in
+            // one go), and with few exchanges under way the pause costs more than it saves.
             tokio::task::yield_now().await;
             gather(&mut outbound, &mut buffer, peer);
         }
@@ -423,14 +453,23 @@ async fn write_loop(
     let _ = socket.shutdown().await;
 }
 
-/// Adds what is queued to `buffer`, up to the batch size.
-fn gather(outbound: &mut mpsc::Receiver<RemotingCommand>, buffer: &mut BytesMut, peer: SocketAddr) {
+/// Adds what is queued to `buffer`, up to the batch size; how many frames it added.
+fn gather(
+    outbound: &mut mpsc::Receiver<RemotingCommand>,
+    buffer: &mut BytesMut,
+    peer: SocketAddr,
+) -> usize {
+    let mut frames = 0;
     while buffer.len() < WRITE_BATCH_BYTES_MAX {
         match outbound.try_recv() {
-            Ok(command) => encode_into(&command, buffer, peer),
+            Ok(command) => {
+                encode_into(&command, buffer, peer);
+                frames += 1;
+            }
             Err(_) => break,
         }
     }
+    frames
 }
 
 fn encode_into(command: &RemotingCommand, buffer: &mut BytesMut, peer: SocketAddr) {
