@@ -57,7 +57,7 @@ static NEXT_CHANNEL_ID: AtomicU64 = AtomicU64::new(1);
 const OUTBOUND_QUEUE_MAX: usize = 4096;
 /// Exchanges under way beyond the frames at hand for the writer to wait a moment for more:
 /// a pause (a scheduler round and a driver poll) pays when a burst can fill the write.
-const BURST_FRAMES_MIN: usize = 16;
+const BURST_FRAMES_MIN: usize = 8;
 /// Bytes gathered into one write before it is issued.
 const WRITE_BATCH_BYTES_MAX: usize = 256 * 1024;
 
