@@ -107,11 +107,14 @@ impl MessageIndex {
         self.config.enabled
     }
 
-    /// The commit-log offset of the last record indexed (−1: none).
+    /// The commit-log offset of the last record indexed (−1: none). The newest file may hold
+    /// nothing yet — a crash right after a roll leaves it so — and then the answer is in the
+    /// one before it: answering "none" would index every retained record a second time.
     pub fn end_phy_offset(&self) -> i64 {
         self.lock()
-            .last()
-            .filter(|file| file.header.index_count > 1)
+            .iter()
+            .rev()
+            .find(|file| file.header.index_count > 1)
             .map_or(-1, |file| file.header.end_phy_offset)
     }
 
