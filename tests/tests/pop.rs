@@ -20,6 +20,10 @@ use tidemark_client::{
 use tidemark_protocol::json::{self, Value};
 use tidemark_tests::{init_logging, tidemark_binary, unique, wait_until, DevServer};
 
+/// The broker-kill storm (restarts, recoveries) and the invisibility precision measurement take
+/// turns: on a 2-core machine the storm's CPU and disk load would be measured as lateness.
+static CPU_HEAVY_OR_TIMED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn send_all(server: &DevServer, topic: &str, count: usize) {
     let producer = Producer::builder(unique("producer"))
         .namesrv_addr(server.namesrv_addr())
@@ -176,6 +180,7 @@ async fn a_killed_consumers_unacknowledged_messages_and_only_those_come_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_kills_during_pop_lose_nothing_and_redeliver_nothing_acknowledged() {
+    let _turn = CPU_HEAVY_OR_TIMED.lock().await;
     init_logging();
     const MESSAGES: usize = 3_000;
     let mut server = DevServer::start("pop-broker-kill", &[]);
@@ -340,6 +345,7 @@ async fn a_slow_consumer_sees_no_spurious_redelivery() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invisibility_ends_on_time() {
+    let _turn = CPU_HEAVY_OR_TIMED.lock().await;
     init_logging();
     let server = DevServer::start("pop-precision", &[]);
     let topic = unique("PopPrecision");

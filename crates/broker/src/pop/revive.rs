@@ -31,8 +31,8 @@ const IDLE: Duration = Duration::from_millis(1_000);
 const PER_PASS_MAX: usize = 2_000;
 /// A copy that failed is tried again this much later.
 const RETRY_AFTER_MS: i64 = 1_000;
-/// Copies stored in one append at most.
-const COPIES_PER_APPEND: usize = 256;
+/// Copies stored in one append at most, and the step after which waiting pops are woken.
+const COPIES_PER_APPEND: usize = 64;
 /// The POP retry topic's queue count (RocketMQ's `PopAckConstants.retryQueueNum`).
 const RETRY_QUEUE_NUMS: i32 = 1;
 
@@ -231,13 +231,32 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
 }
 
 /// Revives everything due by `now`; returns how many messages were copied.
+///
+/// Works through the due messages earliest first, [`COPIES_PER_APPEND`] at a time, waking the
+/// waiting pops after each step: a large expiry then hands its first messages out again while
+/// the rest are still being copied, instead of after the whole pass.
 pub fn revive_due(state: &BrokerState, now: i64) -> usize {
-    let (expired, unblocked) = state.pop.take_expired(now, PER_PASS_MAX);
-    for key in unblocked {
-        state
-            .held_pulls
-            .notify_topic(&popped_topic(&key.group, &key.topic));
+    let mut taken = 0;
+    let mut copied = 0;
+    while taken < PER_PASS_MAX {
+        let (expired, unblocked) = state
+            .pop
+            .take_expired(now, COPIES_PER_APPEND.min(PER_PASS_MAX - taken));
+        if expired.is_empty() && unblocked.is_empty() {
+            break;
+        }
+        taken += expired.len();
+        for key in unblocked {
+            state
+                .held_pulls
+                .notify_topic(&popped_topic(&key.group, &key.topic));
+        }
+        copied += revive_step(state, expired, now);
     }
+    copied
+}
+
+fn revive_step(state: &BrokerState, expired: Vec<(QueueKey, i64, InFlight)>, now: i64) -> usize {
     let mut by_destination: BTreeMap<String, Vec<Copy>> = BTreeMap::new();
     for (key, offset, entry) in expired {
         match prepare(state, &key, offset, &entry) {
@@ -252,15 +271,10 @@ pub fn revive_due(state: &BrokerState, now: i64) -> usize {
             }
         }
     }
-    let mut copied = 0;
-    for (_, mut copies) in by_destination {
-        while !copies.is_empty() {
-            let rest = copies.split_off(copies.len().min(COPIES_PER_APPEND));
-            copied += store_copies(state, copies, now);
-            copies = rest;
-        }
-    }
-    copied
+    by_destination
+        .into_values()
+        .map(|copies| store_copies(state, copies, now))
+        .sum()
 }
 
 /// After a restart: copies stored but not journaled before the crash finish their messages.
