@@ -131,6 +131,10 @@ class Scenario24MqadminTest extends SuiteBase {
             m.setKeys("key-" + i);
             sent.add(Msgs.sendOk(producer, m));
         }
+        // A producer joins a broker's producer list only by heartbeat, which the client sends on
+        // a 30 s timer (the first 1 s after start, possibly before it knew this broker): send one
+        // now, so the producer subcommands below do not depend on that timer.
+        producer.getDefaultMQProducerImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock();
         String brokerName = sent.get(0).getMessageQueue().getBrokerName();
         String offsetId = sent.get(0).getOffsetMsgId();
         int queue = sent.get(0).getMessageQueue().getQueueId();
