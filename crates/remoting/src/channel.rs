@@ -240,14 +240,17 @@ impl Channel {
         let (reply_tx, reply_rx) = oneshot::channel();
         self.pending().insert(opaque, reply_tx);
         self.inner.awaited.fetch_add(1, Ordering::Relaxed);
+        // Whatever happens — an answer, a timeout, or the caller dropping this call — the
+        // entry and the count must not outlive the call.
+        let _awaiting = Awaiting {
+            channel: self,
+            opaque,
+        };
         let exchange = async {
             self.send(request).await?;
             reply_rx.await.map_err(|_| self.closed_error())
         };
         let outcome = tokio::time::timeout(timeout, exchange).await;
-        // Whatever happened, the entry must not outlive the call.
-        self.pending().remove(&opaque);
-        self.inner.awaited.fetch_sub(1, Ordering::Relaxed);
         match outcome {
             Ok(result) => result,
             Err(_) => Err(RemotingError::Timeout {
@@ -300,6 +303,19 @@ impl Channel {
                 debug!(peer = %self.inner.peer, opaque = response.opaque, "response for no pending request (timed out?)")
             }
         }
+    }
+}
+
+/// One call of [`Channel::request`] awaiting its answer: undone when the call ends, however.
+struct Awaiting<'a> {
+    channel: &'a Channel,
+    opaque: i32,
+}
+
+impl Drop for Awaiting<'_> {
+    fn drop(&mut self) {
+        self.channel.pending().remove(&self.opaque);
+        self.channel.inner.awaited.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
