@@ -153,6 +153,24 @@ impl ClientRegistry {
         ProducerTableInfo { data }
     }
 
+    /// Online connections per group: (`"producer"` or `"consumer"`, group, connections).
+    pub fn group_connections(&self) -> Vec<(&'static str, String, usize)> {
+        let clients = self.lock();
+        let producers = clients
+            .producers
+            .iter()
+            .filter(|(_, channels)| !channels.is_empty())
+            .map(|(group, channels)| ("producer", group.clone(), channels.len()));
+        let consumers = clients
+            .consumers
+            .iter()
+            .filter(|(_, entry)| !entry.channels.is_empty())
+            .map(|(group, entry)| ("consumer", group.clone(), entry.channels.len()));
+        let mut all: Vec<_> = producers.chain(consumers).collect();
+        all.sort();
+        all
+    }
+
     /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.
     pub fn channel_closed(&self, channel_id: u64) -> Vec<String> {
         self.lock().channel_closed(channel_id)

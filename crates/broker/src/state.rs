@@ -43,6 +43,10 @@ pub struct BrokerStats {
     pub history: crate::stats_history::StatsHistory,
     /// Seconds from a send's append to its reply (the group commit under SYNC_FLUSH).
     pub store_latency: prometheus_client::metrics::histogram::Histogram,
+    /// Seconds a send request takes in the broker, decoding to reply.
+    pub send_latency: prometheus_client::metrics::histogram::Histogram,
+    /// Seconds a pull takes to read and answer, a long-polling wait left out.
+    pub pull_latency: prometheus_client::metrics::histogram::Histogram,
 }
 
 impl Default for BrokerStats {
@@ -54,6 +58,12 @@ impl Default for BrokerStats {
             traffic: crate::stats::Traffic::default(),
             history: crate::stats_history::StatsHistory::default(),
             store_latency: prometheus_client::metrics::histogram::Histogram::new(
+                crate::stats::LATENCY_BUCKETS_SECONDS,
+            ),
+            send_latency: prometheus_client::metrics::histogram::Histogram::new(
+                crate::stats::LATENCY_BUCKETS_SECONDS,
+            ),
+            pull_latency: prometheus_client::metrics::histogram::Histogram::new(
                 crate::stats::LATENCY_BUCKETS_SECONDS,
             ),
         }

@@ -32,6 +32,10 @@ impl Flow {
 pub struct TrafficTable {
     pub stored: HashMap<String, Flow>,
     pub delivered: HashMap<(String, String), Flow>,
+    /// Messages bound for a retry (`%RETRY%…`) or dead-letter (`%DLQ%…`) topic, by that topic,
+    /// counted when they are put back — a delayed retry too, though it is stored under the
+    /// schedule topic until its delay ends.
+    pub redelivered: HashMap<String, u64>,
 }
 
 /// [`TrafficTable`] behind its lock; counting costs one map lookup.
@@ -57,6 +61,16 @@ impl Traffic {
         }
     }
 
+    pub fn redelivered(&self, topic: &str, messages: u64) {
+        let mut table = self.lock();
+        match table.redelivered.get_mut(topic) {
+            Some(count) => *count += messages,
+            None => {
+                table.redelivered.insert(topic.to_owned(), messages);
+            }
+        }
+    }
+
     pub fn delivered(&self, topic: &str, group: &str, messages: u64, bytes: u64) {
         if messages == 0 {
             return;
@@ -77,6 +91,7 @@ impl Traffic {
     pub fn drop_topic(&self, topic: &str) {
         let mut table = self.lock();
         table.stored.remove(topic);
+        table.redelivered.remove(topic);
         table.delivered.retain(|(t, _), _| t != topic);
     }
 }

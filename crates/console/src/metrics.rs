@@ -7,9 +7,11 @@
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tidemark_broker::BrokerState;
 
@@ -218,11 +220,61 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
         }
     }
 
-    // The store.
+    // Retries and dead letters, from what was stored in the groups' retry and DLQ topics.
+    let retried: Counters = family(
+        &mut registry,
+        "tidemark_consumer_retried_messages",
+        "Messages put back for a group to consume again since the broker started (failed deliveries sent back, POP invisibility expired)",
+    );
+    let dead_lettered: Counters = family(
+        &mut registry,
+        "tidemark_consumer_dead_lettered_messages",
+        "Messages moved to a group's dead-letter topic since the broker started",
+    );
+    for (topic, count) in &traffic.redelivered {
+        if let Some(rest) = topic.strip_prefix("%RETRY%") {
+            retried
+                .get_or_create(&labels(&[("group", &retry_group(state, rest))]))
+                .inc_by(*count);
+        } else if let Some(group) = topic.strip_prefix("%DLQ%") {
+            dead_lettered
+                .get_or_create(&labels(&[("group", group)]))
+                .inc_by(*count);
+        }
+    }
+
+    // Connections.
+    let connections: IntGauges = family(
+        &mut registry,
+        "tidemark_client_connections",
+        "Online client connections per group, by role (producer or consumer)",
+    );
+    for (role, group, count) in state.clients.group_connections() {
+        connections
+            .get_or_create(&labels(&[("role", role), ("group", &group)]))
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    // Request latency and the store.
+    registry.register(
+        "tidemark_send_latency_seconds",
+        "A send request in the broker, from decoding to the reply",
+        state.stats.send_latency.clone(),
+    );
+    registry.register(
+        "tidemark_pull_read_seconds",
+        "A pull's read of its queue and the reply built from it, each pass (a held pull reads twice; the wait is not counted)",
+        state.stats.pull_latency.clone(),
+    );
     registry.register(
         "tidemark_store_latency_seconds",
         "From a send's append to its reply: the group commit under SYNC_FLUSH, the append under ASYNC_FLUSH",
         state.stats.store_latency.clone(),
+    );
+    registry.register(
+        "tidemark_commit_log_sync_seconds",
+        "Each sync (fsync) that made commit-log bytes durable",
+        SyncHistogram(state.store.commit_log_sync_times()),
     );
     let disk = state.store.disk_usage();
     let disk_used: Gauge<f64, AtomicU64> = Gauge::default();
@@ -259,4 +311,45 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
     // Writing to a String cannot fail.
     let _ = encode(&mut text, &registry);
     text
+}
+
+/// The group a retry topic (the part after `%RETRY%`) belongs to: `{group}` for a push
+/// consumer's, `{group}_{topic}` or `{group}+{topic}` for a POP consumer's — split where the
+/// rest names a topic this broker has (a group name may hold `_` itself).
+fn retry_group(state: &BrokerState, rest: &str) -> String {
+    if state.groups.get(rest).is_some() {
+        return rest.to_owned();
+    }
+    rest.char_indices()
+        .filter(|(_, c)| *c == '_' || *c == '+')
+        .map(|(at, _)| (&rest[..at], &rest[at + 1..]))
+        .find(|(group, topic)| !group.is_empty() && state.topics.get(topic).is_some())
+        .map_or_else(|| rest.to_owned(), |(group, _)| group.to_owned())
+}
+
+/// The commit log's sync durations as a Prometheus histogram.
+#[derive(Debug)]
+struct SyncHistogram(tidemark_store::SyncTimesSnapshot);
+
+impl EncodeMetric for SyncHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        // The encoder takes per-bucket counts and sums them up itself; `+Inf` is `f64::MAX`.
+        let mut below = 0;
+        let buckets: Vec<(f64, u64)> = self
+            .0
+            .buckets
+            .iter()
+            .map(|(bound, cumulative)| {
+                let in_bucket = cumulative - below;
+                below = *cumulative;
+                let bound = if bound.is_finite() { *bound } else { f64::MAX };
+                (bound, in_bucket)
+            })
+            .collect();
+        encoder.encode_histogram::<NoLabelSet>(self.0.sum_seconds, self.0.count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
 }

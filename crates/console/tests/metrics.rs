@@ -8,13 +8,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use tidemark_broker::{Broker, BrokerConfig};
 use tidemark_namesrv::{NameServer, NameServerConfig};
-use tidemark_protocol::body::ConsumeStats;
+use tidemark_protocol::body::{ConsumeStats, HeartbeatData, ProducerData};
 use tidemark_protocol::headers::{
-    GetConsumeStatsRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
-    UpdateConsumerOffsetRequestHeader,
+    ConsumerSendMsgBackRequestHeader, GetConsumeStatsRequestHeader, SendMessageRequestHeader,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
-use tidemark_protocol::message::Properties;
+use tidemark_protocol::message::{decode_offset_msg_id, Properties};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{ClientConfig, RemotingClient};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -145,13 +145,58 @@ async fn metrics_agree_with_consume_stats_under_load() {
     tokio::spawn(tidemark_console::serve(http, state, stopped(stopping)));
     let client = RemotingClient::new(ClientConfig::default(), None);
 
+    let mut first_offsets = Vec::new();
     for index in 0..40 {
         let response = client
             .invoke(&broker_addr, send(index), WAIT)
             .await
             .expect("sent");
         assert_eq!(response.response_code(), ResponseCode::Success);
+        let header = response
+            .decode_header::<SendMessageResponseHeader>()
+            .expect("send response header");
+        let (_, offset) = decode_offset_msg_id(&header.msg_id).expect("offset message id");
+        first_offsets.push(offset);
     }
+    // One failed delivery sent back for a retry, one straight to the dead letters.
+    for (offset, delay_level) in [(first_offsets[0], 1), (first_offsets[1], -1)] {
+        let header = ConsumerSendMsgBackRequestHeader {
+            offset,
+            group: GROUP.into(),
+            delay_level,
+            origin_msg_id: None,
+            origin_topic: Some(TOPIC.into()),
+            unit_mode: false,
+            max_reconsume_times: None,
+            broker_name: None,
+        };
+        let response = client
+            .invoke(
+                &broker_addr,
+                RemotingCommand::request_with_header(RequestCode::ConsumerSendMsgBack, &header),
+                WAIT,
+            )
+            .await
+            .expect("sent back");
+        assert_eq!(response.response_code(), ResponseCode::Success);
+    }
+    // A producer connection, as a client's heartbeat announces it.
+    let heartbeat = HeartbeatData {
+        client_id: "127.0.0.1@metrics".into(),
+        producer_data_set: vec![ProducerData {
+            group_name: "metrics_producer".into(),
+        }],
+        ..HeartbeatData::default()
+    };
+    let response = client
+        .invoke(
+            &broker_addr,
+            RemotingCommand::request(RequestCode::HeartBeat).with_body(heartbeat.to_json_bytes()),
+            WAIT,
+        )
+        .await
+        .expect("heartbeat");
+    assert_eq!(response.response_code(), ResponseCode::Success);
     for (queue_id, offset) in [(0, 7), (1, 20)] {
         let header = UpdateConsumerOffsetRequestHeader {
             consumer_group: GROUP.into(),
@@ -259,6 +304,49 @@ async fn metrics_agree_with_consume_stats_under_load() {
         Some(total_diff)
     );
     assert!(body.contains("tidemark_store_latency_seconds_bucket"));
+    assert_eq!(
+        sample(
+            &samples,
+            "tidemark_consumer_retried_messages_total",
+            &[&format!("group={GROUP}")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "tidemark_consumer_dead_lettered_messages_total",
+            &[&format!("group={GROUP}")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "tidemark_client_connections",
+            &["role=producer", "group=metrics_producer"]
+        ),
+        Some(1.0)
+    );
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|line| Ok(line.to_owned())))
+        .expect("Prometheus text");
+    let histogram_count = |name: &str| {
+        scrape
+            .samples
+            .iter()
+            .find_map(|sample| match &sample.value {
+                prometheus_parse::Value::Histogram(buckets) if sample.metric == name => buckets
+                    .iter()
+                    .find(|bucket| bucket.less_than == f64::INFINITY)
+                    .map(|bucket| bucket.count),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("histogram {name} in the scrape"))
+    };
+    // Every send of this test went through the broker's send handler.
+    assert!(histogram_count("tidemark_send_latency_seconds") >= 2_040.0);
+    assert!(histogram_count("tidemark_commit_log_sync_seconds") >= 0.0);
+    assert!(histogram_count("tidemark_pull_read_seconds") >= 0.0);
     assert!(sample(&samples, "tidemark_store_disk_used_ratio", &[]).is_some());
     assert!(body.trim_end().ends_with("# EOF"));
     client.shutdown();

@@ -51,6 +51,8 @@ pub struct CommitLog {
     prefaulted_to: AtomicU64,
     /// The segment the write window was last set in, to close its window when writes move on.
     prefault_segment: Mutex<Option<Arc<Segment>>>,
+    /// How long each [`sync_to`](Self::sync_to) that had bytes to sync took.
+    syncs: crate::sync_times::SyncTimes,
 }
 
 /// How far past the write position [`CommitLog::prefault`] gets pages ready. Faulting a page
@@ -123,6 +125,7 @@ impl CommitLog {
             flushed: AtomicU64::new(start),
             prefaulted_to: AtomicU64::new(0),
             prefault_segment: Mutex::new(None),
+            syncs: crate::sync_times::SyncTimes::default(),
         })
     }
 
@@ -365,6 +368,7 @@ impl CommitLog {
         if target <= from {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         for segment in self.read_segments().iter() {
             let end = segment.base + self.segment_bytes;
             if end > from && segment.base < target {
@@ -375,7 +379,13 @@ impl CommitLog {
             }
         }
         self.flushed.fetch_max(target, Ordering::AcqRel);
+        self.syncs.record(started.elapsed());
         Ok(())
+    }
+
+    /// The durations of the syncs so far.
+    pub fn sync_times(&self) -> crate::sync_times::SyncTimesSnapshot {
+        self.syncs.snapshot()
     }
 
     /// Recovery: everything at and after `end` goes. The rest of the segment holding `end` is

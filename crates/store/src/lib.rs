@@ -16,6 +16,7 @@ mod queues;
 pub mod recovery;
 pub mod retention;
 mod store;
+pub mod sync_times;
 
 /// The file-system seam, re-exported: the store's modules and its users name it `io`.
 pub use tidemark_storage::{io, sim};
@@ -27,5 +28,6 @@ pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use retention::{disk_usage_ratio, DiskUsage, RetentionReport};
 pub use store::{Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage};
+pub use sync_times::SyncTimesSnapshot;
 /// The STORETIMESTAMP field of a raw record (read in place by the protocol crate's layout).
 pub use tidemark_protocol::message::store_timestamp_of;

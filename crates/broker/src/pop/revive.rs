@@ -192,7 +192,11 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
     };
     let destination = first.message.topic.clone();
     let messages: Vec<NewMessage> = copies.iter().map(|copy| copy.message.clone()).collect();
-    let appended = match state.store.put_batch(&messages) {
+    // Through the broker's append, so the copies count in the destination's traffic (the
+    // metrics' retry and dead-letter figures) and wake the slave's replication.
+    let appended = match crate::processor::append::append(state, &messages)
+        .and_then(|(appended, durable)| durable.wait().map(|()| appended))
+    {
         Ok(appended) => appended,
         Err(failure) => {
             warn!(%failure, %destination, count = copies.len(), "expired popped messages not copied yet; will retry");
@@ -204,7 +208,6 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
             return 0;
         }
     };
-    state.ha.notify_new_data();
     let mut floors: Vec<QueueKey> = Vec::new();
     for (copy, stored) in copies.iter().zip(&appended) {
         if copy.dead {

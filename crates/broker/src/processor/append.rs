@@ -1,9 +1,10 @@
 //! Appending what a request produced: the one place a handler's messages reach the store, and
 //! how a refused append is answered.
 
+use tidemark_protocol::message::property;
 use tidemark_protocol::RemotingCommand;
 use tidemark_protocol::ResponseCode;
-use tidemark_store::{Appended, NewMessage, StoreError};
+use tidemark_store::{Appended, NewMessage, StoreError, SCHEDULE_TOPIC, TIMER_TOPIC};
 
 use super::error;
 use crate::state::BrokerState;
@@ -37,6 +38,11 @@ pub(crate) async fn put(
     Ok(appended)
 }
 
+/// A retry or dead-letter topic.
+fn is_redelivery(topic: &str) -> bool {
+    topic.starts_with("%RETRY%") || topic.starts_with("%DLQ%")
+}
+
 /// Appends and counts, without waiting for durability: the position in the log is taken when
 /// this returns (what a caller ordering its appends needs); await the `Durable` before
 /// acknowledging anything.
@@ -52,10 +58,22 @@ pub(crate) fn append(
     // A batch is one topic's (or a few runs of one topic): one count per run.
     for run in messages.chunk_by(|a, b| a.topic == b.topic) {
         let bytes = run.iter().map(|message| message.body.len() as u64).sum();
-        state
-            .stats
-            .traffic
-            .stored(&run[0].topic, run.len() as u64, bytes);
+        let topic = run[0].topic.as_str();
+        state.stats.traffic.stored(topic, run.len() as u64, bytes);
+        if is_redelivery(topic) {
+            state.stats.traffic.redelivered(topic, run.len() as u64);
+        } else if topic == SCHEDULE_TOPIC || topic == TIMER_TOPIC {
+            // A delayed message: where it goes once its delay ends.
+            for message in run {
+                if let Some(real) = message
+                    .properties
+                    .get(property::REAL_TOPIC)
+                    .filter(|real| is_redelivery(real))
+                {
+                    state.stats.traffic.redelivered(real, 1);
+                }
+            }
+        }
     }
     state.ha.notify_new_data();
     Ok((appended, durable))

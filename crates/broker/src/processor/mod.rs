@@ -98,7 +98,15 @@ impl RequestHandler for BrokerHandler {
             let response = match code {
                 RequestCode::SendMessage
                 | RequestCode::SendMessageV2
-                | RequestCode::SendBatchMessage => send::send(&state, &channel, &request).await,
+                | RequestCode::SendBatchMessage => {
+                    let started = std::time::Instant::now();
+                    let response = send::send(&state, &channel, &request).await;
+                    state
+                        .stats
+                        .send_latency
+                        .observe(started.elapsed().as_secs_f64());
+                    response
+                }
                 RequestCode::PullMessage | RequestCode::LitePullMessage => {
                     pull::pull(&state, &channel, &request).await
                 }

@@ -90,7 +90,13 @@ pub(super) async fn pull(
         |holder| Some(holder) == live,
     );
     let acked = super::consumer::acked_ranges(request, header.commit_offset);
-    match process(state, &header, &group, true, acked.as_ref()) {
+    let started = std::time::Instant::now();
+    let first = process(state, &header, &group, true, acked.as_ref());
+    state
+        .stats
+        .pull_latency
+        .observe(started.elapsed().as_secs_f64());
+    match first {
         Outcome::Respond(response) => response,
         Outcome::Hold => {
             let wait = if state.live.get().long_polling_enable {
@@ -104,7 +110,13 @@ pub(super) async fn pull(
                 let _ = tokio::time::timeout(wait, arrival).await;
             }
             // Second pass: never held again, and the commit offset is not applied twice.
-            match process(state, &header, &group, false, None) {
+            let started = std::time::Instant::now();
+            let second = process(state, &header, &group, false, None);
+            state
+                .stats
+                .pull_latency
+                .observe(started.elapsed().as_secs_f64());
+            match second {
                 Outcome::Respond(response) => response,
                 Outcome::Hold => error(ResponseCode::SystemError, "pull held twice"),
             }

@@ -297,4 +297,9 @@ impl MessageStore {
         let log = &self.inner.commit_log;
         (log.min_offset(), log.written(), log.flushed())
     }
+
+    /// How long making the commit log durable has taken, sync by sync.
+    pub fn commit_log_sync_times(&self) -> crate::sync_times::SyncTimesSnapshot {
+        self.inner.commit_log.sync_times()
+    }
 }
