@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::{OnceLock, Weak};
 
-use tidemark_protocol::body::MessageQueue;
+use tidemark_protocol::body::{ConsumerRunningInfo, MessageQueue};
+use tidemark_protocol::headers::GetConsumerRunningInfoRequestHeader;
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{Channel, Reply, ReplyFuture, RequestHandler};
@@ -24,6 +25,11 @@ pub(crate) trait BrokerRequests: Send + Sync + 'static {
         topic: &str,
         offsets: BTreeMap<MessageQueue, i64>,
     ) -> BoxFuture<'static, ()>;
+    /// GET_CONSUMER_RUNNING_INFO: the consumer of `group` describes itself; `None` when this
+    /// client has no consumer of that group.
+    fn running_info(&self, _group: &str) -> Option<ConsumerRunningInfo> {
+        None
+    }
     /// CHECK_TRANSACTION_STATE from the broker at the other end of `channel` (served by a
     /// transactional producer; others ignore it).
     fn check_transaction(
@@ -75,9 +81,34 @@ impl RequestHandler for BrokerRequestRouter {
                         Reply::Response(reply)
                     }
                 }
+                RequestCode::GetConsumerRunningInfo => {
+                    Reply::Response(running_info_reply(target.as_ref(), &request))
+                }
                 _ => Reply::Unsupported,
             }
         })
+    }
+}
+
+fn running_info_reply(target: &dyn BrokerRequests, request: &RemotingCommand) -> RemotingCommand {
+    let header = match request.decode_header::<GetConsumerRunningInfoRequestHeader>() {
+        Ok(header) => header,
+        Err(error) => {
+            return RemotingCommand::response(ResponseCode::SystemError, Some(error.to_string()))
+        }
+    };
+    match target.running_info(&header.consumer_group) {
+        Some(info) => {
+            RemotingCommand::response(ResponseCode::Success, None).with_body(info.to_json_bytes())
+        }
+        // Java's words, which mqadmin shows.
+        None => RemotingCommand::response(
+            ResponseCode::SystemError,
+            Some(format!(
+                "The Consumer Group <{}> not exist in this consumer",
+                header.consumer_group
+            )),
+        ),
     }
 }
 

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidemark_protocol::acked::{AckedRanges, ACKED_RANGES_MAX};
+use tidemark_protocol::body::ProcessQueueInfo;
 
 use crate::message::MessageExt;
 
@@ -351,6 +352,41 @@ impl ProcessQueue {
 
     pub fn is_locked(&self) -> bool {
         self.locked
+    }
+
+    /// The queue as a consumer reports it to an operator (ProcessQueueInfo; mqadmin
+    /// `consumerStatus`): `now` and `now_ms` are the same moment, to turn instants into epoch
+    /// milliseconds.
+    pub fn running_info(&self, commit_offset: i64, now: Instant, now_ms: i64) -> ProcessQueueInfo {
+        let epoch = |at: Instant| {
+            let ago = now.saturating_duration_since(at).as_millis();
+            now_ms.saturating_sub(i64::try_from(ago).unwrap_or(i64::MAX))
+        };
+        let bounds = |map: &BTreeMap<i64, Arc<MessageExt>>| {
+            (
+                map.keys().next().copied().unwrap_or(0),
+                map.keys().next_back().copied().unwrap_or(0),
+            )
+        };
+        let (cached_min, cached_max) = bounds(&self.waiting);
+        let (taken_min, taken_max) = bounds(&self.consuming);
+        ProcessQueueInfo {
+            commit_offset,
+            cached_msg_min_offset: cached_min,
+            cached_msg_max_offset: cached_max,
+            cached_msg_count: i32::try_from(self.waiting.len()).unwrap_or(i32::MAX),
+            cached_msg_size_in_mib: i32::try_from(self.cached_bytes / (1024 * 1024))
+                .unwrap_or(i32::MAX),
+            transaction_msg_min_offset: taken_min,
+            transaction_msg_max_offset: taken_max,
+            transaction_msg_count: i32::try_from(self.consuming.len()).unwrap_or(i32::MAX),
+            locked: self.locked,
+            try_unlock_times: 0,
+            last_lock_timestamp: self.last_lock.map_or(0, epoch),
+            dropped: self.dropped,
+            last_pull_timestamp: epoch(self.last_pull),
+            last_consume_timestamp: epoch(self.last_consume),
+        }
     }
 
     /// Whether the broker lock has not been renewed for [`LOCK_MAX_LIVE`].

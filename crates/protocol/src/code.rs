@@ -345,6 +345,8 @@ pub mod version {
     pub const V5_3_1: i32 = 475;
     /// The version Tidemark puts in the commands it sends.
     pub const CURRENT: i32 = V4_9_8;
+    /// [`CURRENT`] as `MQVersion.getVersionDesc` names it.
+    pub const CURRENT_NAME: &str = "V4_9_8";
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, Weak};
 
-use tidemark_protocol::body::{ConsumerData, MessageModel, MessageQueue, SubscriptionData};
+use tidemark_protocol::body::{
+    ConsumerData, ConsumerRunningInfo, MessageModel, MessageQueue, SubscriptionData,
+};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -45,6 +47,10 @@ pub(crate) struct ConsumerCore {
     pub(super) token: CancellationToken,
     /// What the instance's broker-request router points to (weakly).
     broker_target: OnceLock<Arc<dyn BrokerRequests>>,
+    /// Pull and consume figures per topic, for operators.
+    pub(super) rates: super::rates::ConsumeRates,
+    /// When the consumer started, epoch ms.
+    pub(super) started_ms: i64,
 }
 
 impl std::fmt::Debug for ConsumerCore {
@@ -83,6 +89,13 @@ impl BrokerRequests for BrokerRequestTarget {
                 tokio::spawn(async move { core.reset_offsets(&topic, offsets).await });
             }
         })
+    }
+
+    fn running_info(&self, group: &str) -> Option<ConsumerRunningInfo> {
+        self.0
+            .upgrade()
+            .filter(|core| core.settings.group == group)
+            .map(|core| core.running_info())
     }
 }
 
@@ -158,6 +171,8 @@ impl ConsumerCore {
             token: instance.shutdown_token().child_token(),
             instance,
             broker_target: OnceLock::new(),
+            rates: super::rates::ConsumeRates::default(),
+            started_ms: sub_version,
         });
         let target: Arc<dyn BrokerRequests> = Arc::new(BrokerRequestTarget(Arc::downgrade(&core)));
         // The router keeps a weak reference; the target lives as long as the consumer.

@@ -28,7 +28,9 @@ mod listener;
 mod lite;
 mod pull;
 mod queues;
+mod rates;
 mod rebalance;
+mod running_info;
 mod simple;
 
 use std::path::PathBuf;

@@ -12,6 +12,7 @@ const PULL_DELAY_AFTER_HEARTBEAT: std::time::Duration = std::time::Duration::fro
 
 use tidemark_protocol::body::{SubscriptionData, MASTER_ID};
 use tidemark_protocol::headers::{pull_sys_flag, PullMessageRequestHeader};
+use tidemark_remoting::now_ms;
 use tracing::{debug, warn};
 
 use super::core::ConsumerCore;
@@ -100,10 +101,19 @@ impl ConsumerCore {
                     extra.push((ACKED_RANGES_FIELD, acked));
                 }
             }
+            let pull_started = Instant::now();
             let outcome = tokio::select! {
                 _ = slot.stopped() => break,
                 outcome = self.instance.pull(&addr, &header, &queue, PULL_TIMEOUT_WHEN_SUSPENDED, &extra) => outcome,
             };
+            if let Ok(outcome) = &outcome {
+                let found = match &outcome.status {
+                    PullStatus::Found(messages) => messages.len(),
+                    _ => 0,
+                };
+                let rt_ms = u64::try_from(pull_started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.rates.pulled(&queue.topic, rt_ms, found, now_ms());
+            }
             let outcome = match outcome {
                 Ok(outcome) => outcome,
                 Err(error) => {

@@ -9,6 +9,7 @@ mod heartbeat;
 mod offsets;
 mod pop;
 mod route;
+mod running_info;
 mod topic;
 
 pub use admin::*;
@@ -16,4 +17,5 @@ pub use heartbeat::*;
 pub use offsets::*;
 pub use pop::*;
 pub use route::*;
+pub use running_info::*;
 pub use topic::*;

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tidemark_remoting::now_ms;
 use tracing::warn;
 
 use crate::consumer::core::ConsumerCore;
@@ -74,6 +75,12 @@ impl ConsumerCore {
         result: ConsumeResult,
     ) {
         let plan = Settlement::plan(&result, batch.len(), self.is_clustering());
+        self.rates.settled(
+            &slot.queue.topic,
+            plan.first_failed,
+            batch.len() - plan.first_failed,
+            now_ms(),
+        );
         let mut retry_here = Vec::new();
         for message in &batch[plan.first_failed..] {
             if !plan.send_back {

@@ -135,7 +135,8 @@ impl ConsumerCore {
         messages: &[Arc<MessageExt>],
         consume: impl FnOnce(Vec<MessageExt>) -> BoxFuture<'static, T>,
     ) -> (Option<T>, String) {
-        let started = now_ms().to_string();
+        let started_ms = now_ms();
+        let started = started_ms.to_string();
         let delivered = messages
             .iter()
             .map(|message| self.delivered(message, &started))
@@ -143,6 +144,11 @@ impl ConsumerCore {
         let outcome = tokio::time::timeout(self.settings.consume_timeout, consume(delivered))
             .await
             .ok();
+        if let Some(first) = messages.first() {
+            let ended = now_ms();
+            let rt_ms = u64::try_from(ended - started_ms).unwrap_or(0);
+            self.rates.consumed(&first.topic, rt_ms, ended);
+        }
         (outcome, started)
     }
 

@@ -63,6 +63,12 @@ impl ConsumerCore {
             if slot.is_dropped() {
                 return;
             }
+            let (ok, failed) = match status {
+                OrderlyStatus::Success => (taken.len(), 0),
+                OrderlyStatus::SuspendCurrentQueueAMoment => (0, taken.len()),
+            };
+            self.rates
+                .settled(&slot.queue.topic, ok, failed, tidemark_remoting::now_ms());
             let commit = match status {
                 OrderlyStatus::Success => slot.with_process(|process| process.commit()),
                 OrderlyStatus::SuspendCurrentQueueAMoment => {

@@ -19,6 +19,9 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.common.protocol.body.ConsumerConnection;
+import org.apache.rocketmq.common.protocol.body.ConsumerRunningInfo;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -128,6 +131,64 @@ class Scenario16CrossLanguageTest extends SuiteBase {
             assertTrue(m.getKeys().startsWith("key-"), m.getKeys());
             assertEquals("green", m.getUserProperty("color"));
             assertEquals(topic, m.getTopic());
+        }
+    }
+
+    /**
+     * A Rust push consumer answers GET_CONSUMER_RUNNING_INFO (mqadmin {@code consumerStatus})
+     * in a form the Java admin decodes and analyses: properties, subscriptions, held queues.
+     */
+    @Test
+    void rustConsumerReportsItsRunningInfoToJavaAdmin() throws Exception {
+        String topic = Names.topic("s16s");
+        String group = Names.group("s16s");
+        DefaultMQProducer producer = clients.producer();
+        for (int i = 0; i < COUNT; i++) {
+            Msgs.sendOk(producer, new Message(topic, "TagS", ("status " + i).getBytes(StandardCharsets.UTF_8)));
+        }
+        List<String> command = List.of(cli().toString(), "admin", "consume-message", "-n", tidemark.namesrvAddr(),
+            "-t", topic, "-g", group, "--timeout-secs", "60");
+        Process process = new ProcessBuilder(command)
+            .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+            .redirectError(ProcessBuilder.Redirect.DISCARD)
+            .start();
+        try {
+            DefaultMQAdminExt admin = clients.admin();
+            String[] clientId = new String[1];
+            Wait.until("the Rust consumer to be online", Duration.ofSeconds(30), () -> {
+                try {
+                    ConsumerConnection connection = admin.examineConsumerConnectionInfo(group);
+                    // The group's only member is the Rust consumer.
+                    clientId[0] = connection.getConnectionSet().stream()
+                        .map(c -> c.getClientId()).findFirst().orElse(null);
+                    return clientId[0] != null;
+                } catch (Exception notYet) {
+                    return false;
+                }
+            });
+            ConsumerRunningInfo[] info = new ConsumerRunningInfo[1];
+            Wait.until("the Rust consumer to hold the topic's queues", Duration.ofSeconds(30), () -> {
+                try {
+                    info[0] = admin.getConsumerRunningInfo(group, clientId[0], false);
+                    return info[0].getMqTable().keySet().stream().anyMatch(mq -> mq.getTopic().equals(topic));
+                } catch (Exception notYet) {
+                    return false;
+                }
+            });
+            assertEquals("CONSUME_PASSIVELY", info[0].getProperties().getProperty("PROP_CONSUME_TYPE"));
+            assertEquals("false", info[0].getProperties().getProperty("PROP_CONSUMEORDERLY"));
+            Long.parseLong(info[0].getProperties().getProperty("PROP_CONSUMER_START_TIMESTAMP"));
+            assertTrue(info[0].getSubscriptionSet().stream().anyMatch(s -> s.getTopic().equals(topic)),
+                info[0].getSubscriptionSet().toString());
+            assertTrue(info[0].getStatusTable().containsKey(topic), info[0].getStatusTable().toString());
+            java.util.TreeMap<String, ConsumerRunningInfo> table = new java.util.TreeMap<>();
+            table.put(clientId[0], info[0]);
+            assertTrue(ConsumerRunningInfo.analyzeSubscription(table), "mqadmin's subscription analysis");
+            String report = info[0].formatString();
+            assertTrue(report.contains("#Consumer MQ Detail#") && report.contains(topic), report);
+        } finally {
+            process.destroy();
+            process.waitFor(10, TimeUnit.SECONDS);
         }
     }
 }
