@@ -226,29 +226,39 @@ impl ClientInstance {
 
     /// Asks the name servers for `topic`'s route: `Ok(None)` when it does not exist.
     pub async fn fetch_route(&self, topic: &str) -> Result<Option<TopicRouteData>> {
+        let header = GetRouteInfoRequestHeader {
+            topic: topic.to_owned(),
+            accept_standard_json_only: None,
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::GetRouteInfoByTopic, &header);
+        let (addr, response) = self.call_namesrv(request).await?;
+        match response.response_code() {
+            ResponseCode::Success => Ok(Some(
+                TopicRouteData::from_json_bytes(&response.body)
+                    .map_err(|error| bad_response(&addr, error))?,
+            )),
+            ResponseCode::TopicNotExist => Ok(None),
+            code => Err(broker_error(&addr, code, &response)),
+        }
+    }
+
+    /// Sends `request` to the name servers in turn, starting with the one that answered last,
+    /// until one answers (whatever its code); returns which one did, and its answer.
+    pub async fn call_namesrv(
+        &self,
+        request: RemotingCommand,
+    ) -> Result<(String, RemotingCommand)> {
         let servers = &self.config.namesrv_addrs;
         let start = self.namesrv_next.load(Ordering::Relaxed);
         let mut last_error = None;
         for step in 0..servers.len() {
             let index = (start + step) % servers.len();
             let addr = &servers[index];
-            let header = GetRouteInfoRequestHeader {
-                topic: topic.to_owned(),
-                accept_standard_json_only: None,
-            };
-            let request =
-                RemotingCommand::request_with_header(RequestCode::GetRouteInfoByTopic, &header);
-            match self.call(addr, request).await {
+            match self.call(addr, request.clone()).await {
                 Ok(response) => {
                     self.namesrv_next.store(index, Ordering::Relaxed);
-                    return match response.response_code() {
-                        ResponseCode::Success => Ok(Some(
-                            TopicRouteData::from_json_bytes(&response.body)
-                                .map_err(|error| bad_response(addr, error))?,
-                        )),
-                        ResponseCode::TopicNotExist => Ok(None),
-                        code => Err(broker_error(addr, code, &response)),
-                    };
+                    return Ok((addr.clone(), response));
                 }
                 Err(error) => {
                     debug!(%addr, %error, "name server unreachable");

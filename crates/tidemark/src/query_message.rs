@@ -1,11 +1,13 @@
-//! `tidemark admin query-message --id ID [--trace]`: a message by its offset message id (as a
-//! send result or `mqadmin queryMsgById` names it), and with `--trace` what the trace topic
-//! says about it — sent by which producer group, stored where, consumed by which groups, how
-//! often retried, with what outcome (RocketMQ's `queryMsgTraceById`).
+//! `tidemark admin query-message`: a message by its offset message id (`--id`, as a send result
+//! or `mqadmin queryMsgById` names it), by key through the brokers' index (`--topic --key`,
+//! with `--unique` a client message id), or by its place (`--topic --broker --queue
+//! --offset`). With `--id … --trace`, what the trace topic says about it — sent by which
+//! producer group, stored where, consumed by which groups, how often retried, with what
+//! outcome (RocketMQ's `queryMsgTraceById`).
 //!
-//! Without a key index the trace is found by reading the trace topic from shortly before the
-//! message was stored (or `--trace-since-minutes` back for a client message id), at most
-//! `--trace-scan-limit` trace messages.
+//! The trace is found by reading the trace topic from shortly before the message was stored
+//! (or `--trace-since-minutes` back for a client message id), at most `--trace-scan-limit`
+//! trace messages.
 
 use std::io::Write;
 
@@ -21,8 +23,29 @@ pub struct QueryArgs {
     pub cluster: crate::admin::Cluster,
     /// The offset message id (store host + commit-log offset), or with `--trace` the client's
     /// message id (`UNIQ_KEY`) too.
-    #[arg(long)]
-    pub id: String,
+    #[arg(long, conflicts_with_all = ["key", "offset"])]
+    pub id: Option<String>,
+    /// The topic, for a lookup by key or by queue offset.
+    #[arg(short = 't', long)]
+    pub topic: Option<String>,
+    /// A key the message was sent with (`KEYS`), looked up in the brokers' index.
+    #[arg(short = 'k', long, requires = "topic")]
+    pub key: Option<String>,
+    /// The key is a client message id (`UNIQ_KEY`, what a send result calls msgId).
+    #[arg(long, requires = "key")]
+    pub unique: bool,
+    /// Messages per broker at most, for a lookup by key.
+    #[arg(long, default_value_t = 64)]
+    pub max: i32,
+    /// The broker name, for a lookup by queue offset.
+    #[arg(short = 'b', long, requires = "offset")]
+    pub broker: Option<String>,
+    /// The queue id, for a lookup by queue offset.
+    #[arg(short = 'q', long, requires = "offset")]
+    pub queue: Option<i32>,
+    /// The queue offset (with --topic, --broker and --queue).
+    #[arg(short = 'o', long, requires_all = ["topic", "broker", "queue"])]
+    pub offset: Option<i64>,
     /// Also show the message's trace records.
     #[arg(long)]
     pub trace: bool,
@@ -45,15 +68,38 @@ pub struct QueryArgs {
 const TRACE_SLACK_MS: i64 = 60_000;
 
 pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
+    if args.id.is_none() && args.key.is_none() && args.offset.is_none() {
+        anyhow::bail!(
+            "say which message: --id, --topic with --key, or --topic --broker --queue --offset"
+        );
+    }
+    if args.trace && args.id.is_none() {
+        anyhow::bail!("--trace goes with --id");
+    }
     let admin = Admin::connect(ClientConfig::new(&args.cluster.namesrv)).await?;
-    let outcome = query_with(&admin, &args).await;
+    let outcome = find(&admin, &args).await;
     admin.shutdown().await;
-    let (message, trace) = outcome?;
+    let (messages, trace) = outcome?;
+    if messages.is_empty() && !args.trace {
+        anyhow::bail!("no such message");
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut object = Object::new();
-        if let Some(message) = &message {
-            object.push(s("message"), Value::Object(message_json(message)));
+        if args.id.is_some() {
+            if let Some(message) = messages.first() {
+                object.push(s("message"), Value::Object(message_json(message)));
+            }
+        } else {
+            object.push(
+                s("messages"),
+                Value::Array(
+                    messages
+                        .iter()
+                        .map(|message| Value::Object(message_json(message)))
+                        .collect(),
+                ),
+            );
         }
         if args.trace {
             object.push(
@@ -68,10 +114,14 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
         )?;
         return Ok(());
     }
-    if let Some(message) = &message {
+    for (index, message) in messages.iter().enumerate() {
+        if index > 0 {
+            writeln!(out)?;
+        }
         writeln!(out, "{:<16}{}", "Topic:", message.topic)?;
         writeln!(out, "{:<16}{}", "Msg id:", message.msg_id)?;
         writeln!(out, "{:<16}{}", "Offset id:", message.offset_msg_id)?;
+        writeln!(out, "{:<16}{}", "Broker:", message.queue.broker_name)?;
         writeln!(out, "{:<16}{}", "Queue:", message.queue.queue_id)?;
         writeln!(out, "{:<16}{}", "Queue offset:", message.queue_offset)?;
         writeln!(out, "{:<16}{}", "Tags:", message.tags().unwrap_or(""))?;
@@ -104,18 +154,40 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn query_with(
+async fn find(
     admin: &Admin,
     args: &QueryArgs,
+) -> anyhow::Result<(Vec<MessageExt>, Vec<TraceRecord>)> {
+    let topic = args.topic.as_deref().unwrap_or_default();
+    if let Some(key) = &args.key {
+        let found = admin
+            .query_messages_by_key(topic, key, args.unique, args.max, (0, i64::MAX))
+            .await?;
+        return Ok((found, Vec::new()));
+    }
+    if let (Some(broker), Some(queue), Some(offset)) = (&args.broker, args.queue, args.offset) {
+        let found = admin.message_at(topic, broker, queue, offset).await?;
+        return Ok((found.into_iter().collect(), Vec::new()));
+    }
+    let Some(id) = &args.id else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let (message, trace) = by_id(admin, args, id).await?;
+    Ok((message.into_iter().collect(), trace))
+}
+
+async fn by_id(
+    admin: &Admin,
+    args: &QueryArgs,
+    id: &str,
 ) -> anyhow::Result<(Option<MessageExt>, Vec<TraceRecord>)> {
-    let message = if decode_offset_msg_id(&args.id).is_ok() {
-        Some(admin.view_message(&args.id).await?)
+    let message = if decode_offset_msg_id(id).is_ok() {
+        Some(admin.view_message(id).await?)
     } else if args.trace {
         None
     } else {
         anyhow::bail!(
-            "{:?} is not an offset message id; a message is looked up by its offset id (add --trace to find a client message id's trace)",
-            args.id
+            "{id:?} is not an offset message id; a message is looked up by its offset id (add --trace to find a client message id's trace, or use --topic --key {id} --unique)"
         );
     };
     if !args.trace {
@@ -135,7 +207,7 @@ async fn query_with(
             |trace_message| {
                 let data = String::from_utf8_lossy(&trace_message.body);
                 trace.extend(decode_trace_data(&data).into_iter().filter(|record| {
-                    record.is_about(&args.id)
+                    record.is_about(id)
                         || client_id.as_deref().is_some_and(|id| record.is_about(id))
                 }));
             },

@@ -6,6 +6,7 @@ pub(crate) mod append;
 mod assignment;
 mod broker_config;
 mod broker_stats;
+mod clone_offset;
 mod consume_queue;
 mod consume_stats;
 pub(crate) mod consumer;
@@ -186,6 +187,9 @@ impl RequestHandler for BrokerHandler {
                     relay::consume_message_directly(&state, &request).await
                 }
                 RequestCode::GetConsumerProgress => admin::consumer_progress(&state, &request),
+                RequestCode::CloneGroupOffset => {
+                    clone_offset::clone_group_offset(&state, &request).await
+                }
                 RequestCode::InvokeBrokerToResetOffset => {
                     admin::reset_offset(&state, &request).await
                 }

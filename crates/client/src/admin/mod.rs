@@ -1,5 +1,10 @@
-//! [`Admin`]: what operators ask the brokers about consumer progress (the subset of Java's
-//! `DefaultMQAdminExt` that Tidemark's tools and tests need).
+//! [`Admin`]: what operators ask the brokers and name servers (the subset of Java's
+//! `DefaultMQAdminExt` that Tidemark's tools and tests need): consumer progress here, the
+//! daily cluster, topic, group and message requests in `operator`.
+
+mod operator;
+
+pub use operator::BrokerMaster;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -193,3 +193,22 @@ command_header! {
         required index_last_update_phyoffset: i64 = "indexLastUpdatePhyoffset",
     }
 }
+
+command_header! {
+    /// `DeleteTopicRequestHeader` (DELETE_TOPIC_IN_BROKER 215, DELETE_TOPIC_IN_NAMESRV 216).
+    pub struct DeleteTopicRequestHeader {
+        required topic: String = "topic",
+    }
+}
+
+command_header! {
+    /// `CloneGroupOffsetRequestHeader` (CLONE_GROUP_OFFSET, 314).
+    pub struct CloneGroupOffsetRequestHeader {
+        required src_group: String = "srcGroup",
+        required dest_group: String = "destGroup",
+        /// Absent: every topic the source group has offsets for.
+        optional topic: String = "topic",
+        /// `false`: a topic the source group is online for but does not subscribe is skipped.
+        required offline: bool = "offline",
+    }
+}

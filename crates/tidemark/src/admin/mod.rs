@@ -1,6 +1,12 @@
-//! `tidemark admin …`: operator commands over the client crate (named after `mqadmin`'s
-//! sendMessage, consumeMessage, consumerProgress and topicStatus). They work against Tidemark and
-//! against Apache RocketMQ alike.
+//! `tidemark admin …`: operator commands over the client crate, named after `mqadmin`'s
+//! (sendMessage, consumerProgress, topicStatus, clusterList, …). Listings print a table, or with
+//! `--json` one JSON line. They work against Tidemark and against Apache RocketMQ alike.
+
+mod cluster;
+mod consumer_status;
+mod groups;
+mod table;
+mod topics;
 
 use std::io::Write;
 use std::time::Duration;
@@ -26,8 +32,43 @@ pub enum AdminCommand {
     ConsumerProgress(ProgressArgs),
     /// Min and max offsets of every queue of a topic.
     TopicStatus(TopicArgs),
-    /// A message by its offset message id, and with --trace its trace records.
+    /// A message by its offset message id (with --trace its trace records), by key, or by
+    /// queue offset.
     QueryMessage(crate::query_message::QueryArgs),
+    /// Clusters, their brokers and each broker's traffic today.
+    ClusterList(cluster::ClusterListArgs),
+    /// What brokers report about themselves (GET_BROKER_RUNTIME_INFO).
+    BrokerStatus(cluster::BrokerStatusArgs),
+    /// Brokers' configuration: `get`, or `set` one key live.
+    #[command(subcommand)]
+    BrokerConfig(cluster::BrokerConfigCommand),
+    /// Every topic the name server knows.
+    TopicList(topics::TopicListArgs),
+    /// Which brokers serve a topic, with their queues and permissions.
+    TopicRoute(topics::TopicRouteArgs),
+    /// Creates (or updates) a topic on brokers.
+    TopicCreate(topics::TopicCreateArgs),
+    /// Deletes a topic from a cluster's brokers and the name servers.
+    TopicDelete(topics::TopicDeleteArgs),
+    /// The subscription groups brokers know.
+    GroupList(groups::GroupListArgs),
+    /// Creates (or updates) a subscription group on brokers.
+    GroupCreate(groups::GroupCreateArgs),
+    /// Deletes a subscription group from brokers.
+    GroupDelete(groups::GroupDeleteArgs),
+    /// A group's online consumers and what they subscribe.
+    ConsumerConnection(groups::ConsumerConnectionArgs),
+    /// A producer group's connections.
+    ProducerConnection(groups::ProducerConnectionArgs),
+    /// What a group's online consumers report about themselves: settings, subscriptions,
+    /// queues with cached messages, pull and consume rates.
+    ConsumerStatus(consumer_status::ConsumerStatusArgs),
+    /// Moves a group's progress in a topic to the first message stored at or after a time.
+    ResetOffsetByTime(groups::ResetArgs),
+    /// Moves a group's progress in a topic to the end of every queue.
+    SkipAccumulated(groups::SkipArgs),
+    /// Copies one group's committed offsets to another.
+    CloneOffset(groups::CloneArgs),
 }
 
 #[derive(Debug, Args)]
@@ -150,7 +191,28 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::ConsumerProgress(args) => progress(args).await,
         AdminCommand::TopicStatus(args) => topic_status(args).await,
         AdminCommand::QueryMessage(args) => crate::query_message::query(args).await,
+        AdminCommand::ClusterList(args) => cluster::cluster_list(args).await,
+        AdminCommand::BrokerStatus(args) => cluster::broker_status(args).await,
+        AdminCommand::BrokerConfig(command) => cluster::broker_config(command).await,
+        AdminCommand::TopicList(args) => topics::topic_list(args).await,
+        AdminCommand::TopicRoute(args) => topics::topic_route(args).await,
+        AdminCommand::TopicCreate(args) => topics::topic_create(args).await,
+        AdminCommand::TopicDelete(args) => topics::topic_delete(args).await,
+        AdminCommand::GroupList(args) => groups::group_list(args).await,
+        AdminCommand::GroupCreate(args) => groups::group_create(args).await,
+        AdminCommand::GroupDelete(args) => groups::group_delete(args).await,
+        AdminCommand::ConsumerConnection(args) => groups::consumer_connection(args).await,
+        AdminCommand::ProducerConnection(args) => groups::producer_connection(args).await,
+        AdminCommand::ConsumerStatus(args) => consumer_status::consumer_status(args).await,
+        AdminCommand::ResetOffsetByTime(args) => groups::reset_offset_by_time(args).await,
+        AdminCommand::SkipAccumulated(args) => groups::skip_accumulated(args).await,
+        AdminCommand::CloneOffset(args) => groups::clone_offset(args).await,
     }
+}
+
+/// An admin client of the cluster's name servers.
+async fn connect(cluster: &Cluster) -> anyhow::Result<Admin> {
+    Ok(Admin::connect(ClientConfig::new(&cluster.namesrv)).await?)
 }
 
 fn string(text: impl Into<String>) -> Value {

@@ -1,0 +1,68 @@
+//! CLONE_GROUP_OFFSET: one group's committed offsets copied to another (mqadmin
+//! `cloneGroupOffset`, `tidemark admin clone-offset`), e.g. to start a new group where an old
+//! one stands.
+
+use tidemark_protocol::headers::CloneGroupOffsetRequestHeader;
+use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tracing::{info, warn};
+
+use super::{bad_header, error, success};
+use crate::offsets::Journaled;
+use crate::state::{now_ms, BrokerState};
+
+pub(super) async fn clone_group_offset(
+    state: &BrokerState,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<CloneGroupOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    if header.src_group == header.dest_group {
+        return error(
+            ResponseCode::SystemError,
+            "the source and destination groups are the same",
+        );
+    }
+    let topics = match header.topic.as_deref().filter(|topic| !topic.is_empty()) {
+        Some(topic) => vec![topic.to_owned()],
+        None => state.offsets.topics_of_group(&header.src_group),
+    };
+    let now = now_ms();
+    let mut journaled = Journaled::Nothing;
+    let mut cloned = 0usize;
+    for topic in topics {
+        if state.topics.get(&topic).is_none() {
+            warn!(%topic, "offsets not cloned: the topic does not exist here");
+            continue;
+        }
+        // RocketMQ's rule: unless the caller says the source is offline, a topic the online
+        // source group does not subscribe is left alone.
+        if !header.offline {
+            if let Some(online) = state.clients.group_subscription(&header.src_group, &topic) {
+                if online.subscribes_anything && online.subscription.is_none() {
+                    warn!(%topic, group = %header.src_group, "offsets not cloned: the online group does not subscribe the topic");
+                    continue;
+                }
+            }
+        }
+        let Some(offsets) = state.offsets.queue_offsets(&topic, &header.src_group) else {
+            continue;
+        };
+        for (queue_id, offset) in offsets {
+            // Tickets only grow: waiting for the last one covers the others.
+            journaled = state
+                .offsets
+                .reset(&topic, &header.dest_group, queue_id, offset, now);
+            cloned += 1;
+        }
+    }
+    if let Err(failure) = state.offsets.durable(journaled).await {
+        return error(
+            ResponseCode::SystemError,
+            format!("offsets cloned but not durable: {failure}"),
+        );
+    }
+    info!(src = %header.src_group, dest = %header.dest_group, queues = cloned, "consumer offsets cloned by an operator");
+    success()
+}
