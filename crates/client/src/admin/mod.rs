@@ -314,21 +314,7 @@ impl Admin {
                 let mut offset = self.instance.search_offset(addr, &queue, since_ms).await?;
                 let end = self.instance.max_offset(addr, &queue).await?;
                 while offset < end && read < limit {
-                    let header = PullMessageRequestHeader {
-                        consumer_group: TOOLS_CONSUMER_GROUP.to_owned(),
-                        topic: topic.to_owned(),
-                        queue_id,
-                        queue_offset: offset,
-                        max_msg_nums: 32,
-                        sys_flag: pull_sys_flag::build(false, false, true, false),
-                        commit_offset: 0,
-                        suspend_timeout_millis: 0,
-                        subscription: Some("*".to_owned()),
-                        sub_version: 0,
-                        expression_type: Some("TAG".to_owned()),
-                        max_msg_bytes: None,
-                        broker_name: Some(broker.broker_name.clone()),
-                    };
+                    let header = tools_pull(&queue, offset, 32);
                     let outcome = self
                         .instance
                         .pull(
@@ -376,3 +362,22 @@ pub struct BrokerReader {
 
 /// The group admin tools read messages as (Java's `MixAll.TOOLS_CONSUMER_GROUP`).
 const TOOLS_CONSUMER_GROUP: &str = "TOOLS_CONSUMER";
+
+/// A tool's read of up to `max` messages of `queue` from `offset`: no commit, no waiting.
+fn tools_pull(queue: &MessageQueue, offset: i64, max: i32) -> PullMessageRequestHeader {
+    PullMessageRequestHeader {
+        consumer_group: TOOLS_CONSUMER_GROUP.to_owned(),
+        topic: queue.topic.clone(),
+        queue_id: queue.queue_id,
+        queue_offset: offset,
+        max_msg_nums: max,
+        sys_flag: pull_sys_flag::build(false, false, true, false),
+        commit_offset: 0,
+        suspend_timeout_millis: 0,
+        subscription: Some("*".to_owned()),
+        sub_version: 0,
+        expression_type: Some("TAG".to_owned()),
+        max_msg_bytes: None,
+        broker_name: Some(queue.broker_name.clone()),
+    }
+}

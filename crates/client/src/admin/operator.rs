@@ -6,21 +6,21 @@
 use std::collections::BTreeMap;
 
 use tidemark_protocol::body::{
-    ClusterInfo, ConsumerConnection, ConsumerRunningInfo, KvTable, MessageQueue,
+    ClusterInfo, Connection, ConsumerConnection, ConsumerRunningInfo, KvTable, MessageQueue,
     ProducerConnection, SubscriptionGroupConfig, SubscriptionGroupWrapper, TopicConfig, TopicList,
     TopicRouteData,
 };
 use tidemark_protocol::headers::{
-    pull_sys_flag, CloneGroupOffsetRequestHeader, CreateTopicRequestHeader,
-    DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
-    GetConsumerConnectionListRequestHeader, GetConsumerRunningInfoRequestHeader,
-    GetProducerConnectionListRequestHeader, PullMessageRequestHeader, QueryMessageRequestHeader,
+    CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader, GetProducerConnectionListRequestHeader,
+    QueryMessageRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{decode_records, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
-use super::{Admin, TOOLS_CONSUMER_GROUP};
+use super::{tools_pull, Admin};
 use crate::error::{ClientError, Result};
 use crate::instance::{bad_response, broker_error, PullStatus};
 use crate::message::{retry_topic, MessageExt};
@@ -243,15 +243,7 @@ impl Admin {
             match &mut merged {
                 None => merged = Some(found),
                 Some(merged) => {
-                    for connection in found.connection_set {
-                        if !merged
-                            .connection_set
-                            .iter()
-                            .any(|known| known.client_id == connection.client_id)
-                        {
-                            merged.connection_set.push(connection);
-                        }
-                    }
+                    merge_connections(&mut merged.connection_set, found.connection_set);
                     for (topic, subscription) in found.subscription_table {
                         merged
                             .subscription_table
@@ -300,15 +292,7 @@ impl Admin {
                 Ok(response) => {
                     let found = ProducerConnection::from_json_bytes(&response.body)
                         .map_err(|error| bad_response(&addr, error))?;
-                    for connection in found.connection_set {
-                        if !merged
-                            .connection_set
-                            .iter()
-                            .any(|known| known.client_id == connection.client_id)
-                        {
-                            merged.connection_set.push(connection);
-                        }
-                    }
+                    merge_connections(&mut merged.connection_set, found.connection_set);
                 }
                 Err(error) => last_error = Some(error),
             }
@@ -472,21 +456,7 @@ impl Admin {
             });
         };
         let queue = MessageQueue::new(topic, broker_name, queue_id);
-        let header = PullMessageRequestHeader {
-            consumer_group: TOOLS_CONSUMER_GROUP.to_owned(),
-            topic: topic.to_owned(),
-            queue_id,
-            queue_offset: offset,
-            max_msg_nums: 1,
-            sys_flag: pull_sys_flag::build(false, false, true, false),
-            commit_offset: 0,
-            suspend_timeout_millis: 0,
-            subscription: Some("*".to_owned()),
-            sub_version: 0,
-            expression_type: Some("TAG".to_owned()),
-            max_msg_bytes: None,
-            broker_name: Some(broker_name.to_owned()),
-        };
+        let header = tools_pull(&queue, offset, 1);
         let outcome = self
             .instance
             .pull(
@@ -503,5 +473,17 @@ impl Admin {
                 .find(|message| message.queue_offset == offset),
             _ => None,
         })
+    }
+}
+
+/// Adds the connections `found` on one more broker to those `merged` so far, each client once.
+fn merge_connections(merged: &mut Vec<Connection>, found: Vec<Connection>) {
+    for connection in found {
+        if !merged
+            .iter()
+            .any(|known| known.client_id == connection.client_id)
+        {
+            merged.push(connection);
+        }
     }
 }
