@@ -7,6 +7,8 @@
 //! for its ready line, and stops it (and deletes the directory) when dropped. [`BrokerSet`]
 //! starts a name server and a master with its slaves as separate `tidemark` processes.
 
+pub mod webdriver;
+
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -68,7 +70,7 @@ pub fn against_apache() -> bool {
         .is_some_and(|name| name.to_string_lossy().contains("apache"))
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
     listener.local_addr().expect("local address").port()
 }

@@ -167,9 +167,12 @@ pub struct BrokerConfig {
     /// the same port; RocketMQ serves it from its proxy on 8081). 0: no gRPC.
     #[serde(alias = "grpcServerPort", rename(serialize = "grpcServerPort"))]
     pub grpc_listen_port: u16,
-    /// The HTTP port of the metrics endpoint (`/metrics`, Prometheus / OpenMetrics text).
-    /// 0: none (the default for `tidemark broker`; `tidemark dev` serves it on 8082).
+    /// The HTTP port of the metrics endpoint (`/metrics`, Prometheus / OpenMetrics text) and
+    /// the web console (`/`). 0: none (the default for `tidemark broker`; `tidemark dev`
+    /// serves it on 8082).
     pub http_listen_port: u16,
+    /// The web console shows but changes nothing (its forms are gone, its actions refused).
+    pub console_read_only: bool,
     /// PEM certificate chain and private key for gRPC over TLS; unset, a self-signed
     /// certificate is made at start (the 5.x clients trust any).
     pub grpc_tls_certificate: Option<std::path::PathBuf>,
@@ -297,6 +300,7 @@ impl Default for BrokerConfig {
             region_id: "DefaultRegion".into(),
             grpc_listen_port: 8081,
             http_listen_port: 0,
+            console_read_only: false,
             grpc_tls_certificate: None,
             grpc_tls_private_key: None,
             trace_on: true,

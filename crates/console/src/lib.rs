@@ -1,7 +1,10 @@
-//! `tidemark-console`: the broker's HTTP surface for operators. Today it serves `/metrics`
-//! (OpenMetrics text for Prometheus); it depends on the broker, never the other way.
+//! `tidemark-console`: the broker's HTTP surface for operators — `/metrics` (OpenMetrics text
+//! for Prometheus) and the web console (`/`, see [`web`]). It depends on the broker and the
+//! client, never the other way.
 
 pub mod metrics;
+pub mod trends;
+pub mod web;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -34,10 +37,6 @@ async fn metrics(State(state): State<Arc<BrokerState>>) -> impl IntoResponse {
     }
 }
 
-async fn index() -> &'static str {
-    "tidemark broker: metrics at /metrics\n"
-}
-
 /// Serves the HTTP endpoints on `listener` for `state`'s broker until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
@@ -45,12 +44,17 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let port = listener.local_addr()?.port();
+    let trends = Arc::new(trends::Trends::default());
+    let sampler = tokio::spawn(trends::run(trends.clone(), state.clone()));
+    let console = Arc::new(web::Console::new(state.clone(), trends));
     let router = Router::new()
-        .route("/", get(index))
         .route("/metrics", get(metrics))
-        .with_state(state);
-    info!(port, "metrics endpoint serving /metrics");
-    axum::serve(listener, router)
+        .with_state(state)
+        .merge(web::routes(console));
+    info!(port, "HTTP serving /metrics and the web console at /");
+    let served = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    sampler.abort();
+    served
 }

@@ -37,6 +37,9 @@ pub struct DevArgs {
     /// runs without it and says so.
     #[arg(long, default_value_t = 8082)]
     pub http_port: u16,
+    /// The web console on the HTTP port shows but changes nothing.
+    #[arg(long)]
+    pub console_read_only: bool,
     /// Acknowledge sends only after fsync.
     #[arg(long)]
     pub sync_flush: bool,
@@ -243,6 +246,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         listen_port: args.broker_port,
         grpc_listen_port: args.grpc_port,
         http_listen_port: args.http_port,
+        console_read_only: args.console_read_only,
         namesrv_addr: namesrv_addr.clone(),
         store_path_root_dir: args.data_dir.join("broker"),
         message_delay_level: args.message_delay_level.clone(),
@@ -292,9 +296,12 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             }
         },
     };
-    let http_addr = match &http {
-        Some(_) => format!("http://{advertised}:{}/metrics", args.http_port),
-        None => "off".to_owned(),
+    let (http_addr, console_addr) = match &http {
+        Some(_) => (
+            format!("http://{advertised}:{}/metrics", args.http_port),
+            format!("http://{advertised}:{}/", args.http_port),
+        ),
+        None => ("off".to_owned(), "off".to_owned()),
     };
     let mut broker = tokio::spawn(serve_broker(config, stopping, false, http));
     tokio::select! {
@@ -306,7 +313,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         port => format!("{advertised}:{port}"),
     };
     announce(&format!(
-        "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} grpc={grpc_addr} metrics={http_addr} data={}",
+        "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} grpc={grpc_addr} metrics={http_addr} console={console_addr} data={}",
         args.data_dir.display()
     ));
     info!(%namesrv_addr, %broker_addr, "tidemark dev ready; point clients at the name server");
