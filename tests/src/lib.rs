@@ -70,7 +70,32 @@ pub fn against_apache() -> bool {
         .is_some_and(|name| name.to_string_lossy().contains("apache"))
 }
 
+/// A free loopback port for a server, below the kernel's ephemeral range: a server restarted
+/// on its port (after a kill) would otherwise find it taken by some connection's local end
+/// meanwhile (CI failed that way once).
 pub fn free_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let low = 10_000u32;
+    let span = ephemeral_low.saturating_sub(low).max(1);
+    // Test processes run side by side: each starts at its own place in the range.
+    let seed = std::process::id().wrapping_mul(2_654_435_761)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos());
+    for _ in 0..span.min(5_000) {
+        let step = NEXT.fetch_add(7, std::sync::atomic::Ordering::Relaxed);
+        let port = low + seed.wrapping_add(step) % span;
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
     listener.local_addr().expect("local address").port()
 }

@@ -158,7 +158,57 @@ pub async fn overview(State(console): State<Arc<Console>>) -> Response {
         );
     }
     body.push_str("</table>");
+    body.push_str(&cluster_html(&console).await);
     page(&console, "Overview", &body).into_response()
+}
+
+/// Every broker of every cluster as the name server lists them, with what each reports.
+async fn cluster_html(console: &Console) -> String {
+    let info = match console.admin().await {
+        Ok(admin) => admin.cluster_info().await.map(|info| (admin, info)),
+        Err(failure) => {
+            return format!(
+                "<p class=\"error\">Cluster unknown: {}</p>",
+                escape(&failure)
+            )
+        }
+    };
+    let (admin, info) = match info {
+        Ok(found) => found,
+        Err(failure) => {
+            return format!(
+                "<p class=\"error\">Cluster unknown: the name server did not answer ({})</p>",
+                escape(&failure.to_string())
+            )
+        }
+    };
+    let mut out = String::from("<h2>Cluster</h2><table id=\"cluster\"><tr><th>Cluster</th><th>Broker</th><th>Id</th><th>Address</th><th>Version</th><th>Put TPS</th><th>Get TPS</th><th>Put today</th><th>Got today</th></tr>");
+    for (cluster, brokers) in &info.cluster_addr_table {
+        for broker_name in brokers {
+            let Some(data) = info.broker_addr_table.get(broker_name) else {
+                continue;
+            };
+            for (id, addr) in &data.broker_addrs {
+                // A broker that does not answer is listed with what the name server knows.
+                let runtime = admin.broker_runtime_info(addr).await.unwrap_or_default();
+                let field = |key: &str| runtime.get(key).cloned().unwrap_or_else(|| "-".to_owned());
+                let _ = write!(
+                    out,
+                    "<tr><td>{}</td><td>{}</td><td class=\"n\">{id}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                    escape(cluster),
+                    escape(broker_name),
+                    escape(addr),
+                    escape(&field("brokerVersionDesc")),
+                    escape(&field("putTps")),
+                    escape(&field("getTransferredTps")),
+                    escape(&field("msgPutTotalTodayNow")),
+                    escape(&field("msgGetTotalTodayNow"))
+                );
+            }
+        }
+    }
+    out.push_str("</table>");
+    out
 }
 
 /// Every group with committed progress on this broker, sorted.
