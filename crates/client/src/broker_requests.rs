@@ -5,8 +5,10 @@
 use std::collections::BTreeMap;
 use std::sync::{OnceLock, Weak};
 
-use tidemark_protocol::body::{ConsumerRunningInfo, MessageQueue};
-use tidemark_protocol::headers::GetConsumerRunningInfoRequestHeader;
+use tidemark_protocol::body::{ConsumerRunningInfo, GetConsumerStatusBody, MessageQueue};
+use tidemark_protocol::headers::{
+    GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader,
+};
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{Channel, Reply, ReplyFuture, RequestHandler};
@@ -28,6 +30,11 @@ pub(crate) trait BrokerRequests: Send + Sync + 'static {
     /// GET_CONSUMER_RUNNING_INFO: the consumer of `group` describes itself; `None` when this
     /// client has no consumer of that group.
     fn running_info(&self, _group: &str) -> Option<ConsumerRunningInfo> {
+        None
+    }
+    /// GET_CONSUMER_STATUS_FROM_CLIENT: the offsets the consumer of `group` holds for
+    /// `topic`'s queues; `None` when this client has no consumer of that group.
+    fn consumer_status(&self, _group: &str, _topic: &str) -> Option<BTreeMap<MessageQueue, i64>> {
         None
     }
     /// CHECK_TRANSACTION_STATE from the broker at the other end of `channel` (served by a
@@ -81,6 +88,9 @@ impl RequestHandler for BrokerRequestRouter {
                         Reply::Response(reply)
                     }
                 }
+                RequestCode::GetConsumerStatusFromClient => {
+                    Reply::Response(consumer_status_reply(target.as_ref(), &request))
+                }
                 RequestCode::GetConsumerRunningInfo => {
                     Reply::Response(running_info_reply(target.as_ref(), &request))
                 }
@@ -110,6 +120,29 @@ fn running_info_reply(target: &dyn BrokerRequests, request: &RemotingCommand) ->
             )),
         ),
     }
+}
+
+fn consumer_status_reply(
+    target: &dyn BrokerRequests,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<GetConsumerStatusRequestHeader>() {
+        Ok(header) => header,
+        Err(error) => {
+            return RemotingCommand::response(ResponseCode::SystemError, Some(error.to_string()))
+        }
+    };
+    // Java answers with an empty table when it has no such consumer.
+    let offsets = target
+        .consumer_status(&header.group, &header.topic)
+        .unwrap_or_default();
+    RemotingCommand::response(ResponseCode::Success, None).with_body(
+        GetConsumerStatusBody {
+            consumer_table: BTreeMap::new(),
+            message_queue_table: offsets,
+        }
+        .to_json_bytes(),
+    )
 }
 
 fn reset_request(

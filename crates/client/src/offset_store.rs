@@ -95,6 +95,15 @@ impl OffsetTable {
         }
     }
 
+    /// The offsets of `topic`'s queues.
+    pub fn of_topic(&self, topic: &str) -> BTreeMap<MessageQueue, i64> {
+        self.offsets
+            .iter()
+            .filter(|(queue, _)| queue.topic == topic)
+            .map(|(queue, offset)| (queue.clone(), *offset))
+            .collect()
+    }
+
     pub fn get(&self, queue: &MessageQueue) -> Option<i64> {
         self.offsets.get(queue).copied()
     }
@@ -291,6 +300,11 @@ impl OffsetStore {
     /// Records progress in memory; see [`OffsetTable::update`].
     pub fn update(&self, queue: &MessageQueue, offset: i64, increase_only: bool) {
         self.lock().update(queue, offset, increase_only);
+    }
+
+    /// The in-memory offsets of `topic`'s queues.
+    pub fn of_topic(&self, topic: &str) -> BTreeMap<MessageQueue, i64> {
+        self.lock().of_topic(topic)
     }
 
     /// The in-memory offset of `queue`, if any.

@@ -186,6 +186,9 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::ConsumeMessageDirectly => {
                     relay::consume_message_directly(&state, &request).await
                 }
+                RequestCode::InvokeBrokerToGetConsumerStatus => {
+                    relay::consumer_status(&state, &request).await
+                }
                 RequestCode::GetConsumerProgress => admin::consumer_progress(&state, &request),
                 RequestCode::CloneGroupOffset => {
                     clone_offset::clone_group_offset(&state, &request).await

@@ -91,6 +91,13 @@ impl BrokerRequests for BrokerRequestTarget {
         })
     }
 
+    fn consumer_status(&self, group: &str, topic: &str) -> Option<BTreeMap<MessageQueue, i64>> {
+        self.0
+            .upgrade()
+            .filter(|core| core.settings.group == group)
+            .map(|core| core.offsets.of_topic(topic))
+    }
+
     fn running_info(&self, group: &str) -> Option<ConsumerRunningInfo> {
         self.0
             .upgrade()

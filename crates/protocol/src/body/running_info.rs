@@ -64,6 +64,16 @@ json_object! {
     }
 }
 
+json_object! {
+    /// `GetConsumerStatusBody`: a client's offsets of one topic (`messageQueueTable`, its answer
+    /// to GET_CONSUMER_STATUS_FROM_CLIENT), and the broker's collection of them by client id
+    /// (`consumerTable`, its answer to INVOKE_BROKER_TO_GET_CONSUMER_STATUS).
+    pub struct GetConsumerStatusBody {
+        "consumerTable" => consumer_table: BTreeMap<String, BTreeMap<MessageQueue, i64>>,
+        "messageQueueTable" => message_queue_table: BTreeMap<MessageQueue, i64>,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +103,23 @@ mod tests {
         assert!(text.contains(r#""droped":false"#), "{text}");
         let back = ConsumerRunningInfo::from_json_bytes(&bytes).expect("decode");
         assert_eq!(back, info);
+    }
+
+    #[test]
+    fn consumer_status_tables_nest_queue_keys_under_client_ids() {
+        let queue = MessageQueue::new("T", "broker-a", 2);
+        let mut body = GetConsumerStatusBody::default();
+        body.consumer_table
+            .insert("client-1".to_owned(), BTreeMap::from([(queue.clone(), 42)]));
+        let bytes = body.to_json_bytes();
+        let text = String::from_utf8(bytes.to_vec()).expect("utf-8");
+        assert!(
+            text.contains(r#""client-1":{{"brokerName":"broker-a","queueId":2,"topic":"T"}:42}"#),
+            "{text}"
+        );
+        assert_eq!(
+            GetConsumerStatusBody::from_json_bytes(&bytes).expect("decode"),
+            body
+        );
     }
 }

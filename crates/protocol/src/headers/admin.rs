@@ -212,3 +212,15 @@ command_header! {
         required offline: bool = "offline",
     }
 }
+
+command_header! {
+    /// `GetConsumerStatusRequestHeader`: admin to broker (INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+    /// 223; mqadmin `getConsumerStatus`) and broker to client (GET_CONSUMER_STATUS_FROM_CLIENT,
+    /// 221).
+    pub struct GetConsumerStatusRequestHeader {
+        required topic: String = "topic",
+        required group: String = "group",
+        /// Only this client (its client id); absent: every consumer of the group.
+        optional client_addr: String = "clientAddr",
+    }
+}

@@ -142,6 +142,28 @@ class Scenario24MqadminTest extends SuiteBase {
         DefaultMQPushConsumer consumer = clients.push(group, topic, "*", received.listener("c"));
         received.awaitDistinct(20, Duration.ofSeconds(30));
         String clientId = consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId();
+        // Consumed is not yet committed: the client commits on its next pull or its 5 s timer.
+        // The progress subcommands below need the committed offsets.
+        DefaultMQAdminExt progressAdmin = new DefaultMQAdminExt();
+        progressAdmin.setNamesrvAddr(n);
+        progressAdmin.setInstanceName(Names.instance("progress"));
+        progressAdmin.start();
+        try {
+            Wait.until("the group's offsets to be committed", Duration.ofSeconds(30), () -> {
+                try {
+                    // (var: the type moved between the 4.9 and 5.x tools.)
+                    var stats = progressAdmin.examineConsumeStats(group);
+                    var queues = stats.getOffsetTable().entrySet().stream()
+                        .filter(e -> e.getKey().getTopic().equals(topic)).toList();
+                    return !queues.isEmpty() && queues.stream()
+                        .allMatch(e -> e.getValue().getConsumerOffset() >= e.getValue().getBrokerOffset());
+                } catch (Exception notYet) {
+                    return false;
+                }
+            });
+        } finally {
+            progressAdmin.shutdown();
+        }
 
         // Each subcommand with what its output must show; checked in order.
         Map<String[], Predicate<String>> runs = new LinkedHashMap<>();

@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.protocol.body.ConsumerConnection;
 import org.apache.rocketmq.common.protocol.body.ConsumerRunningInfo;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
@@ -186,6 +187,11 @@ class Scenario16CrossLanguageTest extends SuiteBase {
             assertTrue(ConsumerRunningInfo.analyzeSubscription(table), "mqadmin's subscription analysis");
             String report = info[0].formatString();
             assertTrue(report.contains("#Consumer MQ Detail#") && report.contains(topic), report);
+            // mqadmin getConsumerStatus: the broker collects the Rust consumer's offsets.
+            Map<String, Map<MessageQueue, Long>> status = admin.getConsumeStatus(topic, group, "");
+            assertTrue(status.containsKey(clientId[0]), status.toString());
+            assertTrue(status.get(clientId[0]).keySet().stream().allMatch(mq -> mq.getTopic().equals(topic))
+                && !status.get(clientId[0]).isEmpty(), status.toString());
         } finally {
             process.destroy();
             process.waitFor(10, TimeUnit.SECONDS);
