@@ -195,6 +195,21 @@ async fn daily_admin_commands_do_what_they_say() {
         let message = Message::new(&topic, format!("body-{i}")).with_keys([format!("key-{i}")]);
         sent.push(producer.send(message).await.expect("send"));
     }
+    // The key index is built behind the appends: wait until it has the last message sent.
+    let (index_ns, index_topic) = (ns.clone(), topic.clone());
+    assert!(
+        wait_until_async(Duration::from_secs(15), || {
+            let (ns, topic) = (index_ns.clone(), index_topic.clone());
+            async move {
+                admin(&["query-message"], &ns, &["-t", &topic, "-k", "key-11"])
+                    .await
+                    .status
+                    .success()
+            }
+        })
+        .await,
+        "the key index has the sent messages"
+    );
     let by_key = admin_json(&["query-message"], &ns, &["-t", &topic, "-k", "key-5"]).await;
     let found = rows(by_key.get("messages").expect("messages"));
     assert_eq!(found.len(), 1, "{found:?}");

@@ -247,22 +247,29 @@ async fn the_console_shows_and_steers_progress_in_a_browser() {
         .iter()
         .all(|offset| *offset == 0));
 
-    // A message by key, with its properties.
-    browser.open(&format!("{base}/messages")).await;
-    browser
-        .clear_and_type("#by-key input[name=topic]", &topic)
-        .await;
-    browser
-        .clear_and_type("#by-key input[name=key]", "key-3")
-        .await;
-    browser.click("#by-key button").await;
-    let mut source = browser.source().await;
-    for _ in 0..100 {
-        if source.contains("class=\"message\"") || source.contains("id=\"error\"") {
+    // A message by key, with its properties (the key index is built behind the appends: the
+    // lookup is repeated until it has the message).
+    let mut source = String::new();
+    for _ in 0..30 {
+        browser.open(&format!("{base}/messages")).await;
+        browser
+            .clear_and_type("#by-key input[name=topic]", &topic)
+            .await;
+        browser
+            .clear_and_type("#by-key input[name=key]", "key-3")
+            .await;
+        browser.click("#by-key button").await;
+        for _ in 0..50 {
+            source = browser.source().await;
+            if source.contains("class=\"message\"") || source.contains("id=\"error\"") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if source.contains(&sent[3].msg_id) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        source = browser.source().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert!(source.contains(&sent[3].msg_id), "{source}");
     browser.screenshot(&shots.join("message.png")).await;
