@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::Deserialize;
 use tidemark_protocol::body::{perm, TopicConfig, TopicFilterType};
+use tidemark_protocol::message::days_from_civil;
 
 use super::{error_page, escape, page, url_encode, Console};
 
@@ -153,17 +154,6 @@ pub async fn delete_topic(
         Ok(_) => done("/topics", &format!("topic {topic} deleted")),
         Err(failure) => failed(&format!("Topic {topic} not deleted: {failure}")),
     }
-}
-
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = if month > 2 { month - 3 } else { month + 9 };
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 /// `now`, epoch ms, a time before now (`-90s`, `-10m`, `-2h`, `-1d`), or a UTC time

@@ -8,7 +8,9 @@ mod record;
 mod tags;
 
 pub use batch::{decode_batch, encode_batch, BatchEntry};
-pub use ids::{decode_offset_msg_id, encode_offset_msg_id, UniqueIdGenerator};
+pub use ids::{
+    civil_from_days, days_from_civil, decode_offset_msg_id, encode_offset_msg_id, UniqueIdGenerator,
+};
 pub use properties::{find_property, property, Properties};
 pub use record::{
     body_crc, decode_records, magic_code_of, properties_of, store_timestamp_of, total_size_of,
