@@ -221,6 +221,11 @@ impl TopicTable {
         self.lock().system.iter().cloned().collect()
     }
 
+    /// Whether `topic` is one of the broker's own topics.
+    pub fn is_system(&self, topic: &str) -> bool {
+        self.lock().system.contains(topic)
+    }
+
     /// Counts `topic` among the broker's own topics (the trace topic it creates at start).
     pub fn mark_system(&self, topic: &str) {
         self.lock().system.insert(topic.to_owned());

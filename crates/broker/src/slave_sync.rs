@@ -159,3 +159,23 @@ fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
         state.topics_changed.notify_one();
     }
 }
+
+/// The master's topic names, asked now (a slave cleaning unused topics must not take a topic
+/// the master created since the last sync for an unused one); `None` when the master cannot
+/// be asked.
+pub(crate) async fn master_topic_names(state: &BrokerState) -> Option<Vec<String>> {
+    let master = state.master.broker_addr()?;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let fetched = fetch(&client, &master, RequestCode::GetAllTopicConfig).await;
+    client.shutdown();
+    let Fetched::Body(body) = fetched else {
+        return None;
+    };
+    match TopicConfigSerializeWrapper::from_json_bytes(&body) {
+        Ok(wrapper) => Some(wrapper.topic_config_table.into_keys().collect()),
+        Err(error) => {
+            warn!(%error, "master's topic config unreadable");
+            None
+        }
+    }
+}

@@ -129,6 +129,7 @@ wire_code_enum! {
         QueryTopicConsumeByWho = 300 => "QUERY_TOPIC_CONSUME_BY_WHO",
         QueryConsumeTimeSpan = 303 => "QUERY_CONSUME_TIME_SPAN",
         GetSystemTopicListFromBroker = 305 => "GET_SYSTEM_TOPIC_LIST_FROM_BROKER",
+        CleanExpiredConsumeQueue = 306 => "CLEAN_EXPIRED_CONSUMEQUEUE",
         GetConsumerRunningInfo = 307 => "GET_CONSUMER_RUNNING_INFO",
         QueryCorrectionOffset = 308 => "QUERY_CORRECTION_OFFSET",
         ConsumeMessageDirectly = 309 => "CONSUME_MESSAGE_DIRECTLY",

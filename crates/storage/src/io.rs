@@ -55,6 +55,8 @@ pub trait Storage: Send + Sync + Debug {
     fn list(&self, dir: &Path) -> io::Result<Vec<Entry>>;
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()>;
     /// Moves `from` to `to` in one step, replacing `to` if it exists (POSIX `rename`); durable
     /// once the directory is synced.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
@@ -213,6 +215,10 @@ impl Storage for FsStorage {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

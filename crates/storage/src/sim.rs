@@ -355,6 +355,29 @@ impl Storage for SimStorage {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{}", path.display())))
     }
 
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut state = self.lock();
+        state.tick()?;
+        let occupied = state.files.keys().any(|path| path.starts_with(dir))
+            || state
+                .dirs
+                .iter()
+                .any(|path| path != dir && path.starts_with(dir));
+        if occupied {
+            return Err(io::Error::new(
+                io::ErrorKind::DirectoryNotEmpty,
+                format!("{}", dir.display()),
+            ));
+        }
+        if !state.dirs.remove(dir) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}", dir.display()),
+            ));
+        }
+        Ok(())
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut state = self.lock();
         state.tick()?;

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use tracing::warn;
@@ -105,6 +105,9 @@ pub struct ConsumeQueue {
     tail: Mutex<Tail>,
     /// Files written since the last sync.
     dirty: Mutex<BTreeSet<u64>>,
+    /// Set by [`destroy`](Self::destroy): the files are gone and the store no longer lists
+    /// this queue; whoever still holds it must look the queue up again before writing.
+    destroyed: AtomicBool,
 }
 
 impl ConsumeQueue {
@@ -171,6 +174,7 @@ impl ConsumeQueue {
             max_offset: AtomicI64::new(0),
             tail: Mutex::new(Tail::default()),
             dirty: Mutex::new(BTreeSet::new()),
+            destroyed: AtomicBool::new(false),
         };
         queue.find_bounds()?;
         Ok(queue)
@@ -500,6 +504,92 @@ impl ConsumeQueue {
         Ok(())
     }
 
+    /// Where the queue's last record ends in the commit log (RocketMQ's `getLastOffset`),
+    /// looking below the minimum offset too (retention moves it past expired records);
+    /// `None` for a queue holding no record.
+    pub fn last_record_end(&self) -> Result<Option<u64>> {
+        let mut offset = self.max_offset();
+        let per_file = self.entries_per_file as i64;
+        while offset > 0 {
+            // Never across a file boundary: the files before one retention removed are gone.
+            let from = (offset - 64).max((offset - 1) / per_file * per_file);
+            let Some(entries) = self.read(from, (offset - from) as usize)? else {
+                return Ok(None);
+            };
+            if let Some(entry) = entries.iter().rev().find(|entry| entry.is_valid()) {
+                return Ok(Some(entry.commit_log_offset as u64 + entry.size as u64));
+            }
+            offset = from;
+        }
+        Ok(None)
+    }
+
+    /// The commit-log offset of the first readable record, if any.
+    pub fn first_record_offset(&self) -> Result<Option<u64>> {
+        let (mut offset, max) = (self.min_offset(), self.max_offset());
+        while offset < max {
+            let Some(entries) = self.read(offset, 64)? else {
+                return Ok(None);
+            };
+            if let Some(entry) = entries.iter().find(|entry| entry.is_valid()) {
+                return Ok(Some(entry.commit_log_offset as u64));
+            }
+            offset += entries.len().max(1) as i64;
+        }
+        Ok(None)
+    }
+
+    pub fn is_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Acquire)
+    }
+
+    /// Removes the queue's files and directory (RocketMQ's `ConsumeQueue.destroy`). Callers
+    /// first take it out of the store's table, under the append lock, so nothing appends to it
+    /// afterwards; a reader still holding it keeps reading the unlinked files.
+    pub fn destroy(&self) -> Result<()> {
+        let mut tail = self.tail();
+        self.destroyed.store(true, Ordering::Release);
+        let end = tail.end();
+        *tail = Tail {
+            start: end,
+            entries: Vec::new(),
+        };
+        self.dirty
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        let files =
+            std::mem::take(&mut *self.files.write().unwrap_or_else(PoisonError::into_inner));
+        for index in files.keys() {
+            let path = self.file_path(*index);
+            match self.storage.remove_file(&path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(StoreError::io("remove", &path, error)),
+            }
+        }
+        match self.storage.remove_dir(&self.dir) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(StoreError::io("remove", &self.dir, error)),
+        }
+        if let Some(parent) = self.dir.parent() {
+            // The topic directory goes with its last queue; one still holding queues stays.
+            if self.storage.remove_dir(parent).is_ok() {
+                if let Some(root) = parent.parent() {
+                    self.storage
+                        .sync_dir(root)
+                        .map_err(|error| StoreError::io("sync", root, error))?;
+                }
+            } else {
+                self.storage
+                    .sync_dir(parent)
+                    .map_err(|error| StoreError::io("sync", parent, error))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Retention: drops files whose entries all point below `commit_log_min` (never the last
     /// file) and moves the minimum offset to the first entry still backed by the commit log.
     pub fn correct_min_offset(&self, commit_log_min: u64) -> Result<usize> {
@@ -526,9 +616,12 @@ impl ConsumeQueue {
                 (entry.commit_log_offset as u64 + entry.size as u64) <= commit_log_min
             }) {
                 let path = self.file_path(*index);
-                self.storage
-                    .remove_file(&path)
-                    .map_err(|error| StoreError::io("remove", &path, error))?;
+                match self.storage.remove_file(&path) {
+                    Ok(()) => {}
+                    // Destroyed meanwhile: nothing left to retain.
+                    Err(_) if self.is_destroyed() => return Ok(deleted),
+                    Err(error) => return Err(StoreError::io("remove", &path, error)),
+                }
                 self.files
                     .write()
                     .unwrap_or_else(PoisonError::into_inner)

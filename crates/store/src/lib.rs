@@ -9,6 +9,7 @@ pub mod checkpoint;
 pub mod commit_log;
 pub mod config;
 pub mod consume_queue;
+mod destroyed;
 mod dispatch;
 pub mod error;
 pub mod index;

@@ -94,6 +94,37 @@ impl QueueTable {
         Ok(queue)
     }
 
+    /// Takes the queue out of the table (its files stay until it is destroyed).
+    pub fn remove(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        let mut queues = self.queues.write().unwrap_or_else(PoisonError::into_inner);
+        let by_id = queues.get_mut(topic)?;
+        let queue = by_id.remove(&queue_id);
+        if by_id.is_empty() {
+            queues.remove(topic);
+        }
+        queue
+    }
+
+    /// The queues of one topic.
+    pub fn of_topic(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+            .map(|queues| queues.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Topics that have at least one queue.
+    pub fn topics(&self) -> Vec<String> {
+        self.queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// Every queue, in no particular order.
     pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
         self.queues

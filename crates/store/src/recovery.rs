@@ -29,6 +29,7 @@ use crate::checkpoint::Checkpoint;
 use crate::commit_log::{CommitLog, Segment, SegmentReader};
 use crate::config::StoreConfig;
 use crate::consume_queue::{ConsumeQueue, QueueEntry};
+use crate::destroyed::DestroyedQueues;
 use crate::dispatch::DispatchRequest;
 use crate::error::Result;
 use crate::queues::QueueTable;
@@ -317,11 +318,22 @@ pub fn scan_start(log: &CommitLog, checkpoint: &Checkpoint, mode: RecoveryMode) 
 pub(crate) fn recover(
     log: &CommitLog,
     queues: &QueueTable,
+    destroyed: &DestroyedQueues,
     config: &StoreConfig,
     mode: RecoveryMode,
     checkpoint: &Checkpoint,
 ) -> Result<RecoveryReport> {
     let (start, durable_end) = scan_start(log, checkpoint, mode);
+    // A destroy the crash interrupted: the marked queue still holds records from before its
+    // mark. A queue created after the destroy holds only later ones.
+    for ((topic, queue_id), at) in destroyed.all() {
+        if let Some(queue) = queues.get(&topic, queue_id) {
+            if queue.first_record_offset()?.is_some_and(|first| first < at) {
+                queues.remove(&topic, queue_id);
+                queue.destroy()?;
+            }
+        }
+    }
     // Consume queues are derived data: everything they say about the log from the scan
     // start on is dropped and rebuilt from the records themselves.
     for queue in &queues.all() {
@@ -333,9 +345,14 @@ pub(crate) fn recover(
     let log_span = log.segments().len() as u64 * log.segment_bytes();
     let mut expected: HashMap<(String, i32), (i64, usize)> = HashMap::new();
     let outcome = scan(log, start, durable_end, |scanned: ScannedRecord| {
-        let key = (scanned.record.topic.clone(), scanned.record.queue_id);
+        let (topic, queue_id) = (&scanned.record.topic, scanned.record.queue_id);
+        if destroyed.covers(topic, queue_id, scanned.offset) {
+            return Ok(true);
+        }
+        let key = (topic.clone(), queue_id);
         let queue = queues.get_or_create(&key.0, key.1)?;
         let offset = scanned.record.queue_offset;
+        let first_of_queue = !expected.contains_key(&key);
         let (next, corrupt_seen) = expected
             .get(&key)
             .copied()
@@ -343,7 +360,13 @@ pub(crate) fn recover(
         let jump_allowed = scanned.corrupt_ranges_before > corrupt_seen
             && offset > next
             && ((offset - next) as u64) <= log_span / 64;
-        if offset != next && !jump_allowed {
+        // A destroyed queue's successor whose files went too (a destroy that failed half way
+        // left the old files to be reopened): its records begin where they begin.
+        let restarted_queue = first_of_queue
+            && queue.write_end() == 0
+            && destroyed.is_marked(&key.0, key.1)
+            && offset >= 0;
+        if offset != next && !jump_allowed && !restarted_queue {
             return Ok(false);
         }
         expected.insert(key, (offset + 1, scanned.corrupt_ranges_before));
@@ -355,6 +378,7 @@ pub(crate) fn recover(
     let (end, corrupt, records) = (outcome.end, outcome.corrupt_ranges, outcome.records);
     let bytes_truncated = log.truncate(end)?;
     let commit_log_min = log.min_offset();
+    destroyed.prune(commit_log_min)?;
     let mut queue_entries_truncated = 0;
     let queues = queues.all();
     for queue in &queues {

@@ -5,6 +5,7 @@
 //! `replication` (master chunks, slave appends) and `lifecycle` (running, stopping, closed).
 
 mod background;
+mod cleanup;
 mod durable;
 mod indexing;
 mod lifecycle;
@@ -81,6 +82,8 @@ struct Inner {
     storage: Arc<dyn Storage>,
     commit_log: CommitLog,
     queues: QueueTable,
+    /// Queues destroyed while their records are still in the log; recovery skips those.
+    destroyed: crate::destroyed::DestroyedQueues,
     append: Mutex<AppendState>,
     group_commit: GroupCommit,
     /// The prefault thread, unparked by appenders nearing the end of the write window.
@@ -164,6 +167,10 @@ impl MessageStore {
             root.join("consumequeue"),
             config.consume_queue_entries_per_file,
         )?;
+        let destroyed = crate::destroyed::DestroyedQueues::open(
+            storage.clone(),
+            root.join("destroyed-queues"),
+        )?;
         let index =
             crate::index::MessageIndex::open(storage.clone(), root.join("index"), config.index)
                 .map_err(io_error("open", &root.join("index")))?;
@@ -174,6 +181,7 @@ impl MessageStore {
             storage,
             commit_log,
             queues,
+            destroyed,
             append: Mutex::new(AppendState {
                 last_store_timestamp: 0,
                 replica_dispatched: 0,
@@ -191,6 +199,7 @@ impl MessageStore {
         let report = recovery::recover(
             &inner.commit_log,
             &inner.queues,
+            &inner.destroyed,
             &inner.config,
             mode,
             &checkpoint,
@@ -338,9 +347,13 @@ impl MessageStore {
             });
         }
 
-        let queue = inner.queues.get_or_create(&first.topic, first.queue_id)?;
+        let mut queue = inner.queues.get_or_create(&first.topic, first.queue_id)?;
         let (appended, end) = {
             let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+            if queue.is_destroyed() {
+                // Destroyed between the lookup and the lock: its successor takes the append.
+                queue = inner.queues.get_or_create(&first.topic, first.queue_id)?;
+            }
             let mut queue_offset = queue.write_end();
             let store_timestamp = (inner.clock)().max(state.last_store_timestamp);
             let base = inner.commit_log.reserve(total)?;

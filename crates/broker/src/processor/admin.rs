@@ -189,6 +189,15 @@ pub(super) async fn delete_topic(
     state.topics.remove(&topic, now_ms());
     state.stats.traffic.drop_topic(&topic);
     state.stats.history.drop_topic(&topic);
+    // Its messages go with it, as in RocketMQ (a topic made again starts at offset 0).
+    if !super::cleanup::is_internal_topic(state, &topic) {
+        if let Err(failure) = super::cleanup::destroy_topic_queues(state, &topic).await {
+            return error(
+                ResponseCode::SystemError,
+                format!("topic deleted but its queues not removed: {failure}"),
+            );
+        }
+    }
     let (_, journaled) = state.offsets.drop_topic(&topic);
     if let Err(failure) = state.offsets.durable(journaled).await {
         return error(

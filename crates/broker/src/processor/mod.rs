@@ -6,6 +6,7 @@ pub(crate) mod append;
 mod assignment;
 mod broker_config;
 mod broker_stats;
+mod cleanup;
 mod clone_offset;
 mod consume_queue;
 mod consume_stats;
@@ -179,6 +180,10 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::DeleteExpiredCommitLog => {
                     admin::delete_expired_commit_log(&state).await
                 }
+                RequestCode::CleanExpiredConsumeQueue => {
+                    cleanup::clean_expired_queues(&state).await
+                }
+                RequestCode::CleanUnusedTopic => cleanup::clean_unused_topics(&state).await,
                 RequestCode::QueryConsumeQueue => consume_queue::query(&state, &request),
                 RequestCode::GetConsumerRunningInfo => {
                     relay::consumer_running_info(&state, &request).await

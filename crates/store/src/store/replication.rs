@@ -102,7 +102,15 @@ impl Inner {
                     ),
                 });
             }
-            let queue = self.queues.get_or_create(&record.topic, record.queue_id)?;
+            let mut queue = self.queues.get_or_create(&record.topic, record.queue_id)?;
+            if record.queue_offset < queue.write_end() {
+                // The master destroyed this queue and began it again at 0 (a deleted or
+                // cleaned-up topic): so does this slave, or it would mix the two.
+                let key = (record.topic.clone(), record.queue_id);
+                self.destroyed.record(&[key], position, log.min_offset())?;
+                self.destroy_queues(&[queue])?;
+                queue = self.queues.get_or_create(&record.topic, record.queue_id)?;
+            }
             let request = DispatchRequest::of_record(&record, position, size as u32);
             queue.put(record.queue_offset, request.queue_entry(&self.config))?;
             queue.publish(record.queue_offset + 1);

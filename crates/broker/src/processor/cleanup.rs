@@ -1,0 +1,113 @@
+//! Removing consume queues nobody needs (mqadmin `cleanExpiredCQ`, `cleanUnusedTopic`, and a
+//! deleted topic's queues): the store destroys them; here is which ones.
+//!
+//! Never touched: the broker's own topics and those the store or the broker write internally
+//! (delayed and timer messages, half transactions, POP's revive log, `rmq_sys_*`, LMQ).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tracing::info;
+
+use super::{error, success};
+use crate::metadata::{SCHEDULE_TOPIC, TIMER_TOPIC};
+use crate::state::BrokerState;
+
+/// Topics whose queues no cleanup may destroy.
+pub(crate) fn is_internal_topic(state: &BrokerState, topic: &str) -> bool {
+    topic == SCHEDULE_TOPIC
+        || topic == TIMER_TOPIC
+        || topic.starts_with("RMQ_SYS_")
+        || topic.starts_with("rmq_sys_")
+        || topic.starts_with("%LMQ%")
+        || state.topics.is_system(topic)
+}
+
+/// Destroys `topic`'s queues off the async threads; returns how many went.
+pub(crate) async fn destroy_topic_queues(
+    state: &Arc<BrokerState>,
+    topic: &str,
+) -> Result<usize, String> {
+    let store = state.store.clone();
+    let owned = topic.to_owned();
+    let destroyed = tokio::task::spawn_blocking(move || store.destroy_topic_queues(&owned))
+        .await
+        .map_err(|failure| failure.to_string())?
+        .map_err(|failure| failure.to_string())?;
+    if destroyed > 0 {
+        state.stats.traffic.drop_topic(topic);
+        state.stats.history.drop_topic(topic);
+    }
+    Ok(destroyed)
+}
+
+/// CLEAN_EXPIRED_CONSUMEQUEUE (306): queues whose every record retention removed.
+pub(super) async fn clean_expired_queues(state: &Arc<BrokerState>) -> RemotingCommand {
+    let store = state.store.clone();
+    let internal: BTreeSet<String> = store
+        .queue_topics()
+        .into_iter()
+        .filter(|topic| is_internal_topic(state, topic))
+        .collect();
+    let cleaned = tokio::task::spawn_blocking(move || {
+        store.destroy_expired_queues(|topic| internal.contains(topic))
+    })
+    .await;
+    match cleaned {
+        Ok(Ok(count)) => {
+            info!(queues = count, "expired consume queues cleaned on request");
+            success()
+        }
+        Ok(Err(failure)) => error(
+            ResponseCode::SystemError,
+            format!("cleaning expired consume queues failed: {failure}"),
+        ),
+        Err(failure) => error(
+            ResponseCode::SystemError,
+            format!("cleaning expired consume queues failed: {failure}"),
+        ),
+    }
+}
+
+/// CLEAN_UNUSED_TOPIC (316): queues of topics this broker no longer has. A slave also keeps
+/// every topic its master has now: its own list follows the master's only on a timer.
+pub(super) async fn clean_unused_topics(state: &Arc<BrokerState>) -> RemotingCommand {
+    // Queues first, then the topic lists: a topic made meanwhile is in the lists by the time
+    // it has queues.
+    let candidates = state.store.queue_topics();
+    let mut keep: BTreeSet<String> = state.topics.names().into_iter().collect();
+    if state.config.is_slave() {
+        match crate::slave_sync::master_topic_names(state).await {
+            Some(names) => keep.extend(names),
+            None => {
+                return error(
+                    ResponseCode::SystemError,
+                    "the master cannot be reached: a slave cleans unused topics only against \
+                     its master's topic list",
+                )
+            }
+        }
+    }
+    let mut cleaned = Vec::new();
+    for topic in candidates {
+        if keep.contains(&topic)
+            || is_internal_topic(state, &topic)
+            || state.topics.get(&topic).is_some()
+        {
+            continue;
+        }
+        match destroy_topic_queues(state, &topic).await {
+            Ok(0) => {}
+            Ok(_) => cleaned.push(topic),
+            Err(failure) => {
+                return error(
+                    ResponseCode::SystemError,
+                    format!("cleaning the queues of unused topic {topic} failed: {failure}"),
+                )
+            }
+        }
+    }
+    info!(topics = ?cleaned, "unused topics' consume queues cleaned on request");
+    success()
+}
