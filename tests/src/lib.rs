@@ -257,13 +257,31 @@ impl ServerProcess {
         self.child.is_some()
     }
 
-    /// Sends a signal by name (`STOP`, `CONT`, …) to the running process.
+    /// Sends a signal by name (`STOP`, `CONT`, …) to the running process; for `STOP`, returns
+    /// once the process is stopped (a test acting on a process it believes frozen must not race
+    /// the signal's delivery).
     pub fn signal(&self, name: &str) {
-        if let Some(child) = &self.child {
-            let _ = Command::new("kill")
-                .arg(format!("-{name}"))
-                .arg(child.id().to_string())
-                .status();
+        let Some(child) = &self.child else {
+            return;
+        };
+        let pid = child.id();
+        let sent = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status();
+        assert!(
+            sent.as_ref().is_ok_and(|status| status.success()),
+            "kill -{name} {pid} failed: {sent:?}"
+        );
+        if name == "STOP" {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while process_state(pid) != Some('T') {
+                assert!(
+                    Instant::now() < deadline,
+                    "process {pid} not stopped 10 s after SIGSTOP"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
 
@@ -566,4 +584,11 @@ pub fn init_logging() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+}
+
+/// A process's state letter from `/proc/<pid>/stat` (`T` when stopped).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }

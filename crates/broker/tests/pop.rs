@@ -543,3 +543,45 @@ async fn orderly_pops_hand_a_queue_out_one_batch_at_a_time() {
     let (_, stop_namesrv) = cluster.stop_broker().await;
     let _ = stop_namesrv.send(true);
 }
+
+/// A deleted topic's queues start again at 0 when it is made again: the group's POP cursors
+/// go back with them, or they would skip the new messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_and_remade_topic_is_popped_from_its_new_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    for index in 0..3 {
+        let sent = call(
+            &client,
+            &cluster.broker,
+            send_request(&format!("old-{index}"), "TagA", 0),
+        )
+        .await;
+        assert_eq!(sent.response_code(), ResponseCode::Success);
+    }
+    let old = pop_until(&client, &cluster.broker, 3, 60_000).await;
+    assert_eq!(bodies(&old), vec!["old-0", "old-1", "old-2"]);
+    let delete = RemotingCommand::request_with_header(
+        RequestCode::DeleteTopicInBroker,
+        &tidemark_protocol::headers::DeleteTopicRequestHeader {
+            topic: TOPIC.into(),
+        },
+    );
+    assert_eq!(
+        call(&client, &cluster.broker, delete).await.response_code(),
+        ResponseCode::Success
+    );
+    // Made again by the next send (auto-creation from TBW102).
+    let sent = call(&client, &cluster.broker, send_request("new-0", "TagA", 0)).await;
+    assert_eq!(
+        sent.response_code(),
+        ResponseCode::Success,
+        "{:?}",
+        sent.remark
+    );
+    let new = pop_until(&client, &cluster.broker, 1, 60_000).await;
+    assert_eq!(bodies(&new), vec!["new-0"]);
+    assert_eq!(new[0].record.queue_offset, 0);
+    let _ = cluster.stop_broker().await;
+}

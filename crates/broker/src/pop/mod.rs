@@ -350,6 +350,29 @@ impl PopTable {
         self.journal(&state::reset_record(key, offset))
     }
 
+    /// Queues that were destroyed begin again at offset 0: every group's cursor on those
+    /// `destroyed` names goes back there, with nothing in flight. Returns the journal ticket
+    /// covering all of it (or the first failure).
+    pub fn restart(&self, destroyed: impl Fn(&str, i32) -> bool) -> Journaled {
+        let keys: Vec<QueueKey> = self
+            .lock()
+            .state
+            .queues
+            .keys()
+            .filter(|key| destroyed(&key.topic, key.queue_id))
+            .cloned()
+            .collect();
+        let mut covering = Journaled::Nothing;
+        for key in keys {
+            match self.reset(&key, 0) {
+                failed @ Journaled::Failed(_) => return failed,
+                Journaled::Nothing => {}
+                pending => covering = pending,
+            }
+        }
+        covering
+    }
+
     /// The earliest visibility deadline.
     pub fn next_deadline(&self) -> Option<i64> {
         self.lock().deadlines.first().map(|(at, _, _)| *at)

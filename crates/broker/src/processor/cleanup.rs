@@ -38,6 +38,13 @@ pub(crate) async fn destroy_topic_queues(
     if destroyed > 0 {
         state.stats.traffic.drop_topic(topic);
         state.stats.history.drop_topic(topic);
+        // POP cursors past the new end would skip the topic's next messages.
+        let journaled = state.pop.restart(|destroyed, _| destroyed == topic);
+        state
+            .pop
+            .durable(journaled)
+            .await
+            .map_err(|failure| format!("POP cursors not reset: {failure}"))?;
     }
     Ok(destroyed)
 }
@@ -53,21 +60,32 @@ pub(super) async fn clean_expired_queues(state: &Arc<BrokerState>) -> RemotingCo
     let cleaned = tokio::task::spawn_blocking(move || {
         store.destroy_expired_queues(|topic| internal.contains(topic))
     })
-    .await;
-    match cleaned {
-        Ok(Ok(count)) => {
-            info!(queues = count, "expired consume queues cleaned on request");
-            success()
+    .await
+    .map_err(|failure| failure.to_string())
+    .and_then(|cleaned| cleaned.map_err(|failure| failure.to_string()));
+    let destroyed: BTreeSet<(String, i32)> = match cleaned {
+        Ok(destroyed) => destroyed.into_iter().collect(),
+        Err(failure) => {
+            return error(
+                ResponseCode::SystemError,
+                format!("cleaning expired consume queues failed: {failure}"),
+            )
         }
-        Ok(Err(failure)) => error(
+    };
+    let journaled = state
+        .pop
+        .restart(|topic, queue_id| destroyed.contains(&(topic.to_owned(), queue_id)));
+    if let Err(failure) = state.pop.durable(journaled).await {
+        return error(
             ResponseCode::SystemError,
-            format!("cleaning expired consume queues failed: {failure}"),
-        ),
-        Err(failure) => error(
-            ResponseCode::SystemError,
-            format!("cleaning expired consume queues failed: {failure}"),
-        ),
+            format!("expired consume queues cleaned but POP cursors not reset: {failure}"),
+        );
     }
+    info!(
+        queues = destroyed.len(),
+        "expired consume queues cleaned on request"
+    );
+    success()
 }
 
 /// CLEAN_UNUSED_TOPIC (316): queues of topics this broker no longer has. A slave also keeps

@@ -42,8 +42,11 @@ impl MessageStore {
 
     /// Destroys the queues whose last record lies below the commit log's minimum offset,
     /// except those of topics `keep` names; empty queues stay (one may have just been made).
-    /// Returns how many went.
-    pub fn destroy_expired_queues(&self, keep: impl Fn(&str) -> bool) -> Result<usize> {
+    /// Returns the queues that went.
+    pub fn destroy_expired_queues(
+        &self,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<(String, i32)>> {
         let inner = &self.inner;
         let _appends = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
         let log_min = inner.commit_log.min_offset();
@@ -61,7 +64,10 @@ impl MessageStore {
         for queue in &expired {
             info!(topic = %queue.topic, queue = queue.queue_id, log_min, "expired consume queue destroyed");
         }
-        Ok(expired.len())
+        Ok(expired
+            .iter()
+            .map(|queue| (queue.topic.clone(), queue.queue_id))
+            .collect())
     }
 }
 
