@@ -126,6 +126,7 @@ wire_code_enum! {
         InvokeBrokerToResetOffset = 222 => "INVOKE_BROKER_TO_RESET_OFFSET",
         InvokeBrokerToGetConsumerStatus = 223 => "INVOKE_BROKER_TO_GET_CONSUMER_STATUS",
         GetTopicsByCluster = 224 => "GET_TOPICS_BY_CLUSTER",
+        UpdateAndCreateSubscriptionGroupList = 225 => "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST",
         QueryTopicConsumeByWho = 300 => "QUERY_TOPIC_CONSUME_BY_WHO",
         QueryConsumeTimeSpan = 303 => "QUERY_CONSUME_TIME_SPAN",
         GetSystemTopicListFromBroker = 305 => "GET_SYSTEM_TOPIC_LIST_FROM_BROKER",

@@ -149,7 +149,7 @@ pub(super) async fn create_topic(
 /// RocketMQ 5's topic attributes as UPDATE_AND_CREATE_TOPIC carries them (`+key=value` sets,
 /// `-key` removes, comma-separated) applied to what the topic had. `message.type` must be one of
 /// RocketMQ's message types.
-fn apply_attributes(
+pub(super) fn apply_attributes(
     existing: Option<std::collections::BTreeMap<String, String>>,
     changes: &str,
 ) -> Result<Option<std::collections::BTreeMap<String, String>>, String> {

@@ -2,6 +2,7 @@
 //! where a request code is mapped to its handler.
 
 mod admin;
+mod admin_lists;
 pub(crate) mod append;
 mod assignment;
 mod broker_config;
@@ -152,6 +153,12 @@ impl RequestHandler for BrokerHandler {
                     admin::earliest_store_time(&state, &request)
                 }
                 RequestCode::UpdateAndCreateTopic => admin::create_topic(&state, &request).await,
+                RequestCode::UpdateAndCreateTopicList => {
+                    admin_lists::create_topics(&state, &request).await
+                }
+                RequestCode::UpdateAndCreateSubscriptionGroupList => {
+                    admin_lists::create_groups(&state, &request).await
+                }
                 RequestCode::DeleteTopicInBroker => admin::delete_topic(&state, &request).await,
                 RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
                 RequestCode::GetTopicConfig => admin::topic_config(&state, &request),

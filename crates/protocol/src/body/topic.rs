@@ -92,3 +92,19 @@ json_object! {
         "subscriptionGroupTable" => subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
     }
 }
+
+json_object! {
+    /// `CreateTopicListRequestBody` (UPDATE_AND_CREATE_TOPIC_LIST, 5.x `updateTopicList`):
+    /// topic configs whose `attributes` keys carry RocketMQ's `+` (set) or `-` (remove) sign.
+    pub struct CreateTopicListRequestBody {
+        "topicConfigList" => topic_config_list: Vec<TopicConfig>,
+    }
+}
+
+json_object! {
+    /// `SubscriptionGroupList` (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, 5.x
+    /// `updateSubGroupList`).
+    pub struct SubscriptionGroupList {
+        "groupConfigList" => group_config_list: Vec<SubscriptionGroupConfig>,
+    }
+}

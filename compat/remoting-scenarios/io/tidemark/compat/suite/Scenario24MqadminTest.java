@@ -219,6 +219,22 @@ class Scenario24MqadminTest extends SuiteBase {
         runs.put(new String[] {"updateOrderConf", "-n", n, "-t", topic, "-v", brokerName + ":4", "-m", "put"}, out -> out.contains("success"));
         runs.put(new String[] {"updateOrderConf", "-n", n, "-t", topic, "-m", "get"}, out -> out.contains(brokerName + ":4"));
         runs.put(new String[] {"updateOrderConf", "-n", n, "-t", topic, "-m", "delete"}, out -> out.contains("success"));
+        String listTopic = Names.topic("s24l");
+        String listGroup = Names.group("s24l");
+        if (toolsV5()) {
+            // RocketMQ 5's batch forms: a JSON array of configs from a file.
+            Path topicList = home.resolve("topic-list.json");
+            Files.writeString(topicList, "[{\"topicName\":\"" + listTopic
+                + "\",\"readQueueNums\":2,\"writeQueueNums\":2,\"perm\":6}]");
+            Path groupList = home.resolve("group-list.json");
+            Files.writeString(groupList, "[{\"groupName\":\"" + listGroup + "\",\"retryMaxTimes\":5}]");
+            runs.put(new String[] {"updateTopicList", "-n", n, "-b", b, "-f", topicList.toString()},
+                out -> out.contains("success"));
+            runs.put(new String[] {"updateSubGroupList", "-n", n, "-b", b, "-f", groupList.toString()},
+                out -> out.contains("success"));
+            runs.put(new String[] {"getConsumerConfig", "-n", n, "-g", listGroup},
+                out -> out.contains(listGroup) && out.contains("retryMaxTimes") && out.contains("5"));
+        }
         runs.put(new String[] {"cloneGroupOffset", "-n", n, "-s", group, "-d", newGroup, "-t", topic}, out -> out.contains("success"));
         runs.put(new String[] {"deleteSubGroup", "-n", n, "-b", b, "-g", newGroup}, out -> out.contains("success"));
         runs.put(new String[] {"resetOffsetByTime", "-n", n, "-g", group, "-t", topic, "-s", "now"}, out -> out.contains(brokerName));
@@ -258,6 +274,16 @@ class Scenario24MqadminTest extends SuiteBase {
         try {
             var puts = admin.viewBrokerStatsData(b, "TOPIC_PUT_NUMS", topic);
             assertTrue(puts.getStatsMinute() != null && puts.getStatsDay().getSum() >= 0, "TOPIC_PUT_NUMS of " + topic);
+            if (toolsV5()) {
+                // updateTopicList's topic, once the broker has registered it.
+                Wait.until("the listed topic's route", Duration.ofSeconds(30), () -> {
+                    try {
+                        return admin.examineTopicStats(listTopic).getOffsetTable().size() == 2;
+                    } catch (Exception notYet) {
+                        return false;
+                    }
+                });
+            }
             // The clean-ups left the live topic's queue alone.
             long max = admin.maxOffset(new MessageQueue(topic, brokerName, queue));
             assertTrue(max >= 1, "max offset of the live topic's queue after the clean-ups: " + max);
