@@ -326,7 +326,7 @@ pub async fn topic(
 <label>Permission <select name=\"perm\"><option value=\"6\">read-write</option><option value=\"4\">read-only</option><option value=\"2\">write-only</option></select></label> \
 <button type=\"submit\">Update</button></form>\
 <form method=\"post\" action=\"/topics/{target}/delete\" id=\"delete-topic\">{csrf}\
-<label>Type the topic's name to delete it <input name=\"confirm\" required></label> <button type=\"submit\">Delete</button></form>",
+<label>Type the topic's name to delete it and its messages <input name=\"confirm\" required></label> <button type=\"submit\">Delete</button></form>",
             config.read_queue_nums,
             config.write_queue_nums,
             csrf = console.csrf_field()
