@@ -139,6 +139,10 @@ const (
 )
 
 func TestGoClientAgainstTidemark(t *testing.T) {
+	// The tally is per process: start it afresh, so other tests' calls are not counted here.
+	statusMu.Lock()
+	statuses = map[string]map[string]int{}
+	statusMu.Unlock()
 	endpoint, srv := grpcEndpoint(t)
 	testStart := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 85*time.Second)

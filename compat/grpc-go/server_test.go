@@ -21,6 +21,7 @@ type server struct {
 	logPath string
 	exited  chan struct{}
 	grpc    string
+	namesrv string // the name server's address, for `tidemark admin`
 	stuck   string // the log tail when SIGTERM did not stop the server
 }
 
@@ -79,7 +80,8 @@ func startServer(t *testing.T, bin string) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &server{cmd: cmd, dir: dir, logPath: logPath, exited: make(chan struct{})}
+	s := &server{cmd: cmd, dir: dir, logPath: logPath, exited: make(chan struct{}),
+		namesrv: fmt.Sprintf("127.0.0.1:%d", namesrv)}
 	go func() {
 		cmd.Wait()
 		logFile.Close()

@@ -194,7 +194,11 @@ impl Gateway {
         let header = PopMessageRequestHeader {
             consumer_group: group.clone(),
             topic: topic.clone(),
-            queue_id: if fifo { queue.id.max(-1) } else { -1 },
+            // Every queue of the broker, FIFO or not, as Apache's proxy pops (its receive
+            // selector takes the broker's acting queue, -1, whatever queue the request names):
+            // a client polling one empty queue of a FIFO topic would otherwise wait out a long
+            // poll while the others hold messages. Orderly pops still lock queue by queue.
+            queue_id: -1,
             max_msg_nums: request.batch_size.clamp(1, 32),
             invisible_time: invisible_ms,
             poll_time: poll_ms,
