@@ -31,13 +31,15 @@ pub fn dlq_topic(group: &str) -> String {
     format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
 }
 
+/// The characters RocketMQ allows in topic and group names: `[%|a-zA-Z0-9_-]`.
+pub fn has_only_name_characters(name: &str) -> bool {
+    name.bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'%' | b'|' | b'_' | b'-'))
+}
+
 /// Topic names RocketMQ accepts: `[%|a-zA-Z0-9_-]`, at most 127 characters.
 pub fn is_valid_topic_name(topic: &str) -> bool {
-    !topic.is_empty()
-        && topic.len() <= 127
-        && topic
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'%' | b'|' | b'_' | b'-'))
+    !topic.is_empty() && topic.len() <= 127 && has_only_name_characters(topic)
 }
 
 /// Topics a producer may not send to.

@@ -12,7 +12,7 @@ use tracing::info;
 
 use super::admin::apply_attributes;
 use super::{error, success};
-use crate::metadata::{is_valid_topic_name, AUTO_CREATE_TOPIC_KEY_TOPIC};
+use crate::metadata::{has_only_name_characters, is_valid_topic_name, AUTO_CREATE_TOPIC_KEY_TOPIC};
 use crate::state::{now_ms, BrokerState};
 
 /// The longest group name RocketMQ accepts.
@@ -162,10 +162,7 @@ fn group_name_problem(group: &str) -> Option<String> {
             "the specified group is longer than group max length {GROUP_NAME_MAX}."
         ));
     }
-    if !group
-        .bytes()
-        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'%' | b'|' | b'_' | b'-'))
-    {
+    if !has_only_name_characters(group) {
         return Some(format!(
             "the specified group[{group}] contains illegal characters, allowing only \
              ^[%|a-zA-Z0-9_-]+$"

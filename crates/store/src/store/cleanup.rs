@@ -48,14 +48,25 @@ impl MessageStore {
         keep: impl Fn(&str) -> bool,
     ) -> Result<Vec<(String, i32)>> {
         let inner = &self.inner;
+        let expired_at = |queue: &ConsumeQueue, log_min: u64| -> Result<bool> {
+            Ok(queue.last_record_end()?.is_some_and(|end| end <= log_min))
+        };
+        // Every queue is read without holding up appends; only the few candidates are checked
+        // again under the append lock (one may have taken an append meanwhile).
+        let mut candidates = Vec::new();
+        for queue in inner.queues.all() {
+            if !keep(&queue.topic) && expired_at(&queue, inner.commit_log.min_offset())? {
+                candidates.push(queue);
+            }
+        }
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
         let _appends = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
         let log_min = inner.commit_log.min_offset();
         let mut expired = Vec::new();
-        for queue in inner.queues.all() {
-            if keep(&queue.topic) {
-                continue;
-            }
-            if queue.last_record_end()?.is_some_and(|end| end <= log_min) {
+        for queue in candidates {
+            if !queue.is_destroyed() && expired_at(&queue, log_min)? {
                 expired.push(queue);
             }
         }
