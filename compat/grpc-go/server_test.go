@@ -29,12 +29,12 @@ const stopGrace = 10 * time.Second
 
 // grpcEndpoint returns the gRPC address to test against: a server this test starts from
 // TIDEMARK_BIN (preferred), else TIDEMARK_GRPC_ADDR; it skips the test when neither is set.
-func grpcEndpoint(t *testing.T) (string, *server) {
+func grpcEndpoint(t *testing.T, extra ...string) (string, *server) {
 	t.Helper()
 	if bin := os.Getenv("TIDEMARK_BIN"); bin != "" {
 		var lastErr error
 		for attempt := 0; attempt < 3; attempt++ {
-			s, err := startServer(t, bin)
+			s, err := startServer(t, bin, extra...)
 			if err == nil {
 				t.Cleanup(func() { reportStop(t, s) })
 				return s.grpc, s
@@ -52,7 +52,7 @@ func grpcEndpoint(t *testing.T) (string, *server) {
 	return "", nil
 }
 
-func startServer(t *testing.T, bin string) (*server, error) {
+func startServer(t *testing.T, bin string, extra ...string) (*server, error) {
 	dir, err := os.MkdirTemp("", "tidemark-grpc-go-")
 	if err != nil {
 		return nil, err
@@ -68,11 +68,12 @@ func startServer(t *testing.T, bin string) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	cmd := exec.Command(bin, "dev",
+	args := append([]string{"dev",
 		"--data-dir", filepath.Join(dir, "data"),
 		"--namesrv-port", fmt.Sprint(namesrv),
 		"--broker-port", fmt.Sprint(broker),
-		"--grpc-port", fmt.Sprint(grpcPort))
+		"--grpc-port", fmt.Sprint(grpcPort)}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {

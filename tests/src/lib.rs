@@ -449,6 +449,11 @@ impl BrokerSet {
     /// `roles[0]` is the master's role (`ASYNC_MASTER` / `SYNC_MASTER`), the rest `SLAVE`.
     /// `extra` is appended to every broker's TOML.
     pub fn start(name: &str, roles: &[&str], extra: &str) -> BrokerSet {
+        Self::start_with(name, roles, extra, &[])
+    }
+
+    /// [`start`](Self::start), with `namesrv_args` appended to the name server's command line.
+    pub fn start_with(name: &str, roles: &[&str], extra: &str, namesrv_args: &[&str]) -> BrokerSet {
         let dir = tempfile::Builder::new()
             .prefix("tidemark-ms-")
             .tempdir()
@@ -458,11 +463,14 @@ impl BrokerSet {
         let namesrv = ServerProcess::start(
             &format!("{name}-namesrv"),
             bin.clone(),
-            vec![
-                "namesrv".into(),
+            [
+                "namesrv".to_owned(),
                 "--listen".into(),
                 format!("127.0.0.1:{namesrv_port}"),
-            ],
+            ]
+            .into_iter()
+            .chain(namesrv_args.iter().map(|arg| (*arg).to_owned()))
+            .collect(),
             "tidemark namesrv ready",
         );
         let mut brokers = Vec::new();

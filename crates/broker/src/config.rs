@@ -177,6 +177,20 @@ pub struct BrokerConfig {
     /// certificate is made at start (the 5.x clients trust any).
     pub grpc_tls_certificate: Option<std::path::PathBuf>,
     pub grpc_tls_private_key: Option<std::path::PathBuf>,
+    /// Check every request against the ACL file (RocketMQ 4.x's `aclEnable`): see
+    /// `tidemark-acl`.
+    #[serde(alias = "aclEnable")]
+    pub acl_enable: bool,
+    /// The ACL file; unset: `plain_acl.yml` beside the config file. Re-read when it changes.
+    #[serde(alias = "aclFile")]
+    pub acl_file: Option<PathBuf>,
+    /// The account this broker signs its own requests with (registration, slave sync, a
+    /// returning master's questions to its slaves), for name servers and masters that check
+    /// ACL. The secret is never shown (GET_BROKER_CONFIG leaves it out).
+    #[serde(alias = "aclAccessKey")]
+    pub acl_access_key: Option<String>,
+    #[serde(alias = "aclSecretKey", skip_serializing)]
+    pub acl_secret_key: Option<String>,
     #[serde(alias = "traceOn")]
     pub trace_on: bool,
     /// Delay of each level, 1-based (`messageDelayLevel`): `s`, `m`, `h` or `d` suffixes.
@@ -303,6 +317,10 @@ impl Default for BrokerConfig {
             console_read_only: false,
             grpc_tls_certificate: None,
             grpc_tls_private_key: None,
+            acl_enable: false,
+            acl_file: None,
+            acl_access_key: None,
+            acl_secret_key: None,
             trace_on: true,
             message_delay_level: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
                 .into(),
@@ -411,6 +429,20 @@ impl BrokerConfig {
                 "{} and {} go together: set both, or neither for a self-signed certificate",
                 key("grpc_tls_certificate"),
                 key("grpc_tls_private_key")
+            ));
+        }
+        if self.acl_access_key.is_some() != self.acl_secret_key.is_some() {
+            return Err(format!(
+                "{} and {} go together: the broker's own account needs both",
+                key("acl_access_key"),
+                key("acl_secret_key")
+            ));
+        }
+        if self.acl_enable && self.acl_file.is_none() && self.config_file.is_none() {
+            return Err(format!(
+                "{} needs {}: there is no config file to find plain_acl.yml beside",
+                key("acl_enable"),
+                key("acl_file")
             ));
         }
         match self.broker_role {
@@ -524,6 +556,30 @@ impl BrokerConfig {
             .ok_or_else(|| {
                 ConfigError::Invalid(format!("delete_when {:?} is not an hour", self.delete_when))
             })
+    }
+
+    /// The ACL file checked when `acl_enable` is on.
+    pub fn acl_file_path(&self) -> Option<PathBuf> {
+        if !self.acl_enable {
+            return None;
+        }
+        self.acl_file.clone().or_else(|| {
+            let dir = self.config_file.as_deref()?.parent()?;
+            Some(dir.join("plain_acl.yml"))
+        })
+    }
+
+    /// Settings for the broker's own connections to name servers and other brokers: signed
+    /// with its account when it has one.
+    pub fn remoting_client_config(&self) -> tidemark_remoting::ClientConfig {
+        let mut config = tidemark_remoting::ClientConfig::default();
+        if let (Some(access_key), Some(secret_key)) = (&self.acl_access_key, &self.acl_secret_key) {
+            config.channel.signer = Some(std::sync::Arc::new(tidemark_remoting::Credentials::new(
+                access_key.as_str(),
+                secret_key.as_str(),
+            )));
+        }
+        config
     }
 
     pub fn is_slave(&self) -> bool {

@@ -57,11 +57,16 @@ pub enum BrokerError {
     Settings(#[from] ConfigError),
     #[error("offset journal: {0}")]
     OffsetJournal(#[from] tidemark_storage::journal::JournalError),
+    #[error(transparent)]
+    Acl(#[from] tidemark_acl::AclError),
 }
 
 /// Clients silent this long are dropped (Java: 120 s, scanned every 10 s, when stuck consumers
 /// are looked for too).
 const CLIENT_EXPIRY_MS: i64 = 120_000;
+
+/// How often the ACL file is looked at for changes (RocketMQ: 5 s).
+const ACL_FILE_CHECK_INTERVAL: Duration = Duration::from_secs(2);
 
 /// A broker ready to serve.
 #[derive(Debug)]
@@ -111,11 +116,22 @@ impl Broker {
         // Before the first request is served (connections wait in the listen backlog meanwhile)
         // and before registering: a returning master learns what was committed on its slaves.
         pre_online::take_slaves_progress(&state).await;
-        let handler = Arc::new(BrokerHandler::new(state.clone()));
         let (stop, stopping) = watch::channel(false);
         let wait_stop = |mut receiver: watch::Receiver<bool>| async move {
             let _ = receiver.wait_for(|stopped| *stopped).await;
         };
+        let mut handler: Arc<dyn tidemark_remoting::RequestHandler> =
+            Arc::new(BrokerHandler::new(state.clone()));
+        let mut acl_watch = None;
+        if let Some(acl) = &state.acl {
+            info!(file = %acl.file().display(), "ACL enabled");
+            handler = Arc::new(tidemark_acl::AclGuard::new(acl.clone(), handler));
+            acl_watch = Some(tokio::spawn(tidemark_acl::watch_file(
+                acl.clone(),
+                ACL_FILE_CHECK_INTERVAL,
+                wait_stop(stopping.clone()),
+            )));
+        }
         let main = tokio::spawn(tidemark_remoting::serve(
             listener,
             handler.clone(),
@@ -181,6 +197,7 @@ impl Broker {
             .into_iter()
             .chain(schedule)
             .chain(services)
+            .chain(acl_watch)
         {
             let _ = task.await;
         }

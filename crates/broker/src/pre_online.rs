@@ -16,7 +16,7 @@ use std::time::Duration;
 use tidemark_protocol::body::{ClusterInfo, ConsumerOffsetWrapper, MASTER_ID};
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
-use tidemark_remoting::{ClientConfig, RemotingClient};
+use tidemark_remoting::RemotingClient;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
@@ -44,7 +44,7 @@ pub(crate) async fn take_slaves_progress(state: &BrokerState) -> PreOnline {
         return PreOnline::default();
     }
     let deadline = Instant::now() + timeout;
-    let client = RemotingClient::new(ClientConfig::default(), None);
+    let client = RemotingClient::new(state.config.remoting_client_config(), None);
     let mut outcome = PreOnline::default();
     let own = state.config.broker_addr();
     for namesrv in state.config.name_servers() {

@@ -11,7 +11,7 @@ use tidemark_protocol::headers::{
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
-use tidemark_remoting::{ClientConfig, RemotingClient};
+use tidemark_remoting::RemotingClient;
 use tracing::{debug, info, warn};
 
 use crate::state::BrokerState;
@@ -90,7 +90,7 @@ fn learn_master(state: &BrokerState, response: &RemotingCommand) {
 
 pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let client = RemotingClient::new(ClientConfig::default(), None);
+    let client = RemotingClient::new(state.config.remoting_client_config(), None);
     let period = Duration::from_millis(
         state
             .config

@@ -22,7 +22,7 @@ use tidemark_protocol::body::{
 use tidemark_protocol::headers::UpdateConsumerOffsetRequestHeader;
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
-use tidemark_remoting::{ClientConfig, RemotingClient};
+use tidemark_remoting::RemotingClient;
 use tracing::{debug, info, warn};
 
 use crate::offsets::ConsumerOffsetTable;
@@ -33,7 +33,7 @@ const FIRST_RUN_AFTER: Duration = Duration::from_secs(3);
 
 pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let client = RemotingClient::new(ClientConfig::default(), None);
+    let client = RemotingClient::new(state.config.remoting_client_config(), None);
     let period = Duration::from_millis(state.config.slave_sync_interval_ms.max(100));
     let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period);
     loop {
@@ -165,7 +165,7 @@ fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
 /// be asked.
 pub(crate) async fn master_topic_names(state: &BrokerState) -> Option<Vec<String>> {
     let master = state.master.broker_addr()?;
-    let client = RemotingClient::new(ClientConfig::default(), None);
+    let client = RemotingClient::new(state.config.remoting_client_config(), None);
     let fetched = fetch(&client, &master, RequestCode::GetAllTopicConfig).await;
     client.shutdown();
     let Fetched::Body(body) = fetched else {

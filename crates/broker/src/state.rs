@@ -162,6 +162,8 @@ pub struct BrokerState {
     pub master: MasterLink,
     /// Set once a name server accepted this broker's registration.
     pub registered: AtomicBool,
+    /// The ACL rules every request is checked against, when `acl_enable` is on.
+    pub acl: Option<Arc<tidemark_acl::AccessControl>>,
     store_host: SocketAddr,
 }
 
@@ -197,6 +199,10 @@ impl BrokerState {
         storage: Arc<dyn Storage>,
     ) -> Result<BrokerState, BrokerError> {
         let persister = Persister::new(storage.clone(), &config.store_path_root_dir);
+        let acl = match config.acl_file_path() {
+            Some(file) => Some(Arc::new(tidemark_acl::AccessControl::open(file)?)),
+            None => None,
+        };
         let now = now_ms();
         let topics = TopicTable::with_system_topics(
             &config.broker_cluster_name,
@@ -332,6 +338,7 @@ impl BrokerState {
             ha: crate::ha_progress::HaState::default(),
             master: MasterLink::default(),
             registered: AtomicBool::new(false),
+            acl,
             store_host,
         };
         state.persister.mark_loaded(&state);

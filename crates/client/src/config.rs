@@ -36,9 +36,19 @@ pub struct ClientConfig {
     /// binary form (Java's `rocketmq.serialize.type=ROCKETMQ`), cheaper for both ends. Brokers
     /// answer in the form they were asked in.
     pub serialize_type: tidemark_protocol::SerializeType,
+    /// Sign every request with this account (RocketMQ ACL, the Java client's
+    /// `AclClientRPCHook`), for name servers and brokers that check ACL.
+    pub credentials: Option<tidemark_remoting::Credentials>,
 }
 
 impl ClientConfig {
+    /// Settings of this client's connections.
+    pub(crate) fn remoting(&self) -> tidemark_remoting::ClientConfig {
+        let mut remoting = tidemark_remoting::ClientConfig::default();
+        remoting.channel.signer = self.credentials.clone().map(std::sync::Arc::new);
+        remoting
+    }
+
     pub fn new(namesrv_addrs: impl Into<String>) -> Self {
         Self {
             namesrv_addrs: namesrv_addrs
@@ -66,6 +76,7 @@ impl Default for ClientConfig {
             progress_report_interval: Duration::from_millis(100),
             hand_off_timeout: Duration::from_secs(3),
             serialize_type: tidemark_protocol::SerializeType::Json,
+            credentials: None,
         }
     }
 }

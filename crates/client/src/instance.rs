@@ -96,7 +96,7 @@ impl ClientInstance {
         let router = Arc::new(BrokerRequestRouter::default());
         let handler: Arc<dyn RequestHandler> = router.clone();
         Arc::new(Self {
-            remoting: RemotingClient::new(Default::default(), Some(handler)),
+            remoting: RemotingClient::new(config.remoting(), Some(handler)),
             router,
             config,
             client_id: OnceLock::new(),

@@ -160,6 +160,7 @@ impl Cluster {
         own_name: String,
         own_is_master: bool,
         broker_requests: tokio::sync::mpsc::Sender<RemotingCommand>,
+        client: ClientConfig,
     ) -> Self {
         let handler = tidemark_remoting::handler_fn(move |_channel, request: RemotingCommand| {
             let queue = broker_requests.clone();
@@ -170,7 +171,7 @@ impl Cluster {
         });
         Self {
             shared: Arc::new(Shared {
-                client: RemotingClient::new(ClientConfig::default(), Some(Arc::new(handler))),
+                client: RemotingClient::new(client, Some(Arc::new(handler))),
                 name_servers,
                 routes: Mutex::new(HashMap::new()),
             }),
@@ -360,6 +361,7 @@ mod tests {
             "a".into(),
             true,
             tokio::sync::mpsc::channel(1).0,
+            ClientConfig::default(),
         );
         let brokers = [broker("a", 2, 6), broker("b", 2, 6), broker("c", 4, 4)];
         let picked: Vec<_> = (0..5)
@@ -390,6 +392,7 @@ mod tests {
             "a".into(),
             true,
             tokio::sync::mpsc::channel(1).0,
+            ClientConfig::default(),
         );
         let config = TopicConfig {
             topic_name: "T".into(),
@@ -411,6 +414,7 @@ mod tests {
             "a".into(),
             false,
             tokio::sync::mpsc::channel(1).0,
+            ClientConfig::default(),
         );
         assert_eq!(slave.target("T", "a").await, Target::Unreachable);
     }
@@ -422,6 +426,7 @@ mod tests {
             "a".into(),
             true,
             tokio::sync::mpsc::channel(1).0,
+            ClientConfig::default(),
         );
         let route = TopicRouteData {
             broker_datas: vec![tidemark_protocol::body::BrokerData {

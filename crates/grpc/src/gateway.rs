@@ -51,6 +51,8 @@ const BROKER_REQUESTS_QUEUED: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub session: Arc<Session>,
+    /// Who the call comes from, when the broker checks ACL (white-listed otherwise).
+    pub principal: tidemark_acl::Principal,
     /// The host the client dialled, when it says (route answers point back at it).
     pub authority: Option<String>,
 }
@@ -63,6 +65,8 @@ impl Gateway {
             state.config.broker_name.clone(),
             !state.config.is_slave(),
             queue.clone(),
+            // Forwards to other brokers sign as this broker (callers were checked here).
+            state.config.remoting_client_config(),
         );
         Self {
             handler: BrokerHandler::new(state.clone()),
@@ -95,14 +99,37 @@ impl Gateway {
         let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
         let peer = request.remote_addr().unwrap_or(unspecified);
         let local = request.local_addr().unwrap_or(unspecified);
+        let principal = match &self.state.acl {
+            Some(acl) => crate::auth::authenticate(acl, request.metadata(), peer.ip())
+                .map_err(|reason| status(Code::Unauthorized, reason))?,
+            None => tidemark_acl::Principal::WhiteListed,
+        };
         Ok(Caller {
             session: self.sessions.get_or_open(client_id, peer, local),
+            principal,
             authority: None,
         })
     }
 
+    /// NO_PERMISSION when the broker checks ACL and `caller` may not make `command`.
+    fn refusal(&self, caller: &Caller, command: &RemotingCommand) -> Option<RemotingCommand> {
+        let acl = self.state.acl.as_ref()?;
+        let peer = caller.session.channel.peer_addr().ip();
+        crate::auth::authorize_command(acl, &caller.principal, peer, command)
+    }
+
+    /// [`Gateway::refusal`] for a route lookup of `topic`.
+    pub fn route_refusal(&self, caller: &Caller, topic: &str) -> Option<RemotingCommand> {
+        let acl = self.state.acl.as_ref()?;
+        let peer = caller.session.channel.peer_addr().ip();
+        crate::auth::authorize_route(acl, &caller.principal, peer, topic)
+    }
+
     /// Serves one remoting request for `caller` with the broker's own handler.
     pub async fn invoke(&self, caller: &Caller, command: RemotingCommand) -> RemotingCommand {
+        if let Some(refusal) = self.refusal(caller, &command) {
+            return refusal;
+        }
         match self
             .handler
             .handle(caller.session.channel.clone(), command)
@@ -127,6 +154,9 @@ impl Gateway {
         command: RemotingCommand,
         timeout: Duration,
     ) -> RemotingCommand {
+        if let Some(refusal) = self.refusal(caller, &command) {
+            return refusal;
+        }
         match self.cluster.target(topic, broker).await {
             Target::Local => self.invoke(caller, command).await,
             Target::Remote(address) => {
@@ -222,6 +252,8 @@ impl Gateway {
         if !held.is_empty() {
             let caller = Caller {
                 session: session.clone(),
+                // The gateway's own work for a client it already let in.
+                principal: tidemark_acl::Principal::WhiteListed,
                 authority: None,
             };
             self.release(&caller, held).await;

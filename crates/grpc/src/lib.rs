@@ -16,6 +16,7 @@ pub mod proto {
 }
 
 mod ack;
+mod auth;
 mod cluster;
 mod convert;
 mod gateway;

@@ -343,6 +343,8 @@ impl Gateway {
             };
             let caller = Caller {
                 session,
+                // The gateway's own work for a client it already let in.
+                principal: tidemark_acl::Principal::WhiteListed,
                 authority: None,
             };
             let receipt = &renewal.current;

@@ -132,11 +132,17 @@ impl Gateway {
 
     pub async fn query_route(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         request: QueryRouteRequest,
     ) -> QueryRouteResponse {
         let resource = request.topic.clone().unwrap_or_default();
         let name = full_name(Some(&resource));
+        if let Some(refusal) = self.route_refusal(caller, &name) {
+            return QueryRouteResponse {
+                status: Some(crate::status::from_response(&refusal)),
+                message_queues: Vec::new(),
+            };
+        }
         let (brokers, config) = match self.topic_brokers(&name).await {
             Ok(found) => found,
             Err(status) => {

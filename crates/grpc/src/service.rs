@@ -237,10 +237,14 @@ impl MessagingService for Service {
         &self,
         request: Request<Streaming<TelemetryCommand>>,
     ) -> Answer<Self::TelemetryStream> {
-        let caller = self
-            .gateway
-            .caller(&request)
-            .map_err(|failure| tonic::Status::invalid_argument(failure.message))?;
+        let caller = self.gateway.caller(&request).map_err(|failure| {
+            // RocketMQ's proxy (ACL 1.0) closes a refused telemetry stream this way.
+            if failure.code == crate::proto::Code::Unauthorized as i32 {
+                tonic::Status::permission_denied(failure.message)
+            } else {
+                tonic::Status::invalid_argument(failure.message)
+            }
+        })?;
         let (outbound, receiver) = tokio::sync::mpsc::channel(16);
         tokio::spawn(
             self.gateway

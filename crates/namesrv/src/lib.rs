@@ -26,6 +26,10 @@ pub struct NameServerConfig {
     /// How often expiry is checked (10 s).
     pub scan_interval: Duration,
     pub server: ServerConfig,
+    /// Checks every request against these ACL rules when set: reading routes needs a known,
+    /// correctly signed account (or a white-listed address), and changing them (broker
+    /// registration, KV config, topic deletion) an admin account.
+    pub acl: Option<Arc<tidemark_acl::AccessControl>>,
 }
 
 impl Default for NameServerConfig {
@@ -34,6 +38,7 @@ impl Default for NameServerConfig {
             broker_expiry: Duration::from_secs(120),
             scan_interval: Duration::from_secs(10),
             server: ServerConfig::default(),
+            acl: None,
         }
     }
 }
@@ -109,7 +114,21 @@ impl NameServer {
                 }
             })
         };
-        tidemark_remoting::serve(listener, Arc::new(handler), config.server, shutdown).await;
+        let mut handler: Arc<dyn tidemark_remoting::RequestHandler> = Arc::new(handler);
+        let mut acl_watch = None;
+        if let Some(acl) = &config.acl {
+            info!(file = %acl.file().display(), "ACL enabled");
+            handler = Arc::new(tidemark_acl::AclGuard::new(acl.clone(), handler));
+            acl_watch = Some(tokio::spawn(tidemark_acl::watch_file(
+                acl.clone(),
+                Duration::from_secs(2),
+                std::future::pending(),
+            )));
+        }
+        tidemark_remoting::serve(listener, handler, config.server, shutdown).await;
         housekeeping.abort();
+        if let Some(watch) = acl_watch {
+            watch.abort();
+        }
     }
 }

@@ -102,6 +102,12 @@ wire_code_enum! {
         CheckClientConfig = 46 => "CHECK_CLIENT_CONFIG",
         /// 5.x only.
         GetClientConfig = 47 => "GET_CLIENT_CONFIG",
+        /// 4.9 ACL (removed in 5.x): create or update one account of `plain_acl.yml`.
+        UpdateAndCreateAclConfig = 50 => "UPDATE_AND_CREATE_ACL_CONFIG",
+        DeleteAclConfig = 51 => "DELETE_ACL_CONFIG",
+        /// 4.9 ACL: the ACL file's version (mqadmin `clusterAclConfigVersion`).
+        GetBrokerClusterAclInfo = 52 => "GET_BROKER_CLUSTER_ACL_INFO",
+        UpdateGlobalWhiteAddrsConfig = 53 => "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG",
         PutKvConfig = 100 => "PUT_KV_CONFIG",
         GetKvConfig = 101 => "GET_KV_CONFIG",
         DeleteKvConfig = 102 => "DELETE_KV_CONFIG",

@@ -24,6 +24,7 @@ use tracing::{debug, warn};
 
 use crate::codec::RemotingCodec;
 use crate::error::RemotingError;
+use crate::signing::Credentials;
 
 /// What a handler answers to a request.
 #[derive(Debug)]
@@ -72,6 +73,9 @@ pub struct ChannelConfig {
     pub idle_timeout: Option<Duration>,
     /// On close, how long in-flight requests may take to finish and have their responses sent.
     pub drain_timeout: Duration,
+    /// Signs every request (not response) sent on the connection: a client of an ACL-enabled
+    /// server.
+    pub signer: Option<Arc<Credentials>>,
 }
 
 impl Default for ChannelConfig {
@@ -81,6 +85,7 @@ impl Default for ChannelConfig {
             in_flight_requests_max: 1024,
             idle_timeout: None,
             drain_timeout: Duration::from_secs(5),
+            signer: None,
         }
     }
 }
@@ -109,6 +114,7 @@ struct Inner {
     /// a read and wake as many callers at once. With `waiting`, what tells the writer a burst
     /// of frames may be about to be queued.
     awaited: Arc<AtomicUsize>,
+    signer: Option<Arc<Credentials>>,
 }
 
 impl fmt::Debug for Channel {
@@ -147,6 +153,7 @@ impl Channel {
                 stop_reading,
                 waiting: Arc::default(),
                 awaited: Arc::default(),
+                signer: config.signer.clone(),
             }),
         };
         let writer = tokio::spawn(write_loop(
@@ -191,6 +198,7 @@ impl Channel {
                 stop_reading: CancellationToken::new(),
                 waiting: Arc::default(),
                 awaited: Arc::default(),
+                signer: None,
             }),
         }
     }
@@ -237,6 +245,9 @@ impl Channel {
     ) -> Result<RemotingCommand, RemotingError> {
         let opaque = NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed);
         request.opaque = opaque;
+        if let Some(signer) = &self.inner.signer {
+            signer.sign(&mut request);
+        }
         let (reply_tx, reply_rx) = oneshot::channel();
         self.pending().insert(opaque, reply_tx);
         self.inner.awaited.fetch_add(1, Ordering::Relaxed);
@@ -265,6 +276,9 @@ impl Channel {
     pub async fn oneway(&self, mut request: RemotingCommand) -> Result<(), RemotingError> {
         request.opaque = NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed);
         request.mark_oneway();
+        if let Some(signer) = &self.inner.signer {
+            signer.sign(&mut request);
+        }
         self.send(request).await
     }
 

@@ -12,6 +12,7 @@ mod codec;
 mod error;
 mod handler;
 mod server;
+pub mod signing;
 
 pub use channel::{Channel, ChannelConfig, Reply, ReplyFuture, RequestHandler};
 pub use client::{ClientConfig, RemotingClient};
@@ -20,3 +21,4 @@ pub use codec::RemotingCodec;
 pub use error::RemotingError;
 pub use handler::handler_fn;
 pub use server::{serve, ServerConfig};
+pub use signing::Credentials;

@@ -72,6 +72,11 @@ pub struct Common {
     /// name server (produce and POP consume).
     #[arg(long)]
     pub grpc: Option<String>,
+    /// ACL account to sign requests with (servers that check RocketMQ ACL).
+    #[arg(long, requires = "secret_key")]
+    pub access_key: Option<String>,
+    #[arg(long, requires = "access_key")]
+    pub secret_key: Option<String>,
 }
 
 impl Common {
@@ -82,6 +87,12 @@ impl Common {
             "rocketmq" => tidemark_protocol::SerializeType::RocketMq,
             other => anyhow::bail!("--serialize must be json or rocketmq, not {other:?}"),
         };
+        if let (Some(access_key), Some(secret_key)) = (&self.access_key, &self.secret_key) {
+            config.credentials = Some(tidemark_remoting::Credentials::new(
+                access_key.as_str(),
+                secret_key.as_str(),
+            ));
+        }
         Ok(config)
     }
 }

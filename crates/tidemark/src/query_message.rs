@@ -12,7 +12,7 @@
 use std::io::Write;
 
 use clap::Args;
-use tidemark_client::{Admin, ClientConfig, MessageExt};
+use tidemark_client::{Admin, MessageExt};
 use tidemark_protocol::json::{self, Object, Value, WriteOptions};
 use tidemark_protocol::message::decode_offset_msg_id;
 use tidemark_protocol::trace::{decode_trace_data, TraceRecord, DEFAULT_TRACE_TOPIC};
@@ -76,7 +76,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     if args.trace && args.id.is_none() {
         anyhow::bail!("--trace goes with --id");
     }
-    let admin = Admin::connect(ClientConfig::new(&args.cluster.namesrv)).await?;
+    let admin = Admin::connect(args.cluster.client_config()).await?;
     let outcome = find(&admin, &args).await;
     admin.shutdown().await;
     let (messages, trace) = outcome?;

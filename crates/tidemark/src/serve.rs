@@ -3,10 +3,12 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use tidemark_acl::AccessControl;
 use tidemark_broker::{Broker, BrokerConfig};
 use tidemark_namesrv::{NameServer, NameServerConfig};
 use tidemark_protocol::body::ClusterInfo;
@@ -57,12 +59,37 @@ pub struct DevArgs {
     /// transactionTimeOut).
     #[arg(long, default_value_t = 6_000)]
     pub transaction_timeout_ms: u64,
+    /// Check every request to the name server and the broker against this ACL file
+    /// (RocketMQ's `plain_acl.yml`), re-read when it changes. Without it both run open.
+    /// Needs --acl-access-key: the broker registers with the name server as an admin account.
+    #[arg(long, requires = "acl_access_key")]
+    pub acl_file: Option<PathBuf>,
+    /// With --acl-file: the account the broker signs its own requests with (registering with
+    /// the name server needs an admin account).
+    #[arg(long, requires_all = ["acl_file", "acl_secret_key"])]
+    pub acl_access_key: Option<String>,
+    #[arg(long, requires = "acl_access_key")]
+    pub acl_secret_key: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct NamesrvArgs {
     #[arg(long, default_value = "0.0.0.0:9876")]
     pub listen: SocketAddr,
+    /// Check every request against this ACL file (RocketMQ's `plain_acl.yml`), re-read when it
+    /// changes: reading routes needs a known account or a white-listed address, changing them
+    /// (broker registration included) an admin account.
+    #[arg(long)]
+    pub acl_file: Option<PathBuf>,
+}
+
+/// Opens an ACL file off the async threads.
+async fn open_acl(file: Option<PathBuf>) -> anyhow::Result<Option<Arc<AccessControl>>> {
+    let Some(file) = file else { return Ok(None) };
+    let opened = tokio::task::spawn_blocking(move || AccessControl::open(file))
+        .await
+        .context("ACL task")??;
+    Ok(Some(Arc::new(opened)))
 }
 
 #[derive(Debug, Args)]
@@ -202,8 +229,12 @@ async fn serve_broker(
 }
 
 /// Waits until the name server lists the broker, so clients find it at once.
-async fn wait_until_registered(namesrv: &str, broker_name: &str) -> anyhow::Result<()> {
-    let client = RemotingClient::new(ClientConfig::default(), None);
+async fn wait_until_registered(
+    namesrv: &str,
+    broker_name: &str,
+    client_config: ClientConfig,
+) -> anyhow::Result<()> {
+    let client = RemotingClient::new(client_config, None);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(response) = client
@@ -252,6 +283,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         message_delay_level: args.message_delay_level.clone(),
         transaction_check_interval: args.transaction_check_interval_ms,
         transaction_timeout: args.transaction_timeout_ms,
+        acl_enable: args.acl_file.is_some(),
+        acl_file: args.acl_file.clone(),
+        acl_access_key: args.acl_access_key.clone(),
+        acl_secret_key: args.acl_secret_key.clone(),
         flush_disk_type: if args.sync_flush {
             tidemark_broker::FlushDiskType::SyncFlush
         } else {
@@ -268,8 +303,15 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         "grpc_listen_port" => "--grpc-port".to_owned(),
         "http_listen_port" => "--http-port".to_owned(),
         "transaction_check_interval" => "--transaction-check-interval-ms".to_owned(),
+        "acl_access_key" => "--acl-access-key".to_owned(),
+        "acl_secret_key" => "--acl-secret-key".to_owned(),
         other => other.to_owned(),
     })?;
+    let namesrv_config = NameServerConfig {
+        acl: open_acl(args.acl_file.clone()).await?,
+        ..NameServerConfig::default()
+    };
+    let client_config = config.remoting_client_config();
     let broker_name = config.broker_name.clone();
     let broker_addr = config.broker_addr();
     // The broker stops first, so it can still unregister from the name server.
@@ -279,7 +321,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         let mut stopping = namesrv_stopping;
         tokio::spawn(NameServer::serve(
             namesrv_listener,
-            NameServerConfig::default(),
+            namesrv_config,
             async move {
                 let _ = stopping.wait_for(|stopped| *stopped).await;
             },
@@ -305,7 +347,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     };
     let mut broker = tokio::spawn(serve_broker(config, stopping, false, http));
     tokio::select! {
-        registered = wait_until_registered(&namesrv_addr, &broker_name) => registered?,
+        registered = wait_until_registered(&namesrv_addr, &broker_name, client_config) => registered?,
         outcome = &mut broker => return ended_unasked(outcome),
     }
     let grpc_addr = match args.grpc_port {
@@ -340,8 +382,12 @@ fn ended_unasked(
 
 pub async fn namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
     let listener = bind(args.listen, "name server").await?;
+    let config = NameServerConfig {
+        acl: open_acl(args.acl_file).await?,
+        ..NameServerConfig::default()
+    };
     announce(&format!("tidemark namesrv ready listen={}", args.listen));
-    NameServer::serve(listener, NameServerConfig::default(), shutdown_signal()).await;
+    NameServer::serve(listener, config, shutdown_signal()).await;
     Ok(())
 }
 

@@ -174,6 +174,7 @@ async fn wait_replicated(set: &BrokerSet, topic: &str) -> bool {
     false
 }
 
+mod acl;
 mod failover;
 mod reads;
 mod replication;

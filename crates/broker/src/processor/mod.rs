@@ -1,6 +1,7 @@
 //! Request handling: one function per request code, grouped by concern, and the single place
 //! where a request code is mapped to its handler.
 
+mod acl;
 mod admin;
 mod admin_lists;
 pub(crate) mod append;
@@ -191,6 +192,14 @@ impl RequestHandler for BrokerHandler {
                     cleanup::clean_expired_queues(&state).await
                 }
                 RequestCode::CleanUnusedTopic => cleanup::clean_unused_topics(&state).await,
+                RequestCode::UpdateAndCreateAclConfig => {
+                    acl::update_account(&state, &request).await
+                }
+                RequestCode::DeleteAclConfig => acl::delete_account(&state, &request).await,
+                RequestCode::UpdateGlobalWhiteAddrsConfig => {
+                    acl::update_global_white(&state, &request).await
+                }
+                RequestCode::GetBrokerClusterAclInfo => acl::acl_version(&state),
                 RequestCode::QueryConsumeQueue => consume_queue::query(&state, &request),
                 RequestCode::GetConsumerRunningInfo => {
                     relay::consumer_running_info(&state, &request).await

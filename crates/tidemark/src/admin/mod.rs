@@ -76,6 +76,24 @@ pub struct Cluster {
     /// Name server address(es), `host:port[;host:port]`.
     #[arg(short = 'n', long, default_value = "127.0.0.1:9876")]
     pub namesrv: String,
+    /// ACL account to sign requests with (servers that check RocketMQ ACL).
+    #[arg(long, requires = "secret_key")]
+    pub access_key: Option<String>,
+    #[arg(long, requires = "access_key")]
+    pub secret_key: Option<String>,
+}
+
+impl Cluster {
+    pub fn client_config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new(&self.namesrv);
+        if let (Some(access_key), Some(secret_key)) = (&self.access_key, &self.secret_key) {
+            config.credentials = Some(tidemark_remoting::Credentials::new(
+                access_key.as_str(),
+                secret_key.as_str(),
+            ));
+        }
+        config
+    }
 }
 
 #[derive(Debug, Args)]
@@ -212,7 +230,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
 
 /// An admin client of the cluster's name servers.
 async fn connect(cluster: &Cluster) -> anyhow::Result<Admin> {
-    Ok(Admin::connect(ClientConfig::new(&cluster.namesrv)).await?)
+    Ok(Admin::connect(cluster.client_config()).await?)
 }
 
 fn string(text: impl Into<String>) -> Value {
@@ -229,7 +247,7 @@ fn print_json(object: Object) -> anyhow::Result<()> {
 
 async fn send(args: SendArgs) -> anyhow::Result<()> {
     let producer = Producer::builder(&args.group)
-        .namesrv_addr(&args.cluster.namesrv)
+        .client_config(args.cluster.client_config())
         .start()
         .await?;
     let mut properties = Vec::new();
@@ -320,7 +338,7 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     let (lines, mut received) =
         tokio::sync::mpsc::unbounded_channel::<(Object, tokio::sync::oneshot::Sender<()>)>();
     let consumer = PushConsumer::builder(&args.group)
-        .client_config(ClientConfig::new(&args.cluster.namesrv))
+        .client_config(args.cluster.client_config())
         .subscribe(&args.topic, &args.expression)
         .consume_from_where(from)
         .message_model(if args.broadcast {
@@ -380,7 +398,7 @@ async fn pop(args: PopArgs) -> anyhow::Result<()> {
         other => bail!("--from must be first or last, not {other:?}"),
     };
     let consumer = SimpleConsumer::builder(&args.group)
-        .client_config(ClientConfig::new(&args.cluster.namesrv))
+        .client_config(args.cluster.client_config())
         .subscribe(&args.topic, &args.expression)
         .consume_from_where(from)
         .invisible_duration(Duration::from_millis(args.invisible_ms))
@@ -423,7 +441,7 @@ async fn pop(args: PopArgs) -> anyhow::Result<()> {
 }
 
 async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
-    let admin = Admin::connect(ClientConfig::new(&args.cluster.namesrv)).await?;
+    let admin = Admin::connect(args.cluster.client_config()).await?;
     let stats = admin
         .consume_stats(&args.group, args.topic.as_deref())
         .await;
@@ -595,7 +613,7 @@ fn format_duration_ms(ms: i64) -> String {
 }
 
 async fn topic_status(args: TopicArgs) -> anyhow::Result<()> {
-    let admin = Admin::connect(ClientConfig::new(&args.cluster.namesrv)).await?;
+    let admin = Admin::connect(args.cluster.client_config()).await?;
     let stats = admin.topic_stats(&args.topic).await;
     let readers = admin.readers_of(&args.topic).await.unwrap_or_default();
     admin.shutdown().await;

@@ -9,22 +9,28 @@ import java.util.function.Consumer;
 import java.util.function.Supplier;
 
 import org.apache.rocketmq.client.ClientConfig;
+import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListener;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Creates Apache clients pointed at one Tidemark and shuts all of them down afterwards (every
- * shutdown() used here is idempotent, so tests may also shut clients down themselves).
+ * shutdown() used here is idempotent, so tests may also shut clients down themselves). Clients
+ * from {@link #signedWith} pass an {@link RPCHook} (ACL credentials) to every constructor; the
+ * others pass none, exactly as the plain constructors do.
  */
 final class Clients implements AutoCloseable {
 
@@ -33,10 +39,26 @@ final class Clients implements AutoCloseable {
     static final int POLL_NAMESRV_INTERVAL_MS = 1000;
 
     private final String namesrvAddr;
-    private final Deque<Runnable> shutdowns = new ArrayDeque<>();
+    private final RPCHook rpcHook;
+    private final Deque<Runnable> shutdowns;
 
     Clients(String namesrvAddr) {
+        this(namesrvAddr, null, new ArrayDeque<>());
+    }
+
+    private Clients(String namesrvAddr, RPCHook rpcHook, Deque<Runnable> shutdowns) {
         this.namesrvAddr = namesrvAddr;
+        this.rpcHook = rpcHook;
+        this.shutdowns = shutdowns;
+    }
+
+    /**
+     * Clients whose every request goes through {@code hook} (e.g. an {@code AclClientRPCHook});
+     * closing this object closes them too. Each client has its own instance name and so its own
+     * MQClientInstance: the 4.9 client keeps the hook of whichever client created an instance.
+     */
+    Clients signedWith(RPCHook hook) {
+        return new Clients(namesrvAddr, hook, shutdowns);
     }
 
     private void common(ClientConfig c, String role) {
@@ -55,7 +77,7 @@ final class Clients implements AutoCloseable {
 
     /** A producer with {@code customize} applied to the suite's defaults before it starts. */
     DefaultMQProducer producer(Consumer<DefaultMQProducer> customize) throws Exception {
-        DefaultMQProducer p = new DefaultMQProducer(Names.unique("P"));
+        DefaultMQProducer p = new DefaultMQProducer(Names.unique("P"), rpcHook);
         common(p, "producer");
         p.setSendMsgTimeout(5000);
         customize.accept(p);
@@ -79,7 +101,7 @@ final class Clients implements AutoCloseable {
 
     TransactionMQProducer transactionProducer(String group, TransactionListener listener,
         Consumer<TransactionMQProducer> customize) throws Exception {
-        TransactionMQProducer p = new TransactionMQProducer(group);
+        TransactionMQProducer p = new TransactionMQProducer(group, rpcHook);
         common(p, "txproducer");
         p.setSendMsgTimeout(5000);
         p.setTransactionListener(listener);
@@ -95,7 +117,7 @@ final class Clients implements AutoCloseable {
      */
     DefaultMQPushConsumer push(String group, String topic, String expression, MessageListener listener,
         Consumer<DefaultMQPushConsumer> customize) throws Exception {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer c = newPush(group);
         common(c, "push");
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.subscribe(topic, expression);
@@ -118,7 +140,7 @@ final class Clients implements AutoCloseable {
      * fails in the final broker check is left running.
      */
     DefaultMQPushConsumer pushUnstarted(String group, MessageListener listener) {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer c = newPush(group);
         common(c, "push");
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.registerMessageListener(listener);
@@ -126,17 +148,36 @@ final class Clients implements AutoCloseable {
         return c;
     }
 
+    /** 4.9 has no (group, hook) push consumer constructor; this is what (group) itself passes on. */
+    private DefaultMQPushConsumer newPush(String group) {
+        AllocateMessageQueueStrategy averagely = new AllocateMessageQueueAveragely();
+        return new DefaultMQPushConsumer(group, rpcHook, averagely);
+    }
+
     /** Not started: callers subscribe/assign first. */
     DefaultLitePullConsumer litePull(String group) {
-        DefaultLitePullConsumer c = new DefaultLitePullConsumer(group);
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer(group, rpcHook);
         common(c, "lite");
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         shutdowns.push(c::shutdown);
         return c;
     }
 
+    /**
+     * A started {@code DefaultMQPullConsumer} (the 4.9 pull API the lite pull consumer replaced):
+     * each {@code pull()} is one PULL_MESSAGE, so its failures are the broker's answer to it.
+     */
+    @SuppressWarnings("deprecation")
+    DefaultMQPullConsumer pullConsumer(String group) throws Exception {
+        DefaultMQPullConsumer c = new DefaultMQPullConsumer(group, rpcHook);
+        common(c, "pull");
+        c.start();
+        shutdowns.push(c::shutdown);
+        return c;
+    }
+
     DefaultMQAdminExt admin() throws Exception {
-        DefaultMQAdminExt a = new DefaultMQAdminExt(5000);
+        DefaultMQAdminExt a = new DefaultMQAdminExt(rpcHook, 5000);
         a.setNamesrvAddr(namesrvAddr);
         a.setInstanceName(Names.instance("admin"));
         a.setVipChannelEnabled(false);

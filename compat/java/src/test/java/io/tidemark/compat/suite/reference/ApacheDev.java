@@ -1,6 +1,11 @@
 package io.tidemark.compat.suite.reference;
 
 import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
@@ -8,6 +13,7 @@ import java.util.Set;
 import org.apache.rocketmq.broker.BrokerController;
 import org.apache.rocketmq.common.BrokerConfig;
 import org.apache.rocketmq.common.MQVersion;
+import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.namesrv.NamesrvConfig;
 import org.apache.rocketmq.namesrv.NamesrvController;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
@@ -21,9 +27,17 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * {@code scripts/apache-dev}) checks the tests themselves against the reference implementation.
  * Not a test; the suite never starts it unless told to.
  *
- * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--message-delay-level <levels>]}.
+ * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--message-delay-level <levels>]
+ * [--acl-file <plain_acl.yml> [--acl-access-key <key> --acl-secret-key <secret>]]}.
  * {@code --message-delay-level} (e.g. {@code "1s 2s 3s"}) goes to
  * {@link MessageStoreConfig#setMessageDelayLevel}, as {@code messageDelayLevel} in a broker.conf would.
+ * {@code --acl-file} turns on the broker's 4.x ACL ({@code aclEnable=true}) with that file: Apache
+ * only reads {@code <rocketmq.home.dir>/conf/plain_acl.yml}, so the file is copied there (the data
+ * directory is the home) and copied again whenever it changes, which Apache's own watcher then
+ * picks up within 5 s, as it would an edit of its file. Apache's name server has no ACL.
+ * {@code --acl-access-key} / {@code --acl-secret-key} (the account Tidemark's broker signs its own
+ * requests with) are accepted and ignored: Apache 4.9's broker signs nothing and its name server
+ * checks nothing.
  * The broker runs with {@code enablePropertyFilter=true}, so it serves SQL92 subscriptions.
  * SIGTERM shuts both down gracefully (JVM shutdown hook); SIGKILL does not.
  */
@@ -31,7 +45,8 @@ public final class ApacheDev {
 
     private static final Set<String> KNOWN =
         Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level",
-            "--transaction-check-interval-ms", "--transaction-timeout-ms");
+            "--transaction-check-interval-ms", "--transaction-timeout-ms", "--acl-file",
+            "--acl-access-key", "--acl-secret-key");
 
     private ApacheDev() {
     }
@@ -93,6 +108,18 @@ public final class ApacheDev {
         if (txTimeout != null) {
             brokerConfig.setTransactionTimeOut(Long.parseLong(txTimeout));
         }
+        String aclFile = opts.get("--acl-file");
+        if (aclFile != null) {
+            // PlainPermissionManager takes its home from this property when the broker
+            // initializes; it must point at the copy before the broker is constructed
+            Path source = Path.of(aclFile).toAbsolutePath();
+            Path copy = root.toPath().resolve("conf").resolve("plain_acl.yml");
+            Files.createDirectories(copy.getParent());
+            replaceWith(source, copy, Files.readAllBytes(source));
+            System.setProperty(MixAll.ROCKETMQ_HOME_PROPERTY, root.getPath());
+            brokerConfig.setAclEnable(true);
+            followAclFile(source, copy);
+        }
         NettyServerConfig brokerNetty = new NettyServerConfig();
         brokerNetty.setListenPort(brokerPort);
         MessageStoreConfig store = new MessageStoreConfig();
@@ -121,10 +148,45 @@ public final class ApacheDev {
         System.out.flush();
     }
 
+    /**
+     * Keeps {@code copy} equal to {@code source} for the life of the JVM: a test edits the file it
+     * passed as {@code --acl-file}, as it would with tidemark, which reads that file itself.
+     */
+    private static void followAclFile(Path source, Path copy) throws IOException {
+        byte[][] last = {Files.readAllBytes(source)};
+        Thread t = new Thread(() -> {
+            while (true) {
+                try {
+                    Thread.sleep(200);
+                    byte[] now = Files.readAllBytes(source);
+                    if (!Arrays.equals(now, last[0])) {
+                        replaceWith(source, copy, now);
+                        last[0] = now;
+                    }
+                } catch (InterruptedException e) {
+                    return;
+                } catch (IOException e) {
+                    // mid-replace or deleted; the next round tries again
+                }
+            }
+        }, "apache-dev-acl-file");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    /** Whole-file replace, so Apache's watcher never reads a half-written copy. */
+    private static void replaceWith(Path source, Path copy, byte[] content) throws IOException {
+        Path tmp = copy.resolveSibling(copy.getFileName() + ".tmp");
+        Files.write(tmp, content);
+        Files.move(tmp, copy, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        System.out.println("apache-dev: ACL file " + source + " -> " + copy + " (" + content.length + " bytes)");
+        System.out.flush();
+    }
+
     private static void usage() {
         System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>"
             + " [--message-delay-level \"1s 5s 10s ...\"] [--transaction-check-interval-ms N]"
-            + " [--transaction-timeout-ms N]");
+            + " [--transaction-timeout-ms N] [--acl-file <plain_acl.yml>]");
         System.exit(2);
     }
 }
