@@ -52,9 +52,13 @@ pub async fn serve(
         .with_state(state)
         .merge(web::routes(console));
     info!(port, "HTTP serving /metrics and the web console at /");
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    // The console needs the peer's address: a white-listed one needs no credentials.
+    let served = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
     sampler.abort();
     served
 }

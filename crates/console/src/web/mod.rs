@@ -9,8 +9,10 @@
 //! read-only mode.
 
 mod actions;
+mod operator;
 mod pages;
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -21,9 +23,11 @@ use axum::routing::{get, post};
 use axum::Router;
 use tidemark_broker::BrokerState;
 use tidemark_client::{Admin, ClientConfig};
-use tokio::sync::OnceCell;
 
 use crate::trends::Trends;
+
+/// An operator account's access key and secret (a changed secret gets its own client).
+type AccountKey = (String, String);
 
 /// What every page and action needs.
 pub struct Console {
@@ -32,8 +36,10 @@ pub struct Console {
     /// Hidden in every form, checked on every POST.
     csrf_token: String,
     read_only: bool,
-    /// The admin client actions go through, connected on first use.
-    admin: OnceCell<Admin>,
+    /// The admin clients requests go through, connected on first use: one per operator
+    /// account when the broker checks ACL (their requests are signed as that account), one
+    /// unsigned otherwise.
+    admins: tokio::sync::Mutex<HashMap<Option<AccountKey>, Arc<Admin>>>,
 }
 
 impl std::fmt::Debug for Console {
@@ -67,17 +73,29 @@ impl Console {
             state,
             trends,
             csrf_token: random_token(),
-            admin: OnceCell::new(),
+            admins: tokio::sync::Mutex::default(),
         }
     }
 
-    async fn admin(&self) -> Result<&Admin, String> {
-        self.admin
-            .get_or_try_init(|| async {
-                Admin::connect(ClientConfig::new(&self.state.config.namesrv_addr)).await
-            })
-            .await
-            .map_err(|failure| format!("no admin connection to the name server: {failure}"))
+    /// The admin client of the request's operator.
+    async fn admin(&self) -> Result<Arc<Admin>, String> {
+        let credentials = operator::current();
+        let key = credentials
+            .as_ref()
+            .map(|c| (c.access_key.clone(), c.secret_key.clone()));
+        let mut admins = self.admins.lock().await;
+        if let Some(admin) = admins.get(&key) {
+            return Ok(admin.clone());
+        }
+        let mut config = ClientConfig::new(&self.state.config.namesrv_addr);
+        config.credentials = credentials;
+        let admin = Arc::new(
+            Admin::connect(config)
+                .await
+                .map_err(|failure| format!("no admin connection to the name server: {failure}"))?,
+        );
+        admins.insert(key, admin.clone());
+        Ok(admin)
     }
 
     /// The hidden field every form carries.
@@ -216,6 +234,10 @@ pub fn routes(console: Arc<Console>) -> Router {
         .route("/groups/{group}/skip", post(actions::skip_accumulated))
         .route("/groups/{group}/clone", post(actions::clone_offsets))
         .route("/messages", get(pages::messages))
+        .route_layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            operator::authenticate,
+        ))
         .with_state(console)
 }
 

@@ -658,7 +658,7 @@ async fn find_messages(
     };
     let mut with_history = Vec::new();
     for message in found {
-        let history = retry_history(console, admin, &message).await;
+        let history = retry_history(console, &admin, &message).await;
         with_history.push((message, history));
     }
     Ok(with_history)
