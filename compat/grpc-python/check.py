@@ -72,8 +72,9 @@ def free_ports():
 
 
 class Server:
-    def __init__(self, binary):
+    def __init__(self, binary, extra=()):
         self.binary = binary
+        self.extra = list(extra)
         self.dir = tempfile.mkdtemp(prefix="tidemark-grpc-python-")
         self.log_path = os.path.join(self.dir, "server.log")
         self.proc = None
@@ -87,7 +88,7 @@ class Server:
              "--data-dir", os.path.join(self.dir, "data"),
              "--namesrv-port", str(namesrv),
              "--broker-port", str(broker),
-             "--grpc-port", str(grpc_port)],
+             "--grpc-port", str(grpc_port)] + self.extra,
             stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
@@ -308,6 +309,82 @@ def run_check(endpoint, problems):
     return stats
 
 
+ACL_RULES = """\
+accounts:
+  - accessKey: alice-key
+    secretKey: alice-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - py-acl-ok=PUB|SUB
+      - py-acl-denied=DENY
+  - accessKey: admin-key
+    secretKey: admin-secret
+    admin: true
+"""
+
+
+def run_acl_check(endpoint, problems, client_log):
+    """The Python client signs with Credentials(ak, sk) (lower-case hex, and an empty Credential
+    when it has none): an allowed send, then a denied topic, a wrong secret and no credentials,
+    each refused with RocketMQ's text. The client raises "failed to fetch topic ... route" and
+    logs the server's code and text (e.g. "40100, No accessKey is configured"): the text is
+    looked for in what the attempt added to its log."""
+
+    def log_size():
+        try:
+            return os.path.getsize(client_log)
+        except OSError:
+            return 0
+
+    def logged_since(offset):
+        try:
+            with open(client_log, errors="replace") as f:
+                f.seek(offset)
+                return f.read()
+        except OSError:
+            return ""
+
+    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+
+    def attempt(credentials, topic):
+        producer = Producer(ClientConfiguration(endpoint, credentials, request_timeout=5), (topic,))
+        try:
+            producer.startup()
+            m = Message()
+            m.topic = topic
+            m.body = b"py-acl"
+            producer.send(m)
+            return None
+        except Exception as ex:  # the client raises its own exception types
+            return f"{type(ex).__name__}: {ex}"
+        finally:
+            try:
+                producer.shutdown()
+            except Exception:
+                pass
+
+    refused = attempt(Credentials("alice-key", "alice-secret"), "py-acl-ok")
+    if refused:
+        problems.append(f"acl: alice's send to py-acl-ok was refused: {refused}")
+    else:
+        log("acl: alice send py-acl-ok: allowed")
+    for credentials, topic, reason in [
+        (Credentials("alice-key", "alice-secret"), "py-acl-denied", "No default permission for topic:py-acl-denied"),
+        (Credentials("alice-key", "wrong-secret"), "py-acl-ok", "Check signature failed for accessKey=alice-key"),
+        (Credentials(), "py-acl-ok", "No accessKey is configured"),
+    ]:
+        before = log_size()
+        outcome = attempt(credentials, topic)
+        if outcome is None:
+            problems.append(f"acl: {topic}: expected a refusal with {reason!r}, the send succeeded")
+        elif reason not in outcome and reason not in logged_since(before):
+            problems.append(f"acl: {topic}: expected a refusal with {reason!r}, got {outcome!r} "
+                            "and the client log does not name it")
+        else:
+            log(f"acl: {topic}: refused: {reason}")
+
+
 def main():
     binary = os.environ.get("TIDEMARK_BIN")
     if not binary:
@@ -329,9 +406,10 @@ def main():
     stats = None
     server = Server(binary)
     # Hard bound for the whole run: a hung client call must not hang the check.
-    watchdog = threading.Timer(85.0, lambda: (log("FAIL: run exceeded 85 s; stopping the server"),
-                                               log("server stop: " + server.stop()),
-                                               os._exit(1)))
+    servers = [server]
+    watchdog = threading.Timer(150.0, lambda: (log("FAIL: run exceeded 150 s; stopping the servers"),
+                                                [log("server stop: " + s.stop()) for s in servers],
+                                                os._exit(1)))
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -343,6 +421,24 @@ def main():
     finally:
         server_tail = server.tail(30)
         log("server stop: " + server.stop())
+    # The same client against `tidemark dev --acl-file`.
+    acl_file = os.path.join(tempfile.mkdtemp(prefix="tidemark-grpc-python-acl-"), "plain_acl.yml")
+    with open(acl_file, "w") as f:
+        f.write(ACL_RULES)
+    acl_server = Server(binary, ["--acl-file", acl_file, "--acl-access-key", "admin-key",
+                                 "--acl-secret-key", "admin-secret"])
+    servers.append(acl_server)
+    try:
+        acl_server.start()
+        run_acl_check(acl_server.grpc, problems, client_log)
+    except Exception as ex:
+        problems.append(f"acl: {type(ex).__name__}: {ex}")
+        log(f"FAIL: acl: {type(ex).__name__}: {ex}")
+    finally:
+        if problems:
+            server_tail += "\n--- ACL server ---\n" + acl_server.tail(30)
+        log("acl server stop: " + acl_server.stop())
+        shutil.rmtree(os.path.dirname(acl_file), ignore_errors=True)
         watchdog.cancel()
 
     elapsed = time.monotonic() - start
