@@ -283,6 +283,42 @@ fn admin_updates_are_written_and_take_effect() {
     assert!(acl.update_global_white(&["not-an-address".into()]).is_err());
 }
 
+#[test]
+fn an_oversized_access_key_is_refused_without_being_echoed_whole() {
+    let file = TempFile::new("oversized", RULES);
+    let acl = AccessControl::open(&file.0).expect("open");
+    let huge = "k".repeat(1 << 20);
+    let mut request = send("orders");
+    request.ext_fields.insert("AccessKey", huge.as_str());
+    request.ext_fields.insert("Signature", "s".repeat(1 << 16));
+    let refusal = acl.check(&request, local()).err().unwrap_or_default();
+    assert!(
+        refusal.starts_with("No acl config for kkkk"),
+        "{refusal:.100}"
+    );
+    assert!(refusal.len() < 300, "{} bytes", refusal.len());
+    assert!(refusal.ends_with("(1048576 bytes)"));
+}
+
+#[test]
+fn secrets_never_show_in_a_debug_print_of_a_request() {
+    let mut request = RemotingCommand::request(RequestCode::UpdateAndCreateAclConfig);
+    request.ext_fields.insert("accessKey", "carol-key");
+    request.ext_fields.insert("secretKey", "carol-secret");
+    let printed = format!("{request:?}");
+    assert!(
+        printed.contains("carol-key") && !printed.contains("carol-secret"),
+        "{printed}"
+    );
+    let signed = signed(send("orders"), "alice-key", "alice-secret");
+    let signature = signed
+        .ext_fields
+        .get("Signature")
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!format!("{signed:?}").contains(&signature));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 

@@ -11,9 +11,28 @@ use crate::error::HeaderError;
 ///
 /// Java keeps a `HashMap`, so peers never rely on order; keeping insertion order makes our
 /// own output deterministic. Lookups are linear: headers have a few dozen keys at most.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ExtFields {
     entries: Vec<(String, String)>,
+}
+
+/// Fields whose values never reach a log: an ACL account's secret (the ACL admin requests carry
+/// it), a session token, a signature.
+const SECRET_FIELDS: [&str; 3] = ["secretKey", "SecurityToken", "Signature"];
+
+impl std::fmt::Debug for ExtFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.entries.iter().map(|(key, value)| {
+                let shown = if SECRET_FIELDS.contains(&key.as_str()) {
+                    "<redacted>"
+                } else {
+                    value.as_str()
+                };
+                (key.as_str(), shown)
+            }))
+            .finish()
+    }
 }
 
 impl ExtFields {
