@@ -24,6 +24,28 @@ pub enum ConfigError {
     InvalidIn { path: PathBuf, message: String },
 }
 
+/// A secret from the configuration. Its `Debug` shows nothing (the effective configuration is
+/// logged at start) and it is never serialised back.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct SecretText(String);
+
+impl SecretText {
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 /// `flushDiskType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -190,7 +212,7 @@ pub struct BrokerConfig {
     #[serde(alias = "aclAccessKey")]
     pub acl_access_key: Option<String>,
     #[serde(alias = "aclSecretKey", skip_serializing)]
-    pub acl_secret_key: Option<String>,
+    pub acl_secret_key: Option<SecretText>,
     #[serde(alias = "traceOn")]
     pub trace_on: bool,
     /// Delay of each level, 1-based (`messageDelayLevel`): `s`, `m`, `h` or `d` suffixes.
@@ -576,7 +598,7 @@ impl BrokerConfig {
         if let (Some(access_key), Some(secret_key)) = (&self.acl_access_key, &self.acl_secret_key) {
             config.channel.signer = Some(std::sync::Arc::new(tidemark_remoting::Credentials::new(
                 access_key.as_str(),
-                secret_key.as_str(),
+                secret_key.expose(),
             )));
         }
         config

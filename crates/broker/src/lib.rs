@@ -42,7 +42,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::info;
 
-pub use config::{BrokerConfig, BrokerRole, ConfigError, FlushDiskType};
+pub use config::{BrokerConfig, BrokerRole, ConfigError, FlushDiskType, SecretText};
 pub use processor::BrokerHandler;
 pub use state::BrokerState;
 

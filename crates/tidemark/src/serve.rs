@@ -286,7 +286,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         acl_enable: args.acl_file.is_some(),
         acl_file: args.acl_file.clone(),
         acl_access_key: args.acl_access_key.clone(),
-        acl_secret_key: args.acl_secret_key.clone(),
+        acl_secret_key: args
+            .acl_secret_key
+            .clone()
+            .map(tidemark_broker::SecretText::new),
         flush_disk_type: if args.sync_flush {
             tidemark_broker::FlushDiskType::SyncFlush
         } else {

@@ -70,6 +70,17 @@ async fn brokers_sign_registration_and_slave_sync_with_their_own_account() {
         set.tails()
     );
 
+    // The effective configuration the brokers log names the account, never its secret.
+    let logs = set.tails();
+    assert!(
+        logs.contains("broker-key"),
+        "the broker logs its configuration"
+    );
+    assert!(
+        !logs.contains("broker-secret"),
+        "a broker logged its secret"
+    );
+
     // Unsigned, the same question is refused by both brokers and the name server.
     let unsigned = raw();
     for addr in [set.broker_addr(0), slave, set.namesrv_addr()] {
