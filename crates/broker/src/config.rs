@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tidemark_store::{FlushPolicy, StoreConfig};
 
+use crate::config_file::{properties_to_table, spelled_as_written};
+
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -195,10 +197,39 @@ pub struct BrokerConfig {
     pub http_listen_port: u16,
     /// The web console shows but changes nothing (its forms are gone, its actions refused).
     pub console_read_only: bool,
-    /// PEM certificate chain and private key for gRPC over TLS; unset, a self-signed
-    /// certificate is made at start (the 5.x clients trust any).
+    /// PEM certificate chain and private key for gRPC over TLS, when it should differ from
+    /// `tls_certificate`; unset, the gRPC port serves that one.
     pub grpc_tls_certificate: Option<std::path::PathBuf>,
     pub grpc_tls_private_key: Option<std::path::PathBuf>,
+    /// How every port (main, VIP, HA, gRPC) treats TLS (RocketMQ's `tls.server.mode`):
+    /// `disabled`, `permissive` (TLS and plaintext clients on one port) or `enforcing`.
+    #[serde(alias = "tlsServerMode")]
+    pub tls_mode: String,
+    /// PEM certificate chain and private key the ports serve, re-read when they change;
+    /// unset, a self-signed certificate made at start (which RocketMQ clients accept unless
+    /// told to check).
+    #[serde(alias = "tlsServerCertPath")]
+    pub tls_certificate: Option<PathBuf>,
+    #[serde(alias = "tlsServerKeyPath")]
+    pub tls_private_key: Option<PathBuf>,
+    /// CA certificates a TLS client's certificate must chain to; set, clients without such a
+    /// certificate are refused (RocketMQ's `tls.server.need.client.auth=require`).
+    #[serde(alias = "tlsServerTrustCertPath")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// A connection that has not finished its TLS handshake in this long is closed.
+    pub tls_handshake_timeout_ms: u64,
+    /// The broker's own connections (registration, slave sync, replication) dial TLS
+    /// (RocketMQ's `tls.enable`).
+    #[serde(alias = "tlsEnable")]
+    pub tls_enable: bool,
+    /// With `tls_enable`: CA certificates the servers dialed must chain to; unset, any.
+    #[serde(alias = "tlsClientTrustCertPath")]
+    pub tls_client_trust: Option<PathBuf>,
+    /// With `tls_enable`: the certificate the broker presents to servers that ask for one.
+    #[serde(alias = "tlsClientCertPath")]
+    pub tls_client_certificate: Option<PathBuf>,
+    #[serde(alias = "tlsClientKeyPath")]
+    pub tls_client_private_key: Option<PathBuf>,
     /// Check every request against the ACL file (RocketMQ 4.x's `aclEnable`): see
     /// `tidemark-acl`.
     #[serde(alias = "aclEnable")]
@@ -339,6 +370,15 @@ impl Default for BrokerConfig {
             console_read_only: false,
             grpc_tls_certificate: None,
             grpc_tls_private_key: None,
+            tls_mode: "permissive".to_owned(),
+            tls_certificate: None,
+            tls_private_key: None,
+            tls_client_ca: None,
+            tls_handshake_timeout_ms: 10_000,
+            tls_enable: false,
+            tls_client_trust: None,
+            tls_client_certificate: None,
+            tls_client_private_key: None,
             acl_enable: false,
             acl_file: None,
             acl_access_key: None,
@@ -453,6 +493,7 @@ impl BrokerConfig {
                 key("grpc_tls_private_key")
             ));
         }
+        crate::config_tls::check(self, key)?;
         if self.acl_access_key.is_some() != self.acl_secret_key.is_some() {
             return Err(format!(
                 "{} and {} go together: the broker's own account needs both",
@@ -696,49 +737,6 @@ impl BrokerConfig {
     pub fn broker_addr(&self) -> String {
         format!("{}:{}", self.broker_ip1, self.listen_port)
     }
-}
-
-/// The spelling of `key` (snake_case) the file used: `mappedFileSizeCommitLog` when it wrote
-/// that, `mapped_file_size_commit_log` otherwise.
-fn spelled_as_written(key: &str, written: &[String]) -> String {
-    let folded = |name: &str| -> String {
-        name.chars()
-            .filter(|c| *c != '_')
-            .flat_map(char::to_lowercase)
-            .collect()
-    };
-    let wanted = folded(key);
-    written
-        .iter()
-        .find(|name| folded(name) == wanted)
-        .cloned()
-        .unwrap_or_else(|| key.to_owned())
-}
-
-/// `key=value` lines (Java properties, as `broker.conf` is) as a TOML table, with numbers and
-/// booleans typed so serde can read them.
-pub(crate) fn properties_to_table(text: &str) -> toml::Table {
-    let mut table = toml::Table::new();
-    for line in text.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let Some((key, value)) = line.split_once(['=', ':']) else {
-            continue;
-        };
-        let (key, value) = (key.trim(), value.trim());
-        // "04" (deleteWhen) is text in RocketMQ; a leading zero keeps it so.
-        let leading_zero = value.len() > 1 && value.starts_with('0');
-        let typed = if let Some(number) = value.parse::<i64>().ok().filter(|_| !leading_zero) {
-            toml::Value::Integer(number)
-        } else if value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false") {
-            toml::Value::Boolean(value.eq_ignore_ascii_case("true"))
-        } else {
-            toml::Value::String(value.to_owned())
-        };
-        table.insert(key.to_owned(), typed);
-    }
-    table
 }
 
 #[cfg(test)]

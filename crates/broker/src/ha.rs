@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
+use tidemark_remoting::tls::Stream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -61,6 +62,10 @@ pub async fn serve_master(
                 info!(%peer, "slave connected to the HA port");
                 let state = state.clone();
                 tokio::spawn(async move {
+                    // A Java slave dials plaintext; a Tidemark slave with `tls_enable`, TLS.
+                    let Some(stream) = state.tls.accept(stream, peer).await else {
+                        return;
+                    };
                     state.ha.slave_connected();
                     if let Err(error) = serve_slave(&state, stream).await {
                         debug!(%peer, %error, "HA connection ended");
@@ -77,9 +82,9 @@ pub async fn serve_master(
     }
 }
 
-async fn serve_slave(state: &Arc<BrokerState>, stream: TcpStream) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    let (mut reader, mut writer) = stream.into_split();
+async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Result<()> {
+    stream.tcp().set_nodelay(true)?;
+    let (mut reader, mut writer) = stream.into_halves();
     let housekeeping = Duration::from_millis(state.config.ha_housekeeping_interval);
     let heartbeat = Duration::from_millis(state.config.ha_send_heartbeat_interval);
     let (reported_tx, mut reported) = watch::channel::<Option<u64>>(None);
@@ -190,12 +195,22 @@ pub async fn run_slave(state: Arc<BrokerState>, stop: impl Future<Output = ()>) 
 }
 
 async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
-    let stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr))
+    let connect = async {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        match &state.client_tls {
+            None => Ok(Stream::Plain(stream)),
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+                tls.connect(host, stream).await
+            }
+        }
+    };
+    let stream = tokio::time::timeout(Duration::from_secs(3), connect)
         .await
         .map_err(|_| std::io::Error::other("connect timed out"))??;
-    stream.set_nodelay(true)?;
-    info!(%addr, "following the master's commit log");
-    let (mut reader, mut writer) = stream.into_split();
+    info!(%addr, tls = stream.is_tls(), "following the master's commit log");
+    let (mut reader, mut writer) = stream.into_halves();
     let heartbeat = Duration::from_millis(state.config.ha_send_heartbeat_interval);
     let housekeeping = Duration::from_millis(state.config.ha_housekeeping_interval);
     let mut reported = state.store.commit_log_positions().1;

@@ -7,6 +7,8 @@
 
 pub mod clients;
 pub mod config;
+mod config_file;
+mod config_tls;
 pub mod delay_offsets;
 pub mod filter;
 pub mod ha;
@@ -59,6 +61,8 @@ pub enum BrokerError {
     OffsetJournal(#[from] tidemark_storage::journal::JournalError),
     #[error(transparent)]
     Acl(#[from] tidemark_acl::AclError),
+    #[error("TLS: {0}")]
+    Tls(#[from] tidemark_remoting::tls::TlsError),
 }
 
 /// Clients silent this long are dropped (Java: 120 s, scanned every 10 s, when stuck consumers
@@ -132,16 +136,26 @@ impl Broker {
                 wait_stop(stopping.clone()),
             )));
         }
+        let server_config = ServerConfig {
+            tls: Some(state.tls.clone()),
+            ..ServerConfig::default()
+        };
+        info!(mode = %state.tls.mode(), certificate = if state.tls.settings().files.is_some() { "configured" } else { "self-signed" }, client_certificates = state.tls.settings().client_ca.is_some(), "TLS");
+        let tls_watch = tokio::spawn(tidemark_remoting::tls::watch_files(
+            state.tls.clone(),
+            ACL_FILE_CHECK_INTERVAL,
+            wait_stop(stopping.clone()),
+        ));
         let main = tokio::spawn(tidemark_remoting::serve(
             listener,
             handler.clone(),
-            ServerConfig::default(),
+            server_config.clone(),
             wait_stop(stopping.clone()),
         ));
         let vip = tokio::spawn(tidemark_remoting::serve(
             vip_listener,
             handler,
-            ServerConfig::default(),
+            server_config,
             wait_stop(stopping.clone()),
         ));
         let registration = tokio::spawn(registration::run(
@@ -193,7 +207,7 @@ impl Broker {
         // Held pulls answer now instead of holding the drain up.
         state.held_pulls.notify_all();
         let _ = stop.send(true);
-        for task in [main, vip, persistence, expiry]
+        for task in [main, vip, persistence, expiry, tls_watch]
             .into_iter()
             .chain(schedule)
             .chain(services)

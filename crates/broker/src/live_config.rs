@@ -243,7 +243,7 @@ impl LiveConfig {
                 let path = updates_file(config);
                 if let Ok(Some(bytes)) = read(&*storage, &path) {
                     let text = String::from_utf8_lossy(&bytes);
-                    for (key, value) in crate::config::properties_to_table(&text) {
+                    for (key, value) in crate::config_file::properties_to_table(&text) {
                         let text = value_text(value);
                         let applied = live_key(&key)
                             .ok_or_else(|| "not a live key".to_owned())

@@ -44,7 +44,7 @@ pub(crate) async fn take_slaves_progress(state: &BrokerState) -> PreOnline {
         return PreOnline::default();
     }
     let deadline = Instant::now() + timeout;
-    let client = RemotingClient::new(state.config.remoting_client_config(), None);
+    let client = RemotingClient::new(state.remoting_client_config(), None);
     let mut outcome = PreOnline::default();
     let own = state.config.broker_addr();
     for namesrv in state.config.name_servers() {

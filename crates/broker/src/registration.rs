@@ -90,7 +90,7 @@ fn learn_master(state: &BrokerState, response: &RemotingCommand) {
 
 pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let client = RemotingClient::new(state.config.remoting_client_config(), None);
+    let client = RemotingClient::new(state.remoting_client_config(), None);
     let period = Duration::from_millis(
         state
             .config

@@ -33,7 +33,7 @@ const FIRST_RUN_AFTER: Duration = Duration::from_secs(3);
 
 pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let client = RemotingClient::new(state.config.remoting_client_config(), None);
+    let client = RemotingClient::new(state.remoting_client_config(), None);
     let period = Duration::from_millis(state.config.slave_sync_interval_ms.max(100));
     let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period);
     loop {
@@ -165,7 +165,7 @@ fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
 /// be asked.
 pub(crate) async fn master_topic_names(state: &BrokerState) -> Option<Vec<String>> {
     let master = state.master.broker_addr()?;
-    let client = RemotingClient::new(state.config.remoting_client_config(), None);
+    let client = RemotingClient::new(state.remoting_client_config(), None);
     let fetched = fetch(&client, &master, RequestCode::GetAllTopicConfig).await;
     client.shutdown();
     let Fetched::Body(body) = fetched else {

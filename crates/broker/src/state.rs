@@ -164,6 +164,10 @@ pub struct BrokerState {
     pub registered: AtomicBool,
     /// The ACL rules every request is checked against, when `acl_enable` is on.
     pub acl: Option<Arc<tidemark_acl::AccessControl>>,
+    /// TLS of the remoting ports (main, VIP, HA), certificate reloaded when its files change.
+    pub tls: Arc<tidemark_remoting::tls::ServerTls>,
+    /// TLS of the broker's own connections, when `tls_enable` is on.
+    pub client_tls: Option<Arc<tidemark_remoting::tls::ClientTls>>,
     store_host: SocketAddr,
 }
 
@@ -201,6 +205,14 @@ impl BrokerState {
         let persister = Persister::new(storage.clone(), &config.store_path_root_dir);
         let acl = match config.acl_file_path() {
             Some(file) => Some(Arc::new(tidemark_acl::AccessControl::open(file)?)),
+            None => None,
+        };
+        let tls = Arc::new(tidemark_remoting::tls::ServerTls::new(
+            config.server_tls_settings(),
+            Vec::new(),
+        )?);
+        let client_tls = match config.client_tls_settings() {
+            Some(settings) => Some(Arc::new(tidemark_remoting::tls::ClientTls::new(&settings)?)),
             None => None,
         };
         let now = now_ms();
@@ -339,6 +351,8 @@ impl BrokerState {
             master: MasterLink::default(),
             registered: AtomicBool::new(false),
             acl,
+            tls,
+            client_tls,
             store_host,
         };
         state.persister.mark_loaded(&state);
@@ -352,6 +366,15 @@ impl BrokerState {
             .clone()
             .filter(|addr| !addr.is_empty())
             .or_else(|| self.master.ha_addr())
+    }
+
+    /// Settings for the broker's own connections to name servers and other brokers: signed
+    /// with its account when it has one, over TLS when `tls_enable` is on.
+    pub fn remoting_client_config(&self) -> tidemark_remoting::ClientConfig {
+        tidemark_remoting::ClientConfig {
+            tls: self.client_tls.clone(),
+            ..self.config.remoting_client_config()
+        }
     }
 
     /// The store host stamped on records and encoded in message ids: `brokerIP1:listenPort`.

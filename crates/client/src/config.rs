@@ -39,6 +39,8 @@ pub struct ClientConfig {
     /// Sign every request with this account (RocketMQ ACL, the Java client's
     /// `AclClientRPCHook`), for name servers and brokers that check ACL.
     pub credentials: Option<tidemark_remoting::Credentials>,
+    /// Dial name servers and brokers over TLS (the Java client's `tls.enable`).
+    pub tls: Option<std::sync::Arc<tidemark_remoting::tls::ClientTls>>,
 }
 
 impl ClientConfig {
@@ -46,6 +48,7 @@ impl ClientConfig {
     pub(crate) fn remoting(&self) -> tidemark_remoting::ClientConfig {
         let mut remoting = tidemark_remoting::ClientConfig::default();
         remoting.channel.signer = self.credentials.clone().map(std::sync::Arc::new);
+        remoting.tls = self.tls.clone();
         remoting
     }
 
@@ -77,6 +80,7 @@ impl Default for ClientConfig {
             hand_off_timeout: Duration::from_secs(3),
             serialize_type: tidemark_protocol::SerializeType::Json,
             credentials: None,
+            tls: None,
         }
     }
 }

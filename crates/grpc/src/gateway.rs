@@ -66,7 +66,7 @@ impl Gateway {
             !state.config.is_slave(),
             queue.clone(),
             // Forwards to other brokers sign as this broker (callers were checked here).
-            state.config.remoting_client_config(),
+            state.remoting_client_config(),
         );
         Self {
             handler: BrokerHandler::new(state.clone()),

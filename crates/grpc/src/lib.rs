@@ -68,15 +68,18 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GrpcError> {
     let port = listener.local_addr()?.port();
-    let identity = tls::TlsIdentity {
-        files: state
-            .config
-            .grpc_tls_certificate
-            .clone()
-            .zip(state.config.grpc_tls_private_key.clone()),
-        names: vec![state.config.broker_ip1.clone()],
-    };
-    let acceptor = tls::acceptor(&identity).map_err(GrpcError::Tls)?;
+    let settings = state.config.grpc_tls_settings();
+    let configured = settings.files.is_some();
+    let mode = settings.mode;
+    let tls = Arc::new(
+        tidemark_remoting::tls::ServerTls::new(settings, vec![b"h2".to_vec()])
+            .map_err(|failure| GrpcError::Tls(failure.to_string()))?,
+    );
+    let tls_watch = tokio::spawn(tidemark_remoting::tls::watch_files(
+        tls.clone(),
+        Duration::from_secs(2),
+        std::future::pending(),
+    ));
     // Room for the largest body the broker takes plus the message's envelope, so an oversize
     // message gets the broker's MESSAGE_BODY_TOO_LARGE rather than a transport error.
     let decode_max = state
@@ -92,14 +95,11 @@ pub async fn serve(
     let forwarding = gateway.clone();
     info!(
         port,
-        certificate = if identity.files.is_some() {
-            "configured"
-        } else {
-            "self-signed"
-        },
-        "gRPC (RocketMQ 5 MessagingService) serving, TLS and plaintext"
+        certificate = if configured { "configured" } else { "self-signed" },
+        tls = %mode,
+        "gRPC (RocketMQ 5 MessagingService) serving"
     );
-    let incoming = tls::incoming(listener, acceptor);
+    let incoming = tls::incoming(listener, tls);
     // Shutdown asks the server to stop taking calls and let running ones finish; clients keep
     // their Telemetry streams open for as long as they live, so after a grace period the
     // server stops regardless (as RocketMQ's proxy does).
@@ -126,6 +126,7 @@ pub async fn serve(
         } => Ok(()),
     };
     housekeeping.abort();
+    tls_watch.abort();
     if let Some(check_backs) = check_backs {
         check_backs.abort();
     }

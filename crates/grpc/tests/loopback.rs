@@ -652,3 +652,32 @@ async fn a_push_consumer_that_leaves_releases_what_it_held() {
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].body, b"held");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enforcing_grpc_port_refuses_plaintext_calls() {
+    let (namesrv, _namesrv_stop) = start_namesrv().await;
+    let server = start_broker_with(&namesrv, "broker-a", true, |config| {
+        config.tls_mode = "enforcing".into();
+    })
+    .await;
+    // Plaintext HTTP/2 (tonic's client without TLS) never gets a call through.
+    let mut answered = false;
+    for _ in 0..10 {
+        if let Ok(mut client) =
+            MessagingServiceClient::connect(format!("http://{}", server.grpc)).await
+        {
+            let route = client
+                .query_route(Request::new(QueryRouteRequest {
+                    topic: Some(resource("GrpcTopic")),
+                    endpoints: None,
+                }))
+                .await;
+            answered |= route.is_ok();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !answered,
+        "a plaintext gRPC call was served in enforcing mode"
+    );
+}

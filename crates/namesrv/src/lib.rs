@@ -125,8 +125,19 @@ impl NameServer {
                 std::future::pending(),
             )));
         }
+        let tls_watch = config.server.tls.clone().map(|tls| {
+            info!(mode = %tls.mode(), "TLS");
+            tokio::spawn(tidemark_remoting::tls::watch_files(
+                tls,
+                Duration::from_secs(2),
+                std::future::pending(),
+            ))
+        });
         tidemark_remoting::serve(listener, handler, config.server, shutdown).await;
         housekeeping.abort();
+        if let Some(watch) = tls_watch {
+            watch.abort();
+        }
         if let Some(watch) = acl_watch {
             watch.abort();
         }

@@ -15,8 +15,6 @@ use bytes::BytesMut;
 use futures_util::StreamExt;
 use tidemark_protocol::{frame, RemotingCommand, FRAME_SIZE_MAX_BYTES_DEFAULT};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +23,8 @@ use tracing::{debug, warn};
 use crate::codec::RemotingCodec;
 use crate::error::RemotingError;
 use crate::signing::Credentials;
+use crate::tls::stream::{ReadHalf, WriteHalf};
+use crate::tls::Stream;
 
 /// What a handler answers to a request.
 #[derive(Debug)]
@@ -131,16 +131,17 @@ impl Channel {
     /// peer; without one they are answered REQUEST_CODE_NOT_SUPPORTED. `stop_reading` (a child
     /// of the server's shutdown token, or a fresh token) makes the connection drain and close.
     pub fn start(
-        stream: TcpStream,
+        stream: impl Into<Stream>,
         config: ChannelConfig,
         handler: Option<Arc<dyn RequestHandler>>,
         stop_reading: CancellationToken,
     ) -> Result<(Channel, tokio::task::JoinHandle<()>), RemotingError> {
+        let stream = stream.into();
         let peer = stream.peer_addr()?;
         let local = stream.local_addr()?;
         // Frames are small and latency matters more than packet count.
-        stream.set_nodelay(true)?;
-        let (read_half, write_half) = stream.into_split();
+        stream.tcp().set_nodelay(true)?;
+        let (read_half, write_half) = stream.into_halves();
         let (outbound, outbound_rx) = mpsc::channel(OUTBOUND_QUEUE_MAX);
         let channel = Channel {
             inner: Arc::new(Inner {
@@ -335,7 +336,7 @@ impl Drop for Awaiting<'_> {
 
 async fn run(
     channel: Channel,
-    mut frames: FramedRead<tokio::net::tcp::OwnedReadHalf, RemotingCodec>,
+    mut frames: FramedRead<ReadHalf, RemotingCodec>,
     config: ChannelConfig,
     handler: Option<Arc<dyn RequestHandler>>,
     writer: tokio::task::JoinHandle<()>,
@@ -361,6 +362,13 @@ async fn run(
             }
             Some(None) => break,
             Some(Some(Ok(command))) => command,
+            Some(Some(Err(RemotingError::Io(error))))
+                if error.kind() == std::io::ErrorKind::UnexpectedEof =>
+            {
+                // A TLS peer that closed without saying so first (Java clients do): a close.
+                debug!(%peer, %error, "connection closed by the peer");
+                break;
+            }
             Some(Some(Err(error))) => {
                 warn!(%peer, %error, "closing connection: unreadable input");
                 break;
@@ -442,7 +450,7 @@ async fn serve_request(
 }
 
 async fn write_loop(
-    mut socket: OwnedWriteHalf,
+    mut socket: WriteHalf,
     mut outbound: mpsc::Receiver<RemotingCommand>,
     closed: CancellationToken,
     waiting: Arc<AtomicUsize>,

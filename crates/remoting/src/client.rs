@@ -12,6 +12,7 @@ use tracing::debug;
 use crate::channel::RequestHandler;
 use crate::channel::{Channel, ChannelConfig};
 use crate::error::RemotingError;
+use crate::tls::{ClientTls, Stream};
 
 /// Client settings.
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub struct ClientConfig {
     /// Java: `connectTimeoutMillis` 3000.
     pub connect_timeout: Duration,
     pub channel: ChannelConfig,
+    /// Dial every peer over TLS (RocketMQ's `tls.enable` on a client).
+    pub tls: Option<Arc<ClientTls>>,
 }
 
 impl Default for ClientConfig {
@@ -26,6 +29,7 @@ impl Default for ClientConfig {
         Self {
             connect_timeout: Duration::from_secs(3),
             channel: ChannelConfig::default(),
+            tls: None,
         }
     }
 }
@@ -79,16 +83,34 @@ impl RemotingClient {
             });
         }
         let timeout = self.config.connect_timeout;
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| RemotingError::ConnectTimeout {
+        let connect = async {
+            let stream =
+                TcpStream::connect(addr)
+                    .await
+                    .map_err(|source| RemotingError::Connect {
+                        addr: addr.to_owned(),
+                        source,
+                    })?;
+            match &self.config.tls {
+                None => Ok(Stream::Plain(stream)),
+                Some(tls) => {
+                    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+                    let host = host.trim_start_matches('[').trim_end_matches(']');
+                    tls.connect(host, stream)
+                        .await
+                        .map_err(|source| RemotingError::Connect {
+                            addr: addr.to_owned(),
+                            source,
+                        })
+                }
+            }
+        };
+        let stream = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+            RemotingError::ConnectTimeout {
                 addr: addr.to_owned(),
                 timeout,
-            })?
-            .map_err(|source| RemotingError::Connect {
-                addr: addr.to_owned(),
-                source,
-            })?;
+            }
+        })??;
         let (channel, _task) = Channel::start(
             stream,
             self.config.channel.clone(),

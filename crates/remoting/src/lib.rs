@@ -13,6 +13,7 @@ mod error;
 mod handler;
 mod server;
 pub mod signing;
+pub mod tls;
 
 pub use channel::{Channel, ChannelConfig, Reply, ReplyFuture, RequestHandler};
 pub use client::{ClientConfig, RemotingClient};

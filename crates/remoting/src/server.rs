@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 
 use crate::channel::RequestHandler;
 use crate::channel::{Channel, ChannelConfig};
+use crate::tls::{ServerTls, TlsMode};
 
 /// Limits of a server.
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub struct ServerConfig {
     /// Connections served at once; further peers wait in the listen backlog.
     pub connections_max: usize,
     pub channel: ChannelConfig,
+    /// TLS on this port; `None` is plaintext only (mode disabled).
+    pub tls: Option<Arc<ServerTls>>,
 }
 
 impl Default for ServerConfig {
@@ -29,6 +32,7 @@ impl Default for ServerConfig {
                 idle_timeout: Some(Duration::from_secs(120)),
                 ..ChannelConfig::default()
             },
+            tls: None,
         }
     }
 }
@@ -64,8 +68,8 @@ pub async fn serve(
         };
         // Reap finished connection tasks so the set does not grow without bound.
         while connections.try_join_next().is_some() {}
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 // Usually EMFILE or a reset during the handshake: back off briefly, keep serving.
                 warn!(%local, %error, "accept failed");
@@ -73,20 +77,33 @@ pub async fn serve(
                 continue;
             }
         };
-        match Channel::start(
-            stream,
-            config.channel.clone(),
-            Some(handler.clone()),
-            stop.child_token(),
-        ) {
-            Ok((channel, task)) => {
-                debug!(peer = %channel.peer_addr(), "connection accepted");
+        let (channel_config, handler, stop) =
+            (config.channel.clone(), handler.clone(), stop.child_token());
+        match config
+            .tls
+            .clone()
+            .filter(|tls| tls.mode() != TlsMode::Disabled)
+        {
+            // The first byte and the handshake are awaited on the connection's own task, so a
+            // slow or stalled client never holds the accept loop up.
+            Some(tls) => {
                 connections.spawn(async move {
-                    let _ = task.await;
+                    if let Some(stream) = tls.accept(stream, peer).await {
+                        run_connection(stream, channel_config, handler, stop).await;
+                    }
                     drop(permit);
                 });
             }
-            Err(error) => debug!(%error, "connection lost before it started"),
+            None => match Channel::start(stream, channel_config, Some(handler), stop) {
+                Ok((channel, task)) => {
+                    debug!(peer = %channel.peer_addr(), "connection accepted");
+                    connections.spawn(async move {
+                        let _ = task.await;
+                        drop(permit);
+                    });
+                }
+                Err(error) => debug!(%error, "connection lost before it started"),
+            },
         }
     }
     drop(listener);
@@ -101,5 +118,21 @@ pub async fn serve(
     {
         warn!(%local, "connections still open after the drain timeout; aborting them");
         connections.shutdown().await;
+    }
+}
+
+async fn run_connection(
+    stream: crate::tls::Stream,
+    config: ChannelConfig,
+    handler: Arc<dyn RequestHandler>,
+    stop: CancellationToken,
+) {
+    let tls = stream.is_tls();
+    match Channel::start(stream, config, Some(handler), stop) {
+        Ok((channel, task)) => {
+            debug!(peer = %channel.peer_addr(), tls, "connection accepted");
+            let _ = task.await;
+        }
+        Err(error) => debug!(%error, "connection lost before it started"),
     }
 }

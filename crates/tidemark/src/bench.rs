@@ -77,11 +77,14 @@ pub struct Common {
     pub access_key: Option<String>,
     #[arg(long, requires = "access_key")]
     pub secret_key: Option<String>,
+    #[command(flatten)]
+    pub tls: crate::tls_args::ClientTlsArgs,
 }
 
 impl Common {
     fn client_config(&self) -> anyhow::Result<ClientConfig> {
         let mut config = ClientConfig::new(&self.namesrv);
+        config.tls = self.tls.client_tls()?;
         config.serialize_type = match self.serialize.as_str() {
             "json" => tidemark_protocol::SerializeType::Json,
             "rocketmq" => tidemark_protocol::SerializeType::RocketMq,

@@ -7,6 +7,7 @@ mod bench_grpc;
 mod inspect;
 mod query_message;
 mod serve;
+mod tls_args;
 
 use clap::{Parser, Subcommand};
 

@@ -76,7 +76,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
     if args.trace && args.id.is_none() {
         anyhow::bail!("--trace goes with --id");
     }
-    let admin = Admin::connect(args.cluster.client_config()).await?;
+    let admin = Admin::connect(args.cluster.client_config()?).await?;
     let outcome = find(&admin, &args).await;
     admin.shutdown().await;
     let (messages, trace) = outcome?;

@@ -14,10 +14,13 @@ use tidemark_namesrv::{NameServer, NameServerConfig};
 use tidemark_protocol::body::ClusterInfo;
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode};
+use tidemark_remoting::tls::{ClientTls, TlsMode};
 use tidemark_remoting::{ClientConfig, RemotingClient};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{info, warn};
+
+use crate::tls_args::ServerTlsArgs;
 
 #[derive(Debug, Args)]
 pub struct DevArgs {
@@ -70,6 +73,8 @@ pub struct DevArgs {
     pub acl_access_key: Option<String>,
     #[arg(long, requires = "acl_access_key")]
     pub acl_secret_key: Option<String>,
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -81,6 +86,8 @@ pub struct NamesrvArgs {
     /// (broker registration included) an admin account.
     #[arg(long)]
     pub acl_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
 }
 
 /// Opens an ACL file off the async threads.
@@ -290,6 +297,23 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             .acl_secret_key
             .clone()
             .map(tidemark_broker::SecretText::new),
+        tls_mode: args.tls.mode()?.to_string(),
+        tls_certificate: args.tls.tls_certificate.clone(),
+        tls_private_key: args.tls.tls_private_key.clone(),
+        tls_client_ca: args.tls.tls_client_ca.clone(),
+        // The broker registers with the name server beside it: over TLS when that port takes
+        // nothing else, presenting its own certificate when client certificates are required.
+        tls_enable: args.tls.mode()? == TlsMode::Enforcing,
+        tls_client_certificate: args
+            .tls
+            .tls_client_ca
+            .as_ref()
+            .and(args.tls.tls_certificate.clone()),
+        tls_client_private_key: args
+            .tls
+            .tls_client_ca
+            .as_ref()
+            .and(args.tls.tls_private_key.clone()),
         flush_disk_type: if args.sync_flush {
             tidemark_broker::FlushDiskType::SyncFlush
         } else {
@@ -310,11 +334,19 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         "acl_secret_key" => "--acl-secret-key".to_owned(),
         other => other.to_owned(),
     })?;
-    let namesrv_config = NameServerConfig {
+    let mut namesrv_config = NameServerConfig {
         acl: open_acl(args.acl_file.clone()).await?,
         ..NameServerConfig::default()
     };
-    let client_config = config.remoting_client_config();
+    namesrv_config.server.tls = Some(args.tls.server_tls(vec![advertised.clone()]).await?);
+    let mut client_config = config.remoting_client_config();
+    if let Some(settings) = config.client_tls_settings() {
+        client_config.tls = Some(Arc::new(
+            tokio::task::spawn_blocking(move || ClientTls::new(&settings))
+                .await
+                .context("TLS set-up task")??,
+        ));
+    }
     let broker_name = config.broker_name.clone();
     let broker_addr = config.broker_addr();
     // The broker stops first, so it can still unregister from the name server.
@@ -385,10 +417,15 @@ fn ended_unasked(
 
 pub async fn namesrv(args: NamesrvArgs) -> anyhow::Result<()> {
     let listener = bind(args.listen, "name server").await?;
-    let config = NameServerConfig {
+    let mut config = NameServerConfig {
         acl: open_acl(args.acl_file).await?,
         ..NameServerConfig::default()
     };
+    config.server.tls = Some(
+        args.tls
+            .server_tls(vec![args.listen.ip().to_string()])
+            .await?,
+    );
     announce(&format!("tidemark namesrv ready listen={}", args.listen));
     NameServer::serve(listener, config, shutdown_signal()).await;
     Ok(())

@@ -178,3 +178,4 @@ mod acl;
 mod failover;
 mod reads;
 mod replication;
+mod tls;

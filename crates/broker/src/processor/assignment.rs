@@ -25,7 +25,7 @@ const ROUTE_TIMEOUT: Duration = Duration::from_millis(1_000);
 /// Every readable queue of the topic in the cluster, sorted: from the name servers' route, or —
 /// when none answers — this broker's own queues.
 async fn all_queues(state: &BrokerState, topic: &str) -> Vec<MessageQueue> {
-    let client = RemotingClient::new(state.config.remoting_client_config(), None);
+    let client = RemotingClient::new(state.remoting_client_config(), None);
     let mut route = None;
     for namesrv in state.config.name_servers() {
         let request = RemotingCommand::request_with_header(

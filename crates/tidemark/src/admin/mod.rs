@@ -81,18 +81,21 @@ pub struct Cluster {
     pub access_key: Option<String>,
     #[arg(long, requires = "access_key")]
     pub secret_key: Option<String>,
+    #[command(flatten)]
+    pub tls: crate::tls_args::ClientTlsArgs,
 }
 
 impl Cluster {
-    pub fn client_config(&self) -> ClientConfig {
+    pub fn client_config(&self) -> anyhow::Result<ClientConfig> {
         let mut config = ClientConfig::new(&self.namesrv);
+        config.tls = self.tls.client_tls()?;
         if let (Some(access_key), Some(secret_key)) = (&self.access_key, &self.secret_key) {
             config.credentials = Some(tidemark_remoting::Credentials::new(
                 access_key.as_str(),
                 secret_key.as_str(),
             ));
         }
-        config
+        Ok(config)
     }
 }
 
@@ -230,7 +233,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
 
 /// An admin client of the cluster's name servers.
 async fn connect(cluster: &Cluster) -> anyhow::Result<Admin> {
-    Ok(Admin::connect(cluster.client_config()).await?)
+    Ok(Admin::connect(cluster.client_config()?).await?)
 }
 
 fn string(text: impl Into<String>) -> Value {
@@ -247,7 +250,7 @@ fn print_json(object: Object) -> anyhow::Result<()> {
 
 async fn send(args: SendArgs) -> anyhow::Result<()> {
     let producer = Producer::builder(&args.group)
-        .client_config(args.cluster.client_config())
+        .client_config(args.cluster.client_config()?)
         .start()
         .await?;
     let mut properties = Vec::new();
@@ -338,7 +341,7 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     let (lines, mut received) =
         tokio::sync::mpsc::unbounded_channel::<(Object, tokio::sync::oneshot::Sender<()>)>();
     let consumer = PushConsumer::builder(&args.group)
-        .client_config(args.cluster.client_config())
+        .client_config(args.cluster.client_config()?)
         .subscribe(&args.topic, &args.expression)
         .consume_from_where(from)
         .message_model(if args.broadcast {
@@ -398,7 +401,7 @@ async fn pop(args: PopArgs) -> anyhow::Result<()> {
         other => bail!("--from must be first or last, not {other:?}"),
     };
     let consumer = SimpleConsumer::builder(&args.group)
-        .client_config(args.cluster.client_config())
+        .client_config(args.cluster.client_config()?)
         .subscribe(&args.topic, &args.expression)
         .consume_from_where(from)
         .invisible_duration(Duration::from_millis(args.invisible_ms))
@@ -441,7 +444,7 @@ async fn pop(args: PopArgs) -> anyhow::Result<()> {
 }
 
 async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
-    let admin = Admin::connect(args.cluster.client_config()).await?;
+    let admin = Admin::connect(args.cluster.client_config()?).await?;
     let stats = admin
         .consume_stats(&args.group, args.topic.as_deref())
         .await;
@@ -613,7 +616,7 @@ fn format_duration_ms(ms: i64) -> String {
 }
 
 async fn topic_status(args: TopicArgs) -> anyhow::Result<()> {
-    let admin = Admin::connect(args.cluster.client_config()).await?;
+    let admin = Admin::connect(args.cluster.client_config()?).await?;
     let stats = admin.topic_stats(&args.topic).await;
     let readers = admin.readers_of(&args.topic).await.unwrap_or_default();
     admin.shutdown().await;

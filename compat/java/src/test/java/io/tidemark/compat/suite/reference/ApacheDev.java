@@ -28,7 +28,7 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * Not a test; the suite never starts it unless told to.
  *
  * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--message-delay-level <levels>]
- * [--acl-file <plain_acl.yml> [--acl-access-key <key> --acl-secret-key <secret>]]}.
+ * [--acl-file <plain_acl.yml> [--acl-access-key <key> --acl-secret-key <secret>]] [--tls-mode <mode>]}.
  * {@code --message-delay-level} (e.g. {@code "1s 2s 3s"}) goes to
  * {@link MessageStoreConfig#setMessageDelayLevel}, as {@code messageDelayLevel} in a broker.conf would.
  * {@code --acl-file} turns on the broker's 4.x ACL ({@code aclEnable=true}) with that file: Apache
@@ -46,7 +46,7 @@ public final class ApacheDev {
     private static final Set<String> KNOWN =
         Set.of("--data-dir", "--namesrv-port", "--broker-port", "--grpc-port", "--message-delay-level",
             "--transaction-check-interval-ms", "--transaction-timeout-ms", "--acl-file",
-            "--acl-access-key", "--acl-secret-key");
+            "--acl-access-key", "--acl-secret-key", "--tls-mode");
 
     private ApacheDev() {
     }
@@ -75,6 +75,13 @@ public final class ApacheDev {
         // BrokerStartup normally does this; without it every request carries version 0 and the
         // name server takes REGISTER_BROKER for a pre-3.0.11 broker (and drops its topics)
         System.setProperty(RemotingCommand.REMOTING_VERSION_KEY, Integer.toString(MQVersion.CURRENT_VERSION));
+
+        // TlsSystemConfig reads its system properties once, when the first server or client of
+        // this JVM is built: set them before that. Apache's default mode is permissive too; with
+        // no certificate files it serves a self-signed one (tls.test.mode.enable).
+        String tlsMode = opts.getOrDefault("--tls-mode", "permissive");
+        System.setProperty("tls.server.mode", tlsMode);
+        boolean enforcing = tlsMode.equals("enforcing");
 
         NamesrvConfig nsConfig = new NamesrvConfig();
         nsConfig.setRocketmqHome(root.getPath());
@@ -133,7 +140,10 @@ public final class ApacheDev {
         if (delayLevels != null) {
             store.setMessageDelayLevel(delayLevels);
         }
-        BrokerController broker = new BrokerController(brokerConfig, brokerNetty, new NettyClientConfig(), store);
+        // As BrokerStartup does: an enforcing name server only takes a registration over TLS.
+        NettyClientConfig brokerClient = new NettyClientConfig();
+        brokerClient.setUseTLS(enforcing);
+        BrokerController broker = new BrokerController(brokerConfig, brokerNetty, brokerClient, store);
         if (!broker.initialize()) {
             throw new IllegalStateException("broker failed to initialize");
         }
@@ -186,7 +196,7 @@ public final class ApacheDev {
     private static void usage() {
         System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>"
             + " [--message-delay-level \"1s 5s 10s ...\"] [--transaction-check-interval-ms N]"
-            + " [--transaction-timeout-ms N] [--acl-file <plain_acl.yml>]");
+            + " [--transaction-timeout-ms N] [--acl-file <plain_acl.yml>] [--tls-mode disabled|permissive|enforcing]");
         System.exit(2);
     }
 }
