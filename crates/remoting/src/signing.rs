@@ -8,7 +8,8 @@
 use std::fmt;
 
 use base64::Engine;
-use ring::hmac;
+use hmac::{Hmac, Mac};
+use sha1::Sha1;
 use tidemark_protocol::RemotingCommand;
 
 /// Extension field naming the account.
@@ -41,14 +42,19 @@ pub fn signed_content(request: &RemotingCommand) -> Vec<u8> {
     content
 }
 
-fn key(secret_key: &str) -> hmac::Key {
-    hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, secret_key.as_bytes())
+/// The HMAC-SHA1 of `content` under `secret_key`, not yet finalized. HMAC takes keys of any
+/// length, so this is always `Some`; there is still no panic path for a key.
+fn mac_of(secret_key: &str, content: &[u8]) -> Option<Hmac<Sha1>> {
+    let mut mac = Hmac::<Sha1>::new_from_slice(secret_key.as_bytes()).ok()?;
+    mac.update(content);
+    Some(mac)
 }
 
 /// The base64 signature of `content` under `secret_key`.
 pub fn sign_content(content: &[u8], secret_key: &str) -> String {
-    let tag = hmac::sign(&key(secret_key), content);
-    base64::engine::general_purpose::STANDARD.encode(tag.as_ref())
+    mac_of(secret_key, content)
+        .map(|mac| base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+        .unwrap_or_default()
 }
 
 /// Whether `signature` (base64, as sent) is `content`'s signature under `secret_key`. The
@@ -61,13 +67,13 @@ pub fn signature_matches(content: &[u8], secret_key: &str, signature: &str) -> b
     let Ok(tag) = base64::engine::general_purpose::STANDARD.decode(signature) else {
         return false;
     };
-    hmac::verify(&key(secret_key), content, &tag).is_ok()
+    hmac_matches(content, secret_key, &tag)
 }
 
 /// Whether `tag` is the raw HMAC-SHA1 of `content` under `secret_key` (RocketMQ 5's gRPC
 /// clients send it hex-encoded), compared in constant time.
 pub fn hmac_matches(content: &[u8], secret_key: &str, tag: &[u8]) -> bool {
-    hmac::verify(&key(secret_key), content, tag).is_ok()
+    mac_of(secret_key, content).is_some_and(|mac| mac.verify_slice(tag).is_ok())
 }
 
 /// An account's credentials, used to sign every request a client sends.
