@@ -7,11 +7,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import com.alibaba.fastjson.JSON;
 import com.alibaba.fastjson.JSONObject;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -43,37 +39,13 @@ class Scenario16CrossLanguageTest extends SuiteBase {
 
     private static final int COUNT = 10;
 
-    private static Path cli() {
-        String path = System.getProperty("tidemark.cli", System.getProperty("tidemark.bin"));
-        assertNotNull(path, "-Dtidemark.cli (or -Dtidemark.bin) must name the tidemark binary");
-        return Path.of(path);
-    }
-
     /** Runs the CLI, returns its stdout lines; fails with its stderr on a non-zero exit. */
     private static List<String> runCli(String... args) throws Exception {
-        List<String> command = new ArrayList<>();
-        command.add(cli().toString());
-        command.addAll(List.of(args));
-        Path err = Files.createTempFile("tidemark-cli", ".err");
-        Process process = new ProcessBuilder(command).redirectError(err.toFile()).start();
-        List<String> lines = new ArrayList<>();
-        try (BufferedReader out = new BufferedReader(
-            new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
-            String line;
-            while ((line = out.readLine()) != null) {
-                lines.add(line);
-            }
+        TidemarkCli.Run run = TidemarkCli.run(args);
+        if (run.exit() != 0) {
+            fail("tidemark CLI " + List.of(args) + " exited with " + run.exit() + "\n" + run.stderr() + serverLog());
         }
-        if (!process.waitFor(90, TimeUnit.SECONDS)) {
-            process.destroyForcibly();
-            fail("tidemark CLI did not finish: " + command);
-        }
-        String stderr = Files.readString(err);
-        Files.deleteIfExists(err);
-        if (process.exitValue() != 0) {
-            fail("tidemark CLI " + command + " exited with " + process.exitValue() + "\n" + stderr + serverLog());
-        }
-        return lines;
+        return run.stdout();
     }
 
     @Test
@@ -147,7 +119,7 @@ class Scenario16CrossLanguageTest extends SuiteBase {
         for (int i = 0; i < COUNT; i++) {
             Msgs.sendOk(producer, new Message(topic, "TagS", ("status " + i).getBytes(StandardCharsets.UTF_8)));
         }
-        List<String> command = List.of(cli().toString(), "admin", "consume-message", "-n", tidemark.namesrvAddr(),
+        List<String> command = List.of(TidemarkCli.binary().toString(), "admin", "consume-message", "-n", tidemark.namesrvAddr(),
             "-t", topic, "-g", group, "--timeout-secs", "60");
         Process process = new ProcessBuilder(command)
             .redirectOutput(ProcessBuilder.Redirect.DISCARD)

@@ -221,6 +221,28 @@ class Scenario25AclTest extends SuiteBase {
     }
 
     /**
+     * Case i: Tidemark's own tools sign as the Java hook does, so they work against either server:
+     * {@code tidemark admin send-message} with alice's account sends, and with a wrong secret is
+     * refused with the server's text.
+     */
+    @Test
+    @Order(6)
+    void tidemarksOwnCliSignsForEitherServer() throws Exception {
+        TidemarkCli.Run sent = TidemarkCli.run("admin", "send-message", "-n", tidemark.namesrvAddr(),
+            "--access-key", "alice-key", "--secret-key", "alice-secret", "-t", TOPIC_OK, "--count", "3");
+        assertEquals(0, sent.exit(), "signed CLI send failed: " + sent.stderr() + serverLog());
+        assertEquals(3, sent.stdout().stream().filter(l -> l.contains("\"SEND_OK\"")).count(),
+            "sends: " + sent.stdout());
+        TidemarkCli.Run refused = TidemarkCli.run("admin", "send-message", "-n", tidemark.namesrvAddr(),
+            "--access-key", "alice-key", "--secret-key", "not-alice-secret", "-t", TOPIC_OK, "--count", "1");
+        System.out.println("scenario25 i tidemark admin send-message as alice-key: 3/3 SEND_OK; wrong secret: exit "
+            + refused.exit() + " " + refused.stderr().lines().reduce((a, b) -> b).orElse(""));
+        assertTrue(refused.exit() != 0, "a wrong secret got through: " + refused.stdout());
+        assertTrue(refused.stderr().contains("Check signature failed for accessKey=alice-key"),
+            "the refusal does not carry the server's text: " + refused.stderr());
+    }
+
+    /**
      * Apache: the name server serves the route to anyone, the broker answers SYSTEM_ERROR "No
      * accessKey is configured". Tidemark: the broker answers NO_PERMISSION with that text, and its
      * name server may refuse the route lookup the same way (then the client reports no route).
