@@ -576,6 +576,33 @@ where
     }
 }
 
+/// Waits (up to 10 s) until the name server at `namesrv` answers `topic`'s route: a consumer
+/// started before that finds no queues until its next rebalance, seconds later.
+pub async fn wait_for_route(namesrv: &str, topic: &str) -> bool {
+    use tidemark_protocol::headers::GetRouteInfoRequestHeader;
+    use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+    let client =
+        tidemark_remoting::RemotingClient::new(tidemark_remoting::ClientConfig::default(), None);
+    let found = wait_until_async(Duration::from_secs(10), || {
+        let header = GetRouteInfoRequestHeader {
+            topic: topic.to_owned(),
+            accept_standard_json_only: None,
+        };
+        let request =
+            RemotingCommand::request_with_header(RequestCode::GetRouteInfoByTopic, &header);
+        let client = &client;
+        async move {
+            matches!(
+                client.invoke(namesrv, request, Duration::from_secs(2)).await,
+                Ok(response) if response.response_code() == ResponseCode::Success
+            )
+        }
+    })
+    .await;
+    client.shutdown();
+    found
+}
+
 /// A unique name for a topic or group of one test.
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};

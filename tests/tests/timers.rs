@@ -13,7 +13,7 @@ use tidemark_client::{
     concurrent_fn, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer,
 };
 use tidemark_remoting::now_ms;
-use tidemark_tests::{against_apache, init_logging, unique, wait_until, DevServer};
+use tidemark_tests::{against_apache, init_logging, unique, wait_for_route, wait_until, DevServer};
 
 /// What the consumer saw of one message: (due, received at, queue id, queue offset), per delivery.
 type Seen = Arc<Mutex<BTreeMap<String, Vec<(i64, i64, i32, i64, i64)>>>>;
@@ -61,6 +61,10 @@ async fn ten_thousand_timers_arrive_on_time_across_a_broker_sigkill() {
         .send(Message::new(topic.as_str(), "create"))
         .await
         .expect("send");
+    assert!(
+        wait_for_route(&namesrv, &topic).await,
+        "the name server never learnt {topic}"
+    );
 
     let seen: Seen = Arc::default();
     let consumer = {
