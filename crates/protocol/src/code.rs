@@ -164,6 +164,24 @@ wire_code_enum! {
         QueryAssignment = 400 => "QUERY_ASSIGNMENT",
         /// 5.x: switches a group (or one topic of it) between PULL and POP.
         SetMessageRequestMode = 401 => "SET_MESSAGE_REQUEST_MODE",
+        /// 5.x controller mode: a broker's liveness report to the controller (its epoch, max
+        /// and confirm offsets, election priority).
+        BrokerHeartbeat = 904 => "BROKER_HEARTBEAT",
+        /// 5.x controller: a master reports its new SyncStateSet (replicas in sync with it).
+        ControllerAlterSyncStateSet = 1001 => "CONTROLLER_ALTER_SYNC_STATE_SET",
+        ControllerElectMaster = 1002 => "CONTROLLER_ELECT_MASTER",
+        ControllerRegisterBroker = 1003 => "CONTROLLER_REGISTER_BROKER",
+        ControllerGetReplicaInfo = 1004 => "CONTROLLER_GET_REPLICA_INFO",
+        ControllerGetMetadataInfo = 1005 => "CONTROLLER_GET_METADATA_INFO",
+        ControllerGetSyncStateData = 1006 => "CONTROLLER_GET_SYNC_STATE_DATA",
+        /// 5.x: a broker's epoch file (epoch → start offset), asked by a slave that truncates.
+        GetBrokerEpochCache = 1007 => "GET_BROKER_EPOCH_CACHE",
+        NotifyBrokerRoleChanged = 1008 => "NOTIFY_BROKER_ROLE_CHANGED",
+        UpdateControllerConfig = 1009 => "UPDATE_CONTROLLER_CONFIG",
+        GetControllerConfig = 1010 => "GET_CONTROLLER_CONFIG",
+        CleanBrokerData = 1011 => "CLEAN_BROKER_DATA",
+        ControllerGetNextBrokerId = 1012 => "CONTROLLER_GET_NEXT_BROKER_ID",
+        ControllerApplyBrokerId = 1013 => "CONTROLLER_APPLY_BROKER_ID",
         /// 5.x POP consumption: messages handed out with an invisibility time.
         PopMessage = 200050 => "POP_MESSAGE",
         AckMessage = 200051 => "ACK_MESSAGE",
@@ -178,6 +196,11 @@ wire_code_enum! {
         /// [`ConsumerProgress`](crate::body::ConsumerProgress)). Apache brokers answer
         /// REQUEST_CODE_NOT_SUPPORTED.
         GetConsumerProgress = 31001 => "TIDEMARK_GET_CONSUMER_PROGRESS",
+        /// Tidemark's extension: Raft between controllers (openraft's messages as JSON bodies;
+        /// the answer's body is the peer's `Result`).
+        RaftAppendEntries = 31101 => "TIDEMARK_RAFT_APPEND_ENTRIES",
+        RaftVote = 31102 => "TIDEMARK_RAFT_VOTE",
+        RaftInstallSnapshot = 31103 => "TIDEMARK_RAFT_INSTALL_SNAPSHOT",
     }
 }
 
@@ -225,6 +248,23 @@ wire_code_enum! {
         /// 5.x POP: nothing to pop within the poll time.
         PollingTimeout = 210 => "POLLING_TIMEOUT",
         FlowControl = 215 => "FLOW_CONTROL",
+        /// 5.x controller: a master's request named an older master epoch.
+        ControllerFencedMasterEpoch = 2000 => "CONTROLLER_FENCED_MASTER_EPOCH",
+        ControllerFencedSyncStateSetEpoch = 2001 => "CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH",
+        ControllerInvalidMaster = 2002 => "CONTROLLER_INVALID_MASTER",
+        ControllerInvalidReplicas = 2003 => "CONTROLLER_INVALID_REPLICAS",
+        ControllerMasterNotAvailable = 2004 => "CONTROLLER_MASTER_NOT_AVAILABLE",
+        ControllerInvalidRequest = 2005 => "CONTROLLER_INVALID_REQUEST",
+        ControllerBrokerNotAlive = 2006 => "CONTROLLER_BROKER_NOT_ALIVE",
+        /// The controller asked is not the Raft leader; ask the leader (GET_METADATA_INFO).
+        ControllerNotLeader = 2007 => "CONTROLLER_NOT_LEADER",
+        ControllerBrokerMetadataNotExist = 2008 => "CONTROLLER_BROKER_METADATA_NOT_EXIST",
+        ControllerInvalidCleanBrokerMetadata = 2009 => "CONTROLLER_INVALID_CLEAN_BROKER_METADATA",
+        ControllerBrokerNeedToBeRegistered = 2010 => "CONTROLLER_BROKER_NEED_TO_BE_REGISTERED",
+        ControllerMasterStillExist = 2011 => "CONTROLLER_MASTER_STILL_EXIST",
+        ControllerElectMasterFailed = 2012 => "CONTROLLER_ELECT_MASTER_FAILED",
+        ControllerAlterSyncStateSetFailed = 2013 => "CONTROLLER_ALTER_SYNC_STATE_SET_FAILED",
+        ControllerBrokerIdInvalid = 2014 => "CONTROLLER_BROKER_ID_INVALID",
         /// 5.x only, sent to callers newer than 5.3.1 while shutting down.
         GoAway = 1500 => "GO_AWAY",
     }

@@ -4,6 +4,7 @@
 mod admin;
 mod bench;
 mod bench_grpc;
+mod controller;
 mod inspect;
 mod query_message;
 mod serve;
@@ -30,6 +31,8 @@ enum Command {
     Namesrv(serve::NamesrvArgs),
     /// A broker.
     Broker(serve::BrokerArgs),
+    /// A controller: one of three or five that elect a new master when one dies.
+    Controller(controller::ControllerArgs),
     /// Decode RocketMQ bytes (a captured frame, a stored message record) and print every field.
     #[command(subcommand)]
     Inspect(inspect::Inspect),
@@ -85,6 +88,7 @@ fn run() -> anyhow::Result<()> {
         Command::Dev(args) => runtime()?.block_on(serve::dev(args)),
         Command::Namesrv(args) => runtime()?.block_on(serve::namesrv(args)),
         Command::Broker(args) => runtime()?.block_on(serve::broker(args)),
+        Command::Controller(args) => runtime()?.block_on(controller::run(args)),
         Command::Admin(command) => runtime()?.block_on(admin::run(command)),
         Command::Bench(command) => runtime()?.block_on(bench::run(command)),
     }

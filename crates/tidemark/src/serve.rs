@@ -110,7 +110,7 @@ pub struct BrokerArgs {
 }
 
 /// The one line on standard output that scripts wait for; a closed stdout is not an error.
-fn announce(line: &str) {
+pub(crate) fn announce(line: &str) {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
@@ -118,7 +118,7 @@ fn announce(line: &str) {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -139,7 +139,7 @@ async fn shutdown_signal() {
     let _ = interrupt.await;
 }
 
-async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+pub(crate) async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} ({what})"))

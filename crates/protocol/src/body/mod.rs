@@ -5,6 +5,7 @@
 //! `from_json_bytes`, which accepts both key styles.
 
 mod admin;
+mod controller;
 mod heartbeat;
 mod offsets;
 mod pop;
@@ -13,6 +14,7 @@ mod running_info;
 mod topic;
 
 pub use admin::*;
+pub use controller::*;
 pub use heartbeat::*;
 pub use offsets::*;
 pub use pop::*;

@@ -9,6 +9,7 @@
 
 mod admin;
 mod client;
+mod controller;
 mod namesrv;
 mod offset;
 mod pop;
@@ -17,6 +18,7 @@ mod send;
 
 pub use admin::*;
 pub use client::*;
+pub use controller::*;
 pub use namesrv::*;
 pub use offset::*;
 pub use pop::*;

@@ -1,6 +1,6 @@
 //! Typed conversion: Rust values to and from the JSON Java peers write and read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::JsonError;
 
@@ -208,6 +208,19 @@ impl<T: FromJson> FromJson for Vec<T> {
             Value::Null => Ok(Vec::new()),
             _ => Err(type_error("an array")),
         }
+    }
+}
+
+/// A Java `Set` is written as an array; a repeated element read back counts once.
+impl<T: ToJson> ToJson for BTreeSet<T> {
+    fn to_json(&self) -> Value {
+        Value::Array(self.iter().map(ToJson::to_json).collect())
+    }
+}
+
+impl<T: FromJson + Ord> FromJson for BTreeSet<T> {
+    fn from_json(value: &Value) -> Result<Self, JsonError> {
+        Ok(Vec::<T>::from_json(value)?.into_iter().collect())
     }
 }
 
