@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ServerState, SnapshotPolicy};
 use thiserror::Error;
-use tidemark_protocol::body::{BrokerMemberGroup, ElectMasterResponseBody};
+use tidemark_protocol::body::{BrokerMemberGroup, ElectMasterResponseBody, SyncStateSet};
 use tidemark_protocol::headers::{ElectMasterResponseHeader, NotifyBrokerRoleChangedRequestHeader};
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
@@ -319,7 +319,8 @@ impl Controller {
         }
     }
 
-    /// Sends NOTIFY_BROKER_ROLE_CHANGED to every member of the set, in the background.
+    /// Sends NOTIFY_BROKER_ROLE_CHANGED (oneway, body the new SyncStateSet, as RocketMQ does)
+    /// to every member of the set, in the background.
     fn notify_role_change(&self, election: &Election) {
         let header = NotifyBrokerRoleChangedRequestHeader {
             master_address: Some(election.master_address.clone()),
@@ -327,18 +328,24 @@ impl Controller {
             sync_state_set_epoch: Some(election.sync_state_set_epoch),
             master_broker_id: Some(election.master),
         };
-        let body = election_body(election).to_json_bytes();
+        let body = SyncStateSet {
+            sync_state_set: election.sync_state_set.clone(),
+            sync_state_set_epoch: election.sync_state_set_epoch,
+        }
+        .to_json_bytes();
         for address in election.members.values() {
             let request =
                 RemotingCommand::request_with_header(RequestCode::NotifyBrokerRoleChanged, &header)
                     .with_body(body.clone());
             let (client, address) = (self.client.clone(), address.clone());
             tokio::spawn(async move {
-                if let Err(error) = client
-                    .invoke(&address, request, Duration::from_secs(3))
-                    .await
-                {
-                    debug!(%address, %error, "role change not delivered; the broker learns it from its next query");
+                let sent = tokio::time::timeout(
+                    Duration::from_secs(3),
+                    client.invoke_oneway(&address, request),
+                )
+                .await;
+                if !matches!(sent, Ok(Ok(()))) {
+                    debug!(%address, "role change not delivered; the broker learns it from its next query");
                 }
             });
         }

@@ -2,17 +2,12 @@ package io.tidemark.compat.suite;
 
 import static org.junit.jupiter.api.Assertions.fail;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 
 /**
  * A name server, a master and a slave of one broker name, each its own {@code tidemark} process
@@ -22,92 +17,14 @@ import java.util.concurrent.TimeUnit;
  */
 final class MasterSlaveSet implements AutoCloseable {
 
-    /** One child process, restartable with the same command line. */
-    static final class Proc {
-        private final List<String> command;
-        private final String readyLine;
-        private final Path log;
-        private Process process;
-
-        Proc(List<String> command, String readyLine, Path log) {
-            this.command = command;
-            this.readyLine = readyLine;
-            this.log = log;
-        }
-
-        void start() {
-            try {
-                Files.writeString(log, "==== " + String.join(" ", command) + "\n", StandardCharsets.UTF_8,
-                    StandardOpenOption.CREATE, StandardOpenOption.APPEND);
-                process = new ProcessBuilder(command)
-                    .redirectErrorStream(true)
-                    .start();
-            } catch (IOException e) {
-                fail("cannot start " + command + ": " + e);
-            }
-            CountDownLatch ready = new CountDownLatch(1);
-            Process p = process;
-            Thread drain = new Thread(() -> {
-                try (BufferedReader r = new BufferedReader(
-                    new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-                    String line;
-                    while ((line = r.readLine()) != null) {
-                        Files.writeString(log, line + "\n", StandardCharsets.UTF_8, StandardOpenOption.APPEND);
-                        if (line.contains(readyLine)) {
-                            ready.countDown();
-                        }
-                    }
-                } catch (IOException ignored) {
-                    // the process went away
-                }
-            }, "drain-" + log.getFileName());
-            drain.setDaemon(true);
-            drain.start();
-            try {
-                if (!ready.await(60, TimeUnit.SECONDS)) {
-                    p.destroyForcibly();
-                    fail("not ready within 60 s: " + command + "; see " + log);
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                fail("interrupted");
-            }
-        }
-
-        void kill() {
-            if (process != null) {
-                process.destroyForcibly();
-                waitExit();
-                process = null;
-            }
-        }
-
-        void stop() {
-            if (process != null) {
-                process.destroy();
-                if (!waitExit()) {
-                    process.destroyForcibly();
-                    waitExit();
-                }
-                process = null;
-            }
-        }
-
-        private boolean waitExit() {
-            try {
-                return process.waitFor(20, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return false;
-            }
-        }
-    }
+    /** How long a process may take to print its ready line. */
+    static final Duration READY = Duration.ofSeconds(60);
 
     private final Path dir;
     private final int namesrvPort;
-    final Proc namesrv;
-    final Proc master;
-    final Proc slave;
+    final ChildProcess namesrv;
+    final ChildProcess master;
+    final ChildProcess slave;
     final int masterPort;
     final int slavePort;
 
@@ -121,14 +38,14 @@ final class MasterSlaveSet implements AutoCloseable {
         Files.createDirectories(logs);
         dir = Files.createTempDirectory(target, "ms-" + name + "-");
         namesrvPort = TidemarkProcess.freePort();
-        namesrv = new Proc(List.of(bin, "namesrv", "--listen", "127.0.0.1:" + namesrvPort),
-            "tidemark namesrv ready", logs.resolve(name + "-namesrv.log"));
+        namesrv = new ChildProcess(List.of(bin, "namesrv", "--listen", "127.0.0.1:" + namesrvPort),
+            "tidemark namesrv ready", logs.resolve(name + "-namesrv.log"), READY);
         masterPort = freeBrokerPort();
         slavePort = freeBrokerPort();
-        master = new Proc(List.of(bin, "broker", "-c", config(0, "ASYNC_MASTER", masterPort, extraBrokerToml).toString()),
-            "tidemark broker ready", logs.resolve(name + "-master.log"));
-        slave = new Proc(List.of(bin, "broker", "-c", config(1, "SLAVE", slavePort, extraBrokerToml).toString()),
-            "tidemark broker ready", logs.resolve(name + "-slave.log"));
+        master = new ChildProcess(List.of(bin, "broker", "-c", config(0, "ASYNC_MASTER", masterPort, extraBrokerToml).toString()),
+            "tidemark broker ready", logs.resolve(name + "-master.log"), READY);
+        slave = new ChildProcess(List.of(bin, "broker", "-c", config(1, "SLAVE", slavePort, extraBrokerToml).toString()),
+            "tidemark broker ready", logs.resolve(name + "-slave.log"), READY);
         namesrv.start();
         master.start();
         slave.start();

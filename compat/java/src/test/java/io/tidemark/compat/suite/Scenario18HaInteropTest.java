@@ -128,12 +128,12 @@ class Scenario18HaInteropTest {
         Path dir = Files.createTempDirectory(logs().getParent(), "ha-a-");
         int namesrvPort = TidemarkProcess.freePort();
         String namesrv = "127.0.0.1:" + namesrvPort;
-        MasterSlaveSet.Proc ns = new MasterSlaveSet.Proc(List.of(bin(), "namesrv", "--listen", namesrv),
-            "tidemark namesrv ready", logs().resolve("s18a-namesrv.log"));
+        ChildProcess ns = new ChildProcess(List.of(bin(), "namesrv", "--listen", namesrv),
+            "tidemark namesrv ready", logs().resolve("s18a-namesrv.log"), MasterSlaveSet.READY);
         int masterPort = MasterSlaveSet.freeBrokerPort();
-        MasterSlaveSet.Proc master = new MasterSlaveSet.Proc(
+        ChildProcess master = new ChildProcess(
             List.of(bin(), "broker", "-c", tomlBroker(dir, "ASYNC_MASTER", 0, masterPort, namesrv).toString()),
-            "tidemark broker ready", logs().resolve("s18a-master.log"));
+            "tidemark broker ready", logs().resolve("s18a-master.log"), MasterSlaveSet.READY);
         BrokerController slave = null;
         try {
             ns.start();
@@ -196,9 +196,9 @@ class Scenario18HaInteropTest {
         assertTrue(ns.initialize(), "Apache name server initialises");
         ns.start();
         BrokerController master = apacheBroker(dir, namesrv, MasterSlaveSet.freeBrokerPort(), BrokerRole.ASYNC_MASTER, 0);
-        MasterSlaveSet.Proc slave = new MasterSlaveSet.Proc(
+        ChildProcess slave = new ChildProcess(
             List.of(bin(), "broker", "-c", tomlBroker(dir, "SLAVE", 1, MasterSlaveSet.freeBrokerPort(), namesrv).toString()),
-            "tidemark broker ready", logs().resolve("s18b-slave.log"));
+            "tidemark broker ready", logs().resolve("s18b-slave.log"), MasterSlaveSet.READY);
         try {
             master.start();
             slave.start();
