@@ -175,3 +175,45 @@ async fn producer_connections_and_broker_consume_stats() {
     assert_eq!(missing.response_code(), ResponseCode::SystemError);
     cluster.stop_broker().await;
 }
+
+/// GET_BROKER_EPOCH_CACHE (mqadmin 5.x `getBrokerEpoch`): the store's epoch file with each
+/// epoch's end, the last ending at the log's end.
+#[tokio::test]
+async fn the_epoch_cache_lists_the_epochs_of_the_log() {
+    use tidemark_protocol::body::{EpochEntry, EpochEntryCache};
+    let dir = tempfile::tempdir().expect("tempdir");
+    // As a broker that was master in epochs 1 and 3 would have left it.
+    std::fs::write(dir.path().join("epochs"), "1 0\n3 0\n").expect("epoch file");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let answered = client
+        .invoke(
+            &cluster.broker,
+            RemotingCommand::request(RequestCode::GetBrokerEpochCache),
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(
+        answered.response_code(),
+        ResponseCode::Success,
+        "{answered:?}"
+    );
+    let cache = EpochEntryCache::from_json_bytes(&answered.body).expect("body");
+    assert_eq!(cache.cluster_name, "DefaultCluster");
+    assert_eq!(
+        cache.epoch_list,
+        vec![
+            EpochEntry {
+                end_offset: 0,
+                epoch: 1,
+                start_offset: 0
+            },
+            EpochEntry {
+                end_offset: cache.max_offset,
+                epoch: 3,
+                start_offset: 0
+            },
+        ]
+    );
+}

@@ -11,6 +11,7 @@ pub mod config;
 pub mod consume_queue;
 mod destroyed;
 mod dispatch;
+pub mod epochs;
 pub mod error;
 pub mod index;
 mod queues;

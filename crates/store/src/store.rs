@@ -84,6 +84,8 @@ struct Inner {
     queues: QueueTable,
     /// Queues destroyed while their records are still in the log; recovery skips those.
     destroyed: crate::destroyed::DestroyedQueues,
+    /// Which master epoch wrote which part of the log (controller mode).
+    epochs: crate::epochs::EpochHistory,
     append: Mutex<AppendState>,
     group_commit: GroupCommit,
     /// The prefault thread, unparked by appenders nearing the end of the write window.
@@ -171,6 +173,7 @@ impl MessageStore {
             storage.clone(),
             root.join("destroyed-queues"),
         )?;
+        let epochs = crate::epochs::EpochHistory::open(storage.clone(), root.join("epochs"))?;
         let index =
             crate::index::MessageIndex::open(storage.clone(), root.join("index"), config.index)
                 .map_err(io_error("open", &root.join("index")))?;
@@ -182,6 +185,7 @@ impl MessageStore {
             commit_log,
             queues,
             destroyed,
+            epochs,
             append: Mutex::new(AppendState {
                 last_store_timestamp: 0,
                 replica_dispatched: 0,
@@ -205,6 +209,9 @@ impl MessageStore {
             &checkpoint,
         )?;
         recovery::log_report(&report);
+        // An epoch that began past the recovered end began on bytes that are gone.
+        let log_end = i64::try_from(inner.commit_log.written()).unwrap_or(i64::MAX);
+        inner.epochs.truncate_from(log_end.saturating_add(1))?;
         // A store opened on a nearly full disk refuses writes from the start, not 10 s later.
         inner.disk.record(
             retention::disk_usage_ratio(&inner.config.root).unwrap_or(0.0),

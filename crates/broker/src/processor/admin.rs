@@ -5,9 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tidemark_protocol::body::{
-    ConsumerProgress, KvTable, MessageQueue, MessageQueueOffsetForC, MessageQueueOffsets,
-    ResetOffsetBodyForC, SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicOffset,
-    TopicStatsTable,
+    ConsumerProgress, EpochEntry, EpochEntryCache, KvTable, MessageQueue, MessageQueueOffsetForC,
+    MessageQueueOffsets, ResetOffsetBodyForC, SubscriptionGroupConfig, TopicConfig,
+    TopicFilterType, TopicOffset, TopicStatsTable,
 };
 use tidemark_protocol::headers::ResetOffsetRequestHeader;
 use tidemark_protocol::headers::{
@@ -586,6 +586,35 @@ pub(super) async fn reset_offset(
         });
     }
     success().with_body(body.to_json_bytes())
+}
+
+/// GET_BROKER_EPOCH_CACHE: which master epoch wrote which part of this broker's commit log
+/// (empty until the broker has been master in controller mode); the last epoch ends at the
+/// log's end, as RocketMQ answers.
+pub(super) fn epoch_cache(state: &BrokerState) -> RemotingCommand {
+    let (_, written, _) = state.store.commit_log_positions();
+    let max_offset = i64::try_from(written).unwrap_or(i64::MAX);
+    let epoch_list = state
+        .store
+        .epochs()
+        .spans(max_offset)
+        .into_iter()
+        .map(|span| EpochEntry {
+            end_offset: span.end_offset,
+            epoch: span.epoch,
+            start_offset: span.start_offset,
+        })
+        .collect();
+    success().with_body(
+        EpochEntryCache {
+            broker_id: state.config.broker_id,
+            broker_name: state.config.broker_name.clone(),
+            cluster_name: state.config.broker_cluster_name.clone(),
+            epoch_list,
+            max_offset,
+        }
+        .to_json_bytes(),
+    )
 }
 
 pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {

@@ -223,6 +223,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetTopicStatsInfo => admin::topic_stats(&state, &request),
                 RequestCode::ViewMessageById => admin::view_message(&state, &request),
                 RequestCode::GetBrokerRuntimeInfo => admin::runtime_info(&state),
+                RequestCode::GetBrokerEpochCache => admin::epoch_cache(&state),
                 RequestCode::GetBrokerConfig => broker_config::get(&state),
                 RequestCode::UpdateBrokerConfig => broker_config::update(&state, &request).await,
                 RequestCode::QueryMessage => query_message::query(&state, &request).await,

@@ -293,6 +293,11 @@ impl MessageStore {
     }
 
     /// Commit-log positions: (min, end of written data, durable end).
+    /// Which master epoch wrote which part of the commit log (controller mode).
+    pub fn epochs(&self) -> &crate::epochs::EpochHistory {
+        &self.inner.epochs
+    }
+
     pub fn commit_log_positions(&self) -> (u64, u64, u64) {
         let log = &self.inner.commit_log;
         (log.min_offset(), log.written(), log.flushed())
