@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
-use tidemark_protocol::message::{total_size_of, BLANK_MAGIC_CODE};
+use tidemark_protocol::message::{
+    total_size_of, BLANK_MAGIC_CODE, PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION,
+};
 use tracing::warn;
 
 use crate::error::{Result, StoreError};
@@ -62,6 +64,8 @@ pub const PREFAULT_AHEAD_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The prefault thread is woken each time the writer has used up this much of the window.
 const PREFAULT_STEP_BYTES: u64 = 1024 * 1024;
+/// A record's header up to and including its physical offset.
+const RECORD_HEAD_BYTES: usize = PHYSICAL_OFFSET_POSITION + 8;
 
 /// Pages further behind the write position than this are let go of (unmapped; the page cache
 /// keeps them), so the broker's resident set does not grow with the segment.
@@ -265,6 +269,47 @@ impl CommitLog {
         Ok(position)
     }
 
+    /// Whether the record of `queue_id` at `queue_offset` starts at `offset`: its header names
+    /// that queue, that queue offset and that position (what a consume-queue entry claims).
+    pub fn holds_record(&self, offset: i64, queue_id: i32, queue_offset: i64) -> bool {
+        let Ok(offset) = u64::try_from(offset) else {
+            return false;
+        };
+        // Not bounded by the write position: recovery asks before it knows where the log ends.
+        let Some(segment) = self.segment_for(offset) else {
+            return false;
+        };
+        if offset - segment.base + RECORD_HEAD_BYTES as u64 > self.segment_bytes {
+            return false;
+        }
+        let mut head = [0u8; RECORD_HEAD_BYTES];
+        if segment
+            .file
+            .read_at(offset - segment.base, &mut head)
+            .is_err()
+        {
+            return false;
+        }
+        let field = |at: usize| {
+            head.get(at..at + 8)
+                .and_then(|bytes| bytes.try_into().ok())
+                .map(i64::from_be_bytes)
+        };
+        let queue_id_at = head
+            .get(12..16)
+            .and_then(|bytes| bytes.try_into().ok())
+            .map(i32::from_be_bytes);
+        queue_id_at == Some(queue_id)
+            && field(QUEUE_OFFSET_POSITION) == Some(queue_offset)
+            && field(PHYSICAL_OFFSET_POSITION) == Some(offset as i64)
+    }
+
+    /// After a truncation: the write window is set again from the new end at the next
+    /// prefault (a window above the write position would break its invariant).
+    pub fn forget_prefault(&self) {
+        self.prefaulted_to.store(0, Ordering::Release);
+    }
+
     /// Whether the write window should move on: appends ending at `end` have used up a step
     /// of it since it was last set.
     pub fn wants_prefault(&self, end: u64) -> bool {
@@ -437,15 +482,17 @@ impl CommitLog {
             let keep = segments.partition_point(|segment| segment.base <= end);
             segments.split_off(keep)
         };
-        for segment in doomed {
+        // Newest first, each removal made durable before the next: a crash part way leaves
+        // the segments contiguous (a gap would make the log unreadable).
+        for segment in doomed.into_iter().rev() {
             cut += segment.file.length().unwrap_or(0);
             self.storage
                 .remove_file(&segment.path)
                 .map_err(|error| StoreError::io("remove", &segment.path, error))?;
+            self.storage
+                .sync_dir(&self.dir)
+                .map_err(|error| StoreError::io("sync", &self.dir, error))?;
         }
-        self.storage
-            .sync_dir(&self.dir)
-            .map_err(|error| StoreError::io("sync", &self.dir, error))?;
         self.set_recovered_end(end);
         Ok(cut)
     }

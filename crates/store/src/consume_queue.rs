@@ -458,7 +458,15 @@ impl ConsumeQueue {
     /// Recovery: removes every entry pointing at or past `commit_log_end`, from the end back,
     /// together with holes and empty slots among them (a crash can keep a later file's entries
     /// and lose an earlier one's). Returns how many slots were cleared.
-    pub fn truncate_past(&self, commit_log_end: u64) -> Result<u64> {
+    ///
+    /// `holds_record(slot, entry)` says whether the log has this queue's record for `slot`
+    /// where the entry points: a torn write over an entry can leave one pointing anywhere
+    /// below the end, and only the record itself can tell.
+    pub fn truncate_past(
+        &self,
+        commit_log_end: u64,
+        holds_record: &dyn Fn(i64, &QueueEntry) -> bool,
+    ) -> Result<u64> {
         {
             let mut tail = self.tail();
             self.write_tail(&mut tail)?;
@@ -472,7 +480,8 @@ impl ConsumeQueue {
             };
             let Some(entry) = entries.first() else { break };
             let below = entry.is_valid()
-                && entry.commit_log_offset as u64 + entry.size as u64 <= commit_log_end;
+                && entry.commit_log_offset as u64 + entry.size as u64 <= commit_log_end
+                && holds_record(max - 1, entry);
             if below {
                 break;
             }
@@ -486,6 +495,94 @@ impl ConsumeQueue {
             entries: Vec::new(),
         };
         Ok(removed)
+    }
+
+    /// A runtime truncation's first half: entries pointing at or past `commit_log_end` stop
+    /// being visible (in memory; the files keep them until [`clear_hidden`](Self::clear_hidden),
+    /// so a crash before the log is cut finds them consistent with it). The caller holds the
+    /// store's append lock. Returns the end before.
+    pub fn hide_past(
+        &self,
+        commit_log_end: u64,
+        holds_record: &dyn Fn(i64, &QueueEntry) -> bool,
+    ) -> Result<i64> {
+        {
+            let mut tail = self.tail();
+            self.write_tail(&mut tail)?;
+        }
+        let old_end = self.max_offset();
+        let min = self.min_offset();
+        let mut max = old_end;
+        while max > min {
+            let Some(entries) = self.read(max - 1, 1)? else {
+                break;
+            };
+            let Some(entry) = entries.first() else { break };
+            if entry.is_valid()
+                && entry.commit_log_offset as u64 + entry.size as u64 <= commit_log_end
+                && holds_record(max - 1, entry)
+            {
+                break;
+            }
+            max -= 1;
+        }
+        self.max_offset.store(max, Ordering::Release);
+        *self.tail() = Tail {
+            start: max,
+            entries: Vec::new(),
+        };
+        Ok(old_end)
+    }
+
+    /// The second half, once the log is cut: removes the hidden slots up to `old_end` from the
+    /// files so that a reopen sees the new end whatever a crash leaves: the slot at the new end
+    /// is emptied and synced first (the bounds found at open stop at the first empty slot of
+    /// the newest file), later files go newest first, then the rest of the slots are emptied.
+    pub fn clear_hidden(&self, old_end: i64) -> Result<()> {
+        let max = self.max_offset();
+        if old_end <= max {
+            return Ok(());
+        }
+        let Ok(max_slot) = u64::try_from(max) else {
+            return Ok(());
+        };
+        let seal_index = max_slot / self.entries_per_file;
+        if self.file(seal_index, false)?.is_some() {
+            self.write_entry(max, QueueEntry::EMPTY)?;
+            self.sync()?;
+        }
+        let later: Vec<u64> = self
+            .files
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .filter(|index| *index > seal_index)
+            .collect();
+        for index in later.into_iter().rev() {
+            self.files
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&index);
+            self.dirty
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&index);
+            let path = self.file_path(index);
+            match self.storage.remove_file(&path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(StoreError::io("remove", &path, error)),
+            }
+            self.storage
+                .sync_dir(&self.dir)
+                .map_err(|error| StoreError::io("sync", &self.dir, error))?;
+        }
+        let seal_file_end = ((seal_index + 1) * self.entries_per_file) as i64;
+        for offset in (max + 1)..old_end.min(seal_file_end) {
+            self.write_entry(offset, QueueEntry::EMPTY)?;
+        }
+        self.sync()
     }
 
     /// Writes the tail out and syncs every file written since the last call.
@@ -712,7 +809,7 @@ mod tests {
         let entries = queue.read(0, 4).expect("read").expect("present");
         assert!(entries[1].is_hole() && entries[2].is_hole());
         assert_eq!(
-            queue.truncate_past(250).expect("truncate"),
+            queue.truncate_past(250, &|_, _| true).expect("truncate"),
             3,
             "entry 3 ends past 250, holes before it go too"
         );

@@ -120,6 +120,25 @@ impl DestroyedQueues {
         Ok(())
     }
 
+    /// After the log was cut back to `offset`: records written from there on are new, so no
+    /// mark reaches past it.
+    pub fn clamp_to(&self, offset: u64) -> Result<()> {
+        let mut marks = self.marks();
+        if marks.values().all(|mark| *mark <= offset) {
+            return Ok(());
+        }
+        let mut next = marks.clone();
+        for mark in next.values_mut() {
+            *mark = (*mark).min(offset);
+        }
+        atomic_file::write_atomically(self.storage.as_ref(), &self.path, &render(&next), false)
+            .map_err(|error| StoreError::Unrecoverable {
+                reason: format!("writing destroyed-queue marks: {error}"),
+            })?;
+        *marks = next;
+        Ok(())
+    }
+
     /// Drops the marks below `log_min`; writes the file only when one went.
     pub fn prune(&self, log_min: u64) -> Result<()> {
         let stale = self.marks().values().any(|mark| *mark <= log_min);

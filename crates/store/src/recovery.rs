@@ -337,7 +337,9 @@ pub(crate) fn recover(
     // Consume queues are derived data: everything they say about the log from the scan
     // start on is dropped and rebuilt from the records themselves.
     for queue in &queues.all() {
-        queue.truncate_past(start)?;
+        queue.truncate_past(start, &|slot, entry| {
+            log.holds_record(entry.commit_log_offset, queue.queue_id, slot)
+        })?;
     }
     // A queue's offsets follow each other in log order. The CRC covers only the body, so a
     // record breaking the sequence had its header damaged; a jump is allowed only where a
@@ -382,7 +384,9 @@ pub(crate) fn recover(
     let mut queue_entries_truncated = 0;
     let queues = queues.all();
     for queue in &queues {
-        queue_entries_truncated += queue.truncate_past(end)?;
+        queue_entries_truncated += queue.truncate_past(end, &|slot, entry| {
+            log.holds_record(entry.commit_log_offset, queue.queue_id, slot)
+        })?;
         queue.correct_min_offset(commit_log_min)?;
         queue.sync()?;
     }

@@ -160,6 +160,32 @@ impl Inner {
         }
     }
 
+    /// Lowers the checkpoint's durable offsets to at most `offset` (before a truncation).
+    pub(super) fn lower_checkpoint(&self, offset: u64) -> Result<()> {
+        let mut last = self
+            .last_checkpoint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let lowered = Checkpoint {
+            durable: Some(match last.durable {
+                Some(durable) => DurableOffsets {
+                    commit_log: durable.commit_log.min(offset),
+                    consume_queues: durable.consume_queues.min(offset),
+                },
+                None => DurableOffsets {
+                    commit_log: offset,
+                    consume_queues: offset,
+                },
+            }),
+            ..*last
+        };
+        if lowered != *last {
+            self.checkpoint.write(&lowered)?;
+            *last = lowered;
+        }
+        Ok(())
+    }
+
     pub(super) fn flush_all(&self) -> Result<()> {
         self.commit_log.sync_to(self.commit_log.written())?;
         // Appenders this sync made durable are woken now, not when the group-commit thread

@@ -59,6 +59,69 @@ impl MessageStore {
         inner.ask_for_prefault(new_end);
         Ok(new_end)
     }
+
+    /// Controller mode: cuts this log back to `offset` — a record boundary where it stops
+    /// agreeing with the new master's (see [`crate::epochs::consistent_point`]) — so that
+    /// replication resumes there and no record the new master never had survives. Queue
+    /// entries, destroyed-queue marks, the index position and epochs past the cut go too.
+    /// Returns the bytes cut. Appends wait meanwhile; the broker calls this only while it
+    /// neither takes sends nor follows a master.
+    ///
+    /// Crash safety: the checkpoint's durable offsets are lowered first and the log is cut
+    /// before the queue files, so a crash part way through recovers at most part of the old
+    /// tail again (and the broker cuts it again), never zeroed bytes as records.
+    pub fn truncate_to(&self, offset: u64) -> Result<u64> {
+        let inner = &self.inner;
+        if !inner.lifecycle.is_running() {
+            return Err(StoreError::Closed);
+        }
+        let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+        let end = inner.commit_log.written();
+        if offset >= end {
+            return Ok(0);
+        }
+        if offset < inner.commit_log.min_offset() {
+            return Err(StoreError::Unrecoverable {
+                reason: format!(
+                    "cannot cut the log back to {offset}: it starts at {}",
+                    inner.commit_log.min_offset()
+                ),
+            });
+        }
+        inner.lower_checkpoint(offset)?;
+        // Readers stop seeing the entries first, so none reads bytes that are about to go;
+        // the files lose them only after the log, so a crash in between leaves queue files
+        // that recovery cuts back to whatever log it finds.
+        let queues = inner.queues.all();
+        let mut hidden = Vec::with_capacity(queues.len());
+        for queue in &queues {
+            hidden.push(queue.hide_past(offset, &|slot, entry| {
+                inner
+                    .commit_log
+                    .holds_record(entry.commit_log_offset, queue.queue_id, slot)
+            })?);
+        }
+        let cut = inner.commit_log.truncate(offset)?;
+        for (queue, old_end) in queues.iter().zip(hidden) {
+            queue.clear_hidden(old_end)?;
+        }
+        inner.destroyed.clamp_to(offset)?;
+        inner.commit_log.forget_prefault();
+        state.replica_dispatched = offset;
+        {
+            let mut cursor = inner
+                .index_cursor
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            cursor.next = cursor.next.min(offset);
+        }
+        inner
+            .epochs
+            .truncate_from(i64::try_from(offset).unwrap_or(i64::MAX))?;
+        drop(state);
+        inner.flush_all()?;
+        Ok(cut)
+    }
 }
 
 impl Inner {
