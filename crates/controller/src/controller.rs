@@ -163,8 +163,11 @@ impl Controller {
             .is_initialized()
             .await
             .map_err(|error| ControllerError::Raft(error.to_string()))?;
-        if !initialized {
-            // Every controller proposes the same members; Raft keeps exactly one such entry.
+        let first = settings.peers.keys().next().copied();
+        if !initialized && first == Some(settings.id) {
+            // Only the lowest id forms the group (the others wait to hear from it): several
+            // nodes forming it at once would be safe, but they then contend for the first
+            // terms and leadership flaps during start-up.
             let members: BTreeMap<NodeId, BasicNode> = settings
                 .peers
                 .iter()
@@ -229,6 +232,9 @@ impl Controller {
         Refusal::new(
             ResponseCode::ControllerNotLeader,
             match (leadership.leader, leadership.leader_address) {
+                (Some(id), _) if id == self.settings.id => format!(
+                    "controller {id} was elected but cannot confirm its leadership yet; ask again"
+                ),
                 (Some(id), Some(addr)) => {
                     format!(
                         "controller {} is not the leader; controller {id} at {addr} is",
@@ -245,12 +251,24 @@ impl Controller {
 
     /// Waits until this controller is the leader and has applied everything committed before
     /// the call, so a read reflects every earlier write.
+    ///
+    /// A leader just elected cannot confirm this until its first entry of the term commits;
+    /// it retries for up to a second rather than send brokers looking for another leader.
     pub(crate) async fn lead_for_read(&self) -> Result<(), Refusal> {
-        self.raft
-            .ensure_linearizable()
-            .await
-            .map(|_| ())
-            .map_err(|_| self.not_leader())
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            match self.raft.ensure_linearizable().await {
+                Ok(_) => return Ok(()),
+                Err(error) => {
+                    let leadership = self.leadership();
+                    if !leadership.is_leader || tokio::time::Instant::now() >= deadline {
+                        debug!(%error, "read refused: leadership not confirmed");
+                        return Err(self.not_leader());
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
     }
 
     /// Replicates `command` and returns what applying it did.

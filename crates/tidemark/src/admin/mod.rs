@@ -4,6 +4,7 @@
 
 mod cluster;
 mod consumer_status;
+mod controllers;
 mod groups;
 mod table;
 mod topics;
@@ -37,6 +38,8 @@ pub enum AdminCommand {
     QueryMessage(crate::query_message::QueryArgs),
     /// Clusters, their brokers and each broker's traffic today.
     ClusterList(cluster::ClusterListArgs),
+    /// Who leads the controllers, and each broker set's master, epochs and SyncStateSet.
+    ControllerStatus(controllers::ControllerStatusArgs),
     /// What brokers report about themselves (GET_BROKER_RUNTIME_INFO).
     BrokerStatus(cluster::BrokerStatusArgs),
     /// Brokers' configuration: `get`, or `set` one key live.
@@ -213,6 +216,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::TopicStatus(args) => topic_status(args).await,
         AdminCommand::QueryMessage(args) => crate::query_message::query(args).await,
         AdminCommand::ClusterList(args) => cluster::cluster_list(args).await,
+        AdminCommand::ControllerStatus(args) => controllers::controller_status(args).await,
         AdminCommand::BrokerStatus(args) => cluster::broker_status(args).await,
         AdminCommand::BrokerConfig(command) => cluster::broker_config(command).await,
         AdminCommand::TopicList(args) => topics::topic_list(args).await,
