@@ -24,6 +24,7 @@ pub(crate) mod processor;
 pub mod progress;
 mod registration;
 pub mod request_modes;
+pub mod role;
 pub mod schedule;
 mod slave_sync;
 mod state;

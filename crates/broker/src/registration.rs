@@ -38,7 +38,7 @@ fn register_request(state: &BrokerState) -> RemotingCommand {
         broker_addr: state.config.broker_addr(),
         cluster_name: state.config.broker_cluster_name.clone(),
         ha_server_addr: format!("{}:{}", state.config.broker_ip1, state.config.ha_port()),
-        broker_id: state.config.broker_id,
+        broker_id: state.role.now().broker_id,
         compressed: false,
         body_crc32: (crc32fast_hash(&body) & 0x7FFF_FFFF) as i32,
         heartbeat_timeout_millis: None,
@@ -63,7 +63,7 @@ async fn register_all(state: &BrokerState, client: &RemotingClient) {
                 state
                     .registered
                     .store(true, std::sync::atomic::Ordering::Release);
-                if state.config.is_slave() {
+                if state.role.is_slave() {
                     learn_master(state, &response);
                 }
             }
@@ -108,7 +108,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             _ = state.topics_changed.notified() => {}
         }
         register_all(&state, &client).await;
-        let wait = if state.config.is_slave() && state.master.broker_addr().is_none() {
+        let wait = if state.role.is_slave() && state.master.broker_addr().is_none() {
             MASTERLESS_PERIOD.min(period)
         } else {
             period
@@ -120,7 +120,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             broker_name: state.config.broker_name.clone(),
             broker_addr: state.config.broker_addr(),
             cluster_name: state.config.broker_cluster_name.clone(),
-            broker_id: state.config.broker_id,
+            broker_id: state.role.now().broker_id,
         };
         match client
             .invoke(

@@ -160,6 +160,8 @@ pub struct BrokerState {
     pub ha: crate::ha_progress::HaState,
     /// Slave: its master's addresses, learned at registration.
     pub master: MasterLink,
+    /// Master or slave, and the id registered under, as of now (read this, not `config`).
+    pub role: crate::role::Role,
     /// Set once a name server accepted this broker's registration.
     pub registered: AtomicBool,
     /// The ACL rules every request is checked against, when `acl_enable` is on.
@@ -320,6 +322,7 @@ impl BrokerState {
             .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
         let store_host = SocketAddr::new(ip, config.listen_port);
         // A slave neither resolves nor checks back transactions: its master does.
+        let role = crate::role::Role::new(config.broker_role, config.broker_id);
         let transactions = if config.is_slave() {
             crate::transaction::Transactions::default()
         } else {
@@ -349,6 +352,7 @@ impl BrokerState {
             stats: BrokerStats::default(),
             ha: crate::ha_progress::HaState::default(),
             master: MasterLink::default(),
+            role,
             registered: AtomicBool::new(false),
             acl,
             tls,

@@ -96,7 +96,7 @@ impl Gateway {
         if !brokers.is_empty() {
             return Ok((brokers, local));
         }
-        if !self.state.config.auto_create_topic_enable || self.state.config.is_slave() {
+        if !self.state.config.auto_create_topic_enable || self.state.role.is_slave() {
             return Err(status(
                 Code::TopicNotFound,
                 format!("topic {name} does not exist"),

@@ -399,7 +399,7 @@ pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> Rem
         // A slave learns topics with its slave sync, which pauses while the master is away; a
         // topic created shortly before the master went has replicated queues but no config
         // here yet. Those queues are what it has.
-        None if state.config.is_slave() => state
+        None if state.role.is_slave() => state
             .store
             .queues()
             .into_iter()
@@ -607,7 +607,7 @@ pub(super) fn epoch_cache(state: &BrokerState) -> RemotingCommand {
         .collect();
     success().with_body(
         EpochEntryCache {
-            broker_id: state.config.broker_id,
+            broker_id: state.role.now().broker_id,
             broker_name: state.config.broker_name.clone(),
             cluster_name: state.config.broker_cluster_name.clone(),
             epoch_list,
@@ -718,12 +718,10 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         "bootTimestamp".to_owned(),
         state.boot_timestamp_ms.to_string(),
     );
-    let role = match state.config.broker_role {
-        crate::config::BrokerRole::AsyncMaster => "ASYNC_MASTER",
-        crate::config::BrokerRole::SyncMaster => "SYNC_MASTER",
-        crate::config::BrokerRole::Slave => "SLAVE",
-    };
-    table.insert("brokerRole".to_owned(), role.to_owned());
+    table.insert(
+        "brokerRole".to_owned(),
+        state.role.now().java_name().to_owned(),
+    );
     success().with_body(KvTable { table }.to_json_bytes())
 }
 

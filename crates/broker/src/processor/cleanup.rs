@@ -95,7 +95,7 @@ pub(super) async fn clean_unused_topics(state: &Arc<BrokerState>) -> RemotingCom
     // it has queues.
     let candidates = state.store.queue_topics();
     let mut keep: BTreeSet<String> = state.topics.names().into_iter().collect();
-    if state.config.is_slave() {
+    if state.role.is_slave() {
         match crate::slave_sync::master_topic_names(state).await {
             Some(names) => keep.extend(names),
             None => {

@@ -59,7 +59,7 @@ pub(crate) fn error(code: ResponseCode, remark: impl Into<String>) -> RemotingCo
 /// NO_PERMISSION when the broker's permission forbids writes (an operator wiped it), as Java
 /// words it.
 pub(crate) fn refuse_writes_if_read_only(state: &BrokerState) -> Option<RemotingCommand> {
-    if state.config.is_slave() {
+    if state.role.is_slave() {
         // RocketMQ's answer when a message is put to a slave.
         return Some(error(
             ResponseCode::ServiceNotAvailable,

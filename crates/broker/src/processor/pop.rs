@@ -68,7 +68,7 @@ fn check_topic_and_group(
     topic: &str,
     queue_id: i32,
 ) -> Result<(TopicConfig, SubscriptionGroupConfig), RemotingCommand> {
-    if state.config.is_slave() {
+    if state.role.is_slave() {
         return Err(error(
             ResponseCode::NoPermission,
             "POP is served by the master broker only",

@@ -17,7 +17,6 @@ use tidemark_remoting::Channel;
 use tidemark_store::{GetResult, GetStatus};
 
 use super::{bad_header, error, offset_moved};
-use crate::config::BrokerRole;
 use crate::offsets::Committer;
 use crate::state::{now_ms, BrokerState};
 
@@ -248,7 +247,7 @@ fn process(
     // The consumer's progress rides on the pull; stored on the first pass only, and never by a slave.
     let commit = allow_suspend
         && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
-        && state.config.broker_role != BrokerRole::Slave;
+        && !state.role.is_slave();
     if commit {
         state.offsets.commit(
             &header.topic,
@@ -263,7 +262,7 @@ fn process(
     }
 
     let (mut code, mut next_begin_offset) = response_code(&result, header.queue_offset);
-    if state.config.is_slave() && code == ResponseCode::PullOffsetMoved {
+    if state.role.is_slave() && code == ResponseCode::PullOffsetMoved {
         // A slave may simply be behind its master: never correct a consumer's offset from
         // here (RocketMQ's offsetCheckInSlave=false). Wait for the copy to catch up instead.
         code = ResponseCode::PullNotFound;
@@ -333,7 +332,7 @@ fn suggest_broker(
             * state.config.access_message_in_memory_max_ratio;
     if cold {
         group.which_broker_when_consume_slowly
-    } else if state.config.is_slave() {
+    } else if state.role.is_slave() {
         group.broker_id
     } else {
         tidemark_protocol::body::MASTER_ID

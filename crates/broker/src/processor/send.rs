@@ -15,7 +15,6 @@ use tidemark_store::{Appended, NewMessage};
 
 use super::append::{put, store_error_response};
 use super::{bad_header, error};
-use crate::config::BrokerRole;
 use crate::ha_progress::ReplicaWait;
 use crate::metadata::{
     is_system_topic_for_send, is_valid_topic_name, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX,
@@ -89,8 +88,7 @@ pub(super) async fn send(
         }
         let mut properties = properties;
         stamp(state, &mut properties);
-        let wait_for_slave =
-            state.config.broker_role == BrokerRole::SyncMaster && waits_for_slave(&properties);
+        let wait_for_slave = state.role.now().waits_for_slaves() && waits_for_slave(&properties);
         let message = new_message(
             state,
             &target,
@@ -128,8 +126,7 @@ pub(super) async fn send(
         .messages
         .first()
         .map(|message| (message.topic.clone(), message.queue_id));
-    let wait_for_slave =
-        state.config.broker_role == BrokerRole::SyncMaster && prepared.producer_waits_for_slave;
+    let wait_for_slave = state.role.now().waits_for_slaves() && prepared.producer_waits_for_slave;
     let appended = match put(state, prepared.messages).await {
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),

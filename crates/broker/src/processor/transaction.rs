@@ -95,7 +95,7 @@ pub(super) async fn end_transaction(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    if state.config.is_slave() {
+    if state.role.is_slave() {
         return error(
             ResponseCode::SlaveNotAvailable,
             "Can't process end transaction on slave",

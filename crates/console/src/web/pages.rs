@@ -101,10 +101,10 @@ pub async fn overview(State(console): State<Arc<Console>>) -> Response {
         ("Cluster", config.broker_cluster_name.clone()),
         (
             "Broker",
-            format!("{} (id {})", config.broker_name, config.broker_id),
+            format!("{} (id {})", config.broker_name, state.role.now().broker_id),
         ),
         ("Address", config.broker_addr()),
-        ("Role", format!("{:?}", config.broker_role)),
+        ("Role", state.role.now().java_name().to_owned()),
         ("Version", format!("Tidemark {}", env!("CARGO_PKG_VERSION"))),
         ("Up since", time_text(state.boot_timestamp_ms)),
         ("Put TPS (10 s, 1 min, 10 min)", put_tps),
