@@ -467,34 +467,12 @@ impl ConsumeQueue {
         commit_log_end: u64,
         holds_record: &dyn Fn(i64, &QueueEntry) -> bool,
     ) -> Result<u64> {
-        {
-            let mut tail = self.tail();
-            self.write_tail(&mut tail)?;
+        let old_end = self.hide_past(commit_log_end, holds_record)?;
+        let max = self.max_offset();
+        for offset in (max..old_end).rev() {
+            self.write_entry(offset, QueueEntry::EMPTY)?;
         }
-        let mut max = self.max_offset();
-        let min = self.min_offset();
-        let mut removed = 0;
-        while max > min {
-            let Some(entries) = self.read(max - 1, 1)? else {
-                break;
-            };
-            let Some(entry) = entries.first() else { break };
-            let below = entry.is_valid()
-                && entry.commit_log_offset as u64 + entry.size as u64 <= commit_log_end
-                && holds_record(max - 1, entry);
-            if below {
-                break;
-            }
-            self.write_entry(max - 1, QueueEntry::EMPTY)?;
-            max -= 1;
-            removed += 1;
-        }
-        self.max_offset.store(max, Ordering::Release);
-        *self.tail() = Tail {
-            start: max,
-            entries: Vec::new(),
-        };
-        Ok(removed)
+        Ok((old_end - max) as u64)
     }
 
     /// A runtime truncation's first half: entries pointing at or past `commit_log_end` stop

@@ -80,7 +80,7 @@ public final class ApacheControllerParts5 {
             throw new IllegalStateException("name server failed to initialize");
         }
         namesrv.start();
-        Runtime.getRuntime().addShutdownHook(new Thread(namesrv::shutdown, "namesrv-shutdown"));
+        GracefulStop.onSigterm("namesrv", namesrv::shutdown);
         ready("namesrv");
     }
 
@@ -114,7 +114,7 @@ public final class ApacheControllerParts5 {
             throw new IllegalStateException("controller failed to initialize");
         }
         controller.start();
-        Runtime.getRuntime().addShutdownHook(new Thread(controller::shutdown, "controller-shutdown"));
+        GracefulStop.onSigterm("controller", controller::shutdown);
         ready("controller");
     }
 
@@ -152,19 +152,7 @@ public final class ApacheControllerParts5 {
         if (!broker.initialize()) {
             throw new IllegalStateException("broker failed to initialize");
         }
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            Thread watchdog = new Thread(() -> {
-                try {
-                    Thread.sleep(5_000);
-                } catch (InterruptedException e) {
-                    return;
-                }
-                Runtime.getRuntime().halt(0);
-            }, "broker-halt");
-            watchdog.setDaemon(true);
-            watchdog.start();
-            broker.shutdown();
-        }, "broker-shutdown"));
+        GracefulStop.onSigterm("broker", broker::shutdown);
         broker.start();
         ready("broker");
     }

@@ -106,22 +106,10 @@ public final class ApacheDev5 {
         if (!broker.initialize()) {
             throw new IllegalStateException("broker failed to initialize");
         }
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            // A 5.x broker can take half a minute to stop its schedulers; the suite's data
-            // directory is thrown away anyway, so give it a few seconds, then go.
-            Thread watchdog = new Thread(() -> {
-                try {
-                    Thread.sleep(5_000);
-                } catch (InterruptedException e) {
-                    return;
-                }
-                Runtime.getRuntime().halt(0);
-            }, "apache-dev-halt");
-            watchdog.setDaemon(true);
-            watchdog.start();
+        GracefulStop.onSigterm("apache-dev", () -> {
             broker.shutdown();
             namesrv.shutdown();
-        }, "apache-dev-shutdown"));
+        });
         broker.start();
         // A 5.x broker registers with the name server on a background thread: until it has, a
         // send to a topic that does not exist yet finds no route (auto-creation rides on the
