@@ -12,8 +12,8 @@ use std::time::Duration;
 use tidemark_protocol::body::SyncStateSet;
 use tidemark_protocol::headers::{
     AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader,
-    ElectMasterRequestHeader, GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader,
-    RegisterBrokerToControllerRequestHeader,
+    ElectMasterRequestHeader, GetMetaDataResponseHeader, GetReplicaInfoRequestHeader,
+    GetReplicaInfoResponseHeader, RegisterBrokerToControllerRequestHeader,
 };
 use tidemark_protocol::json::{self, JsonBody, Value};
 use tidemark_protocol::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
@@ -365,4 +365,180 @@ async fn controllers_survive_sigkill_of_their_leader_and_of_all_of_them() {
 
     beating.abort();
     client.shutdown();
+}
+
+/// Controllers that take only TLS and check ACL: they form their group over TLS, signing with
+/// an admin account; a broker signing as that account registers; a plaintext client, an
+/// unsigned one and a non-admin account get nothing that changes state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controllers_with_tls_and_acl_refuse_strangers() {
+    use tidemark_remoting::tls::{ClientTls, ClientTlsSettings};
+    use tidemark_remoting::Credentials;
+    use tidemark_tests::certs::TestAuthority;
+    init_logging();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = TestAuthority::new(dir.path(), "controllers");
+    let server = ca.issue("server", false);
+    let acl = dir.path().join("plain_acl.yml");
+    std::fs::write(
+        &acl,
+        "accounts:\n  - accessKey: ops-key\n    secretKey: ops-secret\n    admin: true\n  \
+         - accessKey: alice-key\n    secretKey: alice-secret\n",
+    )
+    .expect("ACL file");
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let peers = addrs
+        .iter()
+        .enumerate()
+        .map(|(index, addr)| format!("{}={addr}", index + 1))
+        .collect::<Vec<_>>()
+        .join(";");
+    let _processes: Vec<ServerProcess> = addrs
+        .iter()
+        .enumerate()
+        .map(|(index, addr)| {
+            ServerProcess::start(
+                &format!("secure-controller-{}", index + 1),
+                tidemark_binary(),
+                [
+                    "controller",
+                    "--id",
+                    &(index + 1).to_string(),
+                    "--peers",
+                    &peers,
+                    "--listen",
+                    addr,
+                    "--data-dir",
+                    &dir.path().join(format!("c{index}")).display().to_string(),
+                    "--tls-mode",
+                    "enforcing",
+                    "--tls-certificate",
+                    &server.certificate.display().to_string(),
+                    "--tls-private-key",
+                    &server.private_key.display().to_string(),
+                    "--tls",
+                    "--tls-trust",
+                    &ca.ca_file().display().to_string(),
+                    "--acl-file",
+                    &acl.display().to_string(),
+                    "--acl-access-key",
+                    "ops-key",
+                    "--acl-secret-key",
+                    "ops-secret",
+                ]
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+                "tidemark controller ready",
+            )
+        })
+        .collect();
+    let tls = Arc::new(
+        ClientTls::new(&ClientTlsSettings {
+            trust: Some(ca.ca_file()),
+            identity: None,
+        })
+        .expect("client TLS"),
+    );
+    let client = |account: Option<(&str, &str)>, tls: Option<Arc<ClientTls>>| {
+        let mut config = ClientConfig {
+            tls,
+            ..ClientConfig::default()
+        };
+        config.channel.signer =
+            account.map(|(key, secret)| Arc::new(Credentials::new(key, secret)));
+        RemotingClient::new(config, None)
+    };
+    let ops = client(Some(("ops-key", "ops-secret")), Some(tls.clone()));
+
+    // The group formed over TLS with signed Raft messages: someone leads.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let leader = 'found: loop {
+        for addr in &addrs {
+            let request = RemotingCommand::request(RequestCode::ControllerGetMetadataInfo);
+            let Ok(answer) = ops.invoke(addr, request, CALL).await else {
+                continue;
+            };
+            if answer
+                .decode_header::<GetMetaDataResponseHeader>()
+                .is_ok_and(|header| header.is_leader)
+            {
+                break 'found addr.clone();
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no leader among TLS + ACL controllers"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+
+    let apply = |id: i64| {
+        request(
+            RequestCode::ControllerApplyBrokerId,
+            &ApplyBrokerIdRequestHeader {
+                cluster_name: "c".into(),
+                broker_name: "broker-s".into(),
+                applied_broker_id: id,
+                register_check_code: format!("10.8.0.{id}:10911;{id}"),
+            },
+        )
+    };
+    // Plaintext: no answer at all (the port is TLS only).
+    let plain = client(Some(("ops-key", "ops-secret")), None);
+    assert!(
+        plain.invoke(&leader, apply(1), CALL).await.is_err(),
+        "plaintext answered"
+    );
+    // Unsigned and non-admin: refused with RocketMQ's texts.
+    let unsigned = client(None, Some(tls.clone()));
+    let refused = unsigned
+        .invoke(&leader, apply(1), CALL)
+        .await
+        .expect("answered");
+    assert_eq!(
+        refused.response_code(),
+        ResponseCode::NoPermission,
+        "{refused:?}"
+    );
+    let alice = client(Some(("alice-key", "alice-secret")), Some(tls.clone()));
+    let refused = alice
+        .invoke(&leader, apply(1), CALL)
+        .await
+        .expect("answered");
+    assert_eq!(
+        refused.response_code(),
+        ResponseCode::NoPermission,
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .remark
+            .as_deref()
+            .unwrap_or_default()
+            .contains("Need admin permission"),
+        "{refused:?}"
+    );
+    // alice may read.
+    let read = alice
+        .invoke(
+            &leader,
+            RemotingCommand::request(RequestCode::ControllerGetMetadataInfo),
+            CALL,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(read.response_code(), ResponseCode::Success);
+    // The admin account (what a broker signs with) changes state.
+    let applied = ops.invoke(&leader, apply(1), CALL).await.expect("answered");
+    assert_eq!(
+        applied.response_code(),
+        ResponseCode::Success,
+        "{applied:?}"
+    );
+    for client in [ops, plain, unsigned, alice] {
+        client.shutdown();
+    }
 }

@@ -34,8 +34,9 @@ impl Resource {
 }
 
 /// Request codes only admin accounts may send: RocketMQ's five (topic and group creation and
-/// deletion, broker config updates) and the others that change what a broker or name server
-/// serves: progress resets, write permission, cleanup, routes, and ACL itself.
+/// deletion, broker config updates) and the others that change what a broker, name server or
+/// controller serves: progress resets, write permission, cleanup, routes, ACL itself, and the
+/// controllers' state (brokers and controllers sign as admin accounts, as for REGISTER_BROKER).
 pub fn admin_only(code: RequestCode) -> bool {
     use RequestCode::*;
     matches!(
@@ -64,6 +65,18 @@ pub fn admin_only(code: RequestCode) -> bool {
             | UpdateAndCreateAclConfig
             | DeleteAclConfig
             | UpdateGlobalWhiteAddrsConfig
+            // Controllers: what brokers and controllers change (and a broker's role).
+            | BrokerHeartbeat
+            | ControllerAlterSyncStateSet
+            | ControllerElectMaster
+            | ControllerRegisterBroker
+            | ControllerApplyBrokerId
+            | CleanBrokerData
+            | UpdateControllerConfig
+            | NotifyBrokerRoleChanged
+            | RaftAppendEntries
+            | RaftVote
+            | RaftInstallSnapshot
     )
 }
 

@@ -50,6 +50,7 @@ async fn start_group(dir: &std::path::Path) -> (Vec<Arc<Controller>>, Vec<String
             listener,
             controller.clone(),
             ServerConfig::default(),
+            None,
             std::future::pending(),
         ));
         controllers.push(controller);

@@ -18,6 +18,7 @@ pub mod requests;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 
@@ -25,18 +26,35 @@ pub use controller::{Controller, ControllerError, ControllerSettings, Leadership
 pub use requests::ControllerHandler;
 
 /// Serves `controller` on `listener` until `shutdown` resolves (brokers, admin tools and the
-/// other controllers all use this port).
+/// other controllers all use this port). With `acl`, every request is checked first (writes
+/// need an admin account, reads a known one) and the rules are re-read when the file changes;
+/// the TLS certificate of `config.tls` is re-read likewise.
 pub async fn serve(
     listener: TcpListener,
     controller: Arc<Controller>,
     config: tidemark_remoting::ServerConfig,
+    acl: Option<Arc<tidemark_acl::AccessControl>>,
     shutdown: impl Future<Output = ()>,
 ) {
-    tidemark_remoting::serve(
-        listener,
-        Arc::new(ControllerHandler::new(controller)),
-        config,
-        shutdown,
-    )
-    .await;
+    let mut handler: Arc<dyn tidemark_remoting::RequestHandler> =
+        Arc::new(ControllerHandler::new(controller));
+    let stop = tokio_util::sync::CancellationToken::new();
+    if let Some(acl) = acl {
+        tracing::info!(file = %acl.file().display(), "ACL enabled");
+        handler = Arc::new(tidemark_acl::AclGuard::new(acl.clone(), handler));
+        tokio::spawn(tidemark_acl::watch_file(
+            acl,
+            Duration::from_secs(2),
+            stop.clone().cancelled_owned(),
+        ));
+    }
+    if let Some(tls) = config.tls.clone() {
+        tokio::spawn(tidemark_remoting::tls::watch_files(
+            tls,
+            Duration::from_secs(2),
+            stop.clone().cancelled_owned(),
+        ));
+    }
+    tidemark_remoting::serve(listener, handler, config, shutdown).await;
+    stop.cancel();
 }

@@ -74,6 +74,7 @@ impl Group {
             listener,
             controller.clone(),
             ServerConfig::default(),
+            None,
             async {
                 let _ = stopped.await;
             },

@@ -8,10 +8,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use tidemark_controller::{Controller, ControllerSettings};
-use tidemark_remoting::ServerConfig;
+use std::sync::Arc;
 
-use crate::serve::{announce, bind, shutdown_signal};
+use tidemark_controller::{Controller, ControllerSettings};
+use tidemark_remoting::{Credentials, ServerConfig};
+
+use crate::serve::{announce, bind, open_acl, shutdown_signal};
+use crate::tls_args::{ClientTlsArgs, ServerTlsArgs};
 
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
@@ -38,6 +41,23 @@ pub struct ControllerArgs {
     /// acknowledged messages).
     #[arg(long)]
     pub unclean_election: bool,
+    /// Check every request against this ACL file (RocketMQ's `plain_acl.yml`, re-read when it
+    /// changes): changes (broker registration, heartbeats, elections, Raft between
+    /// controllers) need an admin account, reads a known one.
+    #[arg(long, requires = "acl_access_key")]
+    pub acl_file: Option<PathBuf>,
+    /// The account this controller signs its own requests with (to the other controllers, and
+    /// role-change notices to brokers): an admin account of the ACL file.
+    #[arg(long, requires_all = ["acl_file", "acl_secret_key"])]
+    pub acl_access_key: Option<String>,
+    #[arg(long, requires = "acl_access_key")]
+    pub acl_secret_key: Option<String>,
+    /// TLS of this controller's port.
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
+    /// TLS of its own connections (to the other controllers and to brokers): `--tls`.
+    #[command(flatten)]
+    pub peer_tls: ClientTlsArgs,
 }
 
 /// Parses `--peers`.
@@ -86,6 +106,22 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     settings.broker_timeout_default = Duration::from_millis(args.broker_timeout_ms.max(1));
     settings.scan_interval = Duration::from_millis(args.scan_interval_ms.max(10));
     settings.unclean_election = args.unclean_election;
+    settings.client.tls = args.peer_tls.client_tls()?;
+    if let (Some(access_key), Some(secret_key)) = (&args.acl_access_key, &args.acl_secret_key) {
+        settings.client.channel.signer = Some(Arc::new(Credentials::new(
+            access_key.as_str(),
+            secret_key.as_str(),
+        )));
+    }
+    let acl = open_acl(args.acl_file.clone()).await?;
+    let server = ServerConfig {
+        tls: Some(
+            args.tls
+                .server_tls(vec![args.listen.ip().to_string()])
+                .await?,
+        ),
+        ..ServerConfig::default()
+    };
     let listener = bind(args.listen, "controller").await?;
     let controller = Controller::start(settings)
         .await
@@ -94,13 +130,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         "tidemark controller ready listen={} id={}",
         args.listen, args.id
     ));
-    tidemark_controller::serve(
-        listener,
-        controller.clone(),
-        ServerConfig::default(),
-        shutdown_signal(),
-    )
-    .await;
+    tidemark_controller::serve(listener, controller.clone(), server, acl, shutdown_signal()).await;
     controller.shutdown().await;
     Ok(())
 }

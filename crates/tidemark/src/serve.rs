@@ -91,7 +91,7 @@ pub struct NamesrvArgs {
 }
 
 /// Opens an ACL file off the async threads.
-async fn open_acl(file: Option<PathBuf>) -> anyhow::Result<Option<Arc<AccessControl>>> {
+pub(crate) async fn open_acl(file: Option<PathBuf>) -> anyhow::Result<Option<Arc<AccessControl>>> {
     let Some(file) = file else { return Ok(None) };
     let opened = tokio::task::spawn_blocking(move || AccessControl::open(file))
         .await
