@@ -281,6 +281,19 @@ pub struct BrokerConfig {
     /// Percent of RAM: a pull reading further behind the log's end than this is "cold".
     #[serde(alias = "accessMessageInMemoryMaxRatio")]
     pub access_message_in_memory_max_ratio: u64,
+    /// RocketMQ 5's controller mode: the controllers decide this broker's id and role
+    /// (`broker_id`/`broker_role` are ignored) and elect a new master when one dies.
+    #[serde(alias = "enableControllerMode")]
+    pub enable_controller_mode: bool,
+    /// The controllers, `host:port;host:port`.
+    #[serde(alias = "controllerAddr")]
+    pub controller_addr: String,
+    /// Dead to the controllers after this long without a heartbeat, ms (sent every second).
+    #[serde(alias = "controllerHeartBeatTimeoutMills")]
+    pub controller_heartbeat_timeout_ms: u64,
+    /// Lower wins an election among equally up-to-date replicas.
+    #[serde(alias = "brokerElectionPriority")]
+    pub broker_election_priority: i32,
     /// Slave: how often topics, offsets, delay offsets and groups are fetched from the master
     /// (RocketMQ 4.9: every 10 s).
     #[serde(alias = "slaveSyncIntervalMs")]
@@ -329,6 +342,10 @@ impl Default for BrokerConfig {
             broker_cluster_name: "DefaultCluster".into(),
             broker_id: 0,
             broker_role: BrokerRole::AsyncMaster,
+            enable_controller_mode: false,
+            controller_addr: String::new(),
+            controller_heartbeat_timeout_ms: 3_000,
+            broker_election_priority: i32::MAX,
             broker_ip1: "127.0.0.1".into(),
             listen_ip: "0.0.0.0".into(),
             listen_port: 10911,

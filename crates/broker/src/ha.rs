@@ -31,6 +31,10 @@ use tracing::{debug, info, warn};
 use crate::state::BrokerState;
 
 const HEADER_BYTES: usize = 12;
+/// Controller mode: a Tidemark slave's first 8 bytes, then its controller-given broker id (8
+/// bytes), so the master can keep its SyncStateSet. No offset is negative, so a 4.x slave's
+/// first report can never look like it.
+const HELLO: i64 = -2;
 /// The largest frame body a slave accepts (Java slaves buffer 4 MiB).
 const FRAME_BODY_MAX: usize = 4 * 1024 * 1024;
 /// Pause before a slave reconnects.
@@ -58,6 +62,11 @@ pub async fn serve_master(
             accepted = listener.accept() => accepted,
         };
         match accepted {
+            Ok((stream, peer)) if state.role.is_slave() => {
+                // In controller mode a slave keeps its HA port; only a master serves it.
+                debug!(%peer, "HA connection refused: this broker is not a master now");
+                drop(stream);
+            }
             Ok((stream, peer)) => {
                 info!(%peer, "slave connected to the HA port");
                 let state = state.clone();
@@ -93,13 +102,30 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
         let state = state.clone();
         async move {
             let mut buffer = BytesMut::with_capacity(1024);
-            loop {
+            let mut identified = false;
+            let mut slave_id: Option<i64> = None;
+            let outcome = loop {
                 let read = tokio::time::timeout(housekeeping, reader.read_buf(&mut buffer)).await;
                 match read {
-                    Err(_) => return Err(std::io::Error::other("slave silent too long")),
-                    Ok(Ok(0)) => return Ok(()),
+                    Err(_) => break Err(std::io::Error::other("slave silent too long")),
+                    Ok(Ok(0)) => break Ok(()),
                     Ok(Ok(_)) => {}
-                    Ok(Err(error)) => return Err(error),
+                    Ok(Err(error)) => break Err(error),
+                }
+                if !identified {
+                    if buffer.len() < 8 {
+                        continue;
+                    }
+                    if i64::from_be_bytes(buffer[..8].try_into().unwrap_or([0; 8])) == HELLO {
+                        if buffer.len() < 16 {
+                            continue;
+                        }
+                        slave_id = Some(i64::from_be_bytes(
+                            buffer[8..16].try_into().unwrap_or([0; 8]),
+                        ));
+                        buffer.advance(16);
+                    }
+                    identified = true;
                 }
                 // Reports are 8 bytes each; only the newest complete one matters.
                 let whole = buffer.len() - buffer.len() % 8;
@@ -112,13 +138,20 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
                 let offset = u64::try_from(offset).unwrap_or(0);
                 let log_end = state.store.commit_log_positions().1;
                 if offset > log_end {
-                    return Err(std::io::Error::other(format!(
+                    break Err(std::io::Error::other(format!(
                         "slave reports {offset}, beyond this log's end {log_end}"
                     )));
                 }
                 state.ha.confirm(offset);
+                if let Some(id) = slave_id {
+                    state.ha.replica_reported(id, offset, log_end);
+                }
                 let _ = reported_tx.send(Some(offset));
+            };
+            if let Some(id) = slave_id {
+                state.ha.replica_gone(id);
             }
+            outcome
         }
     };
 
@@ -172,9 +205,19 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
 
 /// Follows the master's log until `stop`: connects to the master's HA address (configured, or
 /// learned at registration), reports, applies frames, reconnects after any error.
+///
+/// Only while the broker is a slave: in controller mode the role changes at run time, and a
+/// session ends as soon as it does.
 pub async fn run_slave(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
+    let mut role = state.role.subscribe();
     loop {
+        if !role.borrow_and_update().is_slave() {
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = role.changed() => continue,
+            }
+        }
         let master = state.ha_master_addr();
         let session = async {
             match master {
@@ -189,12 +232,18 @@ pub async fn run_slave(state: Arc<BrokerState>, stop: impl Future<Output = ()>) 
         };
         tokio::select! {
             _ = &mut stop => break,
+            _ = role.changed() => info!("role changed: HA session stopped"),
             _ = session => {}
         }
     }
 }
 
 async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
+    if state.config.enable_controller_mode {
+        crate::controller_mode::reconcile_with_master(state)
+            .await
+            .map_err(std::io::Error::other)?;
+    }
     let connect = async {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
@@ -214,6 +263,11 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
     let heartbeat = Duration::from_millis(state.config.ha_send_heartbeat_interval);
     let housekeeping = Duration::from_millis(state.config.ha_housekeeping_interval);
     let mut reported = state.store.commit_log_positions().1;
+    if let Some(id) = crate::controller_mode::own_controller_id(state) {
+        let mut hello = HELLO.to_be_bytes().to_vec();
+        hello.extend_from_slice(&id.to_be_bytes());
+        writer.write_all(&hello).await?;
+    }
     writer.write_all(&(reported as i64).to_be_bytes()).await?;
     let mut last_report = tokio::time::Instant::now();
     let mut buffer = BytesMut::with_capacity(64 * 1024);

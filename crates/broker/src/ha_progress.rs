@@ -2,8 +2,10 @@
 //! and the wait a SYNC_MASTER send makes on it. Shared by the HA transfer (`ha`) and the send
 //! path; depends on neither.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -19,6 +21,25 @@ pub struct HaState {
     acked_changed: Notify,
     /// Woken when the log grows (a put), so transfers need not poll.
     new_data: Notify,
+    /// Controller mode: each identified slave's progress, by its controller-given id.
+    replicas: Mutex<HashMap<i64, Replica>>,
+    /// Controller mode: the slaves in the SyncStateSet the controllers hold (this master
+    /// excluded). When not empty, a SYNC send waits for every one of them, not for any slave.
+    in_sync: Mutex<Vec<i64>>,
+    /// Controller mode: this master's own controller-given id (0 until it is master).
+    own_id: std::sync::atomic::AtomicI64,
+}
+
+/// One slave's progress, for the SyncStateSet.
+#[derive(Debug, Clone, Copy)]
+pub struct Replica {
+    /// Everything below this the slave has.
+    pub offset: u64,
+    /// The last time it had everything this log held at its previous report.
+    pub caught_up_at: Instant,
+    pub connected: bool,
+    /// This log's end at its previous report.
+    log_end_before: u64,
 }
 
 /// How a SYNC_MASTER send's wait for the slave ended.
@@ -58,6 +79,94 @@ impl HaState {
         self.new_data.notified()
     }
 
+    fn replicas(&self) -> MutexGuard<'_, HashMap<i64, Replica>> {
+        self.replicas.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An identified slave reports `offset` while this log ends at `log_end`.
+    pub(crate) fn replica_reported(&self, id: i64, offset: u64, log_end: u64) {
+        let now = Instant::now();
+        let mut replicas = self.replicas();
+        let replica = replicas.entry(id).or_insert(Replica {
+            offset,
+            caught_up_at: now,
+            connected: true,
+            log_end_before: log_end,
+        });
+        if offset >= replica.log_end_before {
+            replica.caught_up_at = now;
+        }
+        replica.offset = offset;
+        replica.connected = true;
+        replica.log_end_before = log_end;
+        drop(replicas);
+        self.acked_changed.notify_waiters();
+    }
+
+    /// Controller mode: the slaves the controllers count in this master's SyncStateSet
+    /// (`own_id` is the master's id; 0 with no slaves when this broker is not master).
+    pub(crate) fn set_in_sync(&self, own_id: i64, slaves: Vec<i64>) {
+        self.own_id.store(own_id, Ordering::Release);
+        *self.in_sync.lock().unwrap_or_else(PoisonError::into_inner) = slaves;
+        self.acked_changed.notify_waiters();
+    }
+
+    /// Controller mode, on a master: its SyncStateSet, itself first; empty otherwise.
+    pub fn sync_state_set(&self) -> Vec<i64> {
+        let own = self.own_id.load(Ordering::Acquire);
+        if own <= 0 {
+            return Vec::new();
+        }
+        let mut set = vec![own];
+        set.extend(
+            self.in_sync
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter(),
+        );
+        set
+    }
+
+    /// Everything below this the replicas a SYNC send waits for have: every in-sync slave in
+    /// controller mode (RocketMQ's `allAckInSyncStateSet`), otherwise the furthest slave.
+    fn confirmed(&self) -> u64 {
+        let in_sync = self
+            .in_sync
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if in_sync.is_empty() {
+            return self.acked();
+        }
+        let replicas = self.replicas();
+        in_sync
+            .iter()
+            .map(|id| replicas.get(id).map_or(0, |replica| replica.offset))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Whether a SYNC send has anyone to wait for.
+    fn waits_for_someone(&self) -> bool {
+        self.connections() > 0
+            || !self
+                .in_sync
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
+    }
+
+    pub(crate) fn replica_gone(&self, id: i64) {
+        if let Some(replica) = self.replicas().get_mut(&id) {
+            replica.connected = false;
+        }
+    }
+
+    /// Every identified slave's progress.
+    pub fn replica_progress(&self) -> HashMap<i64, Replica> {
+        self.replicas().clone()
+    }
+
     /// A slave confirmed everything below `offset`.
     pub(crate) fn confirm(&self, offset: u64) {
         if self.acked.fetch_max(offset, Ordering::AcqRel) < offset {
@@ -65,7 +174,9 @@ impl HaState {
         }
     }
 
-    /// Waits until a slave has everything below `end`.
+    /// Waits until the replicas a SYNC send needs have everything below `end`: a slave, or in
+    /// controller mode every slave of the SyncStateSet — a master cut off from one of them
+    /// does not acknowledge until the controllers agree to drop it from the set.
     pub async fn wait_replicated(
         &self,
         end: u64,
@@ -73,22 +184,71 @@ impl HaState {
         fallbehind_max: u64,
         timeout: Duration,
     ) -> ReplicaWait {
-        if self.connections() == 0 || log_end.saturating_sub(self.acked()) >= fallbehind_max {
+        if !self.waits_for_someone() || log_end.saturating_sub(self.confirmed()) >= fallbehind_max {
             return ReplicaWait::SlaveNotAvailable;
         }
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let changed = self.acked_changed.notified();
-            if self.acked() >= end {
+            if self.confirmed() >= end {
                 return ReplicaWait::Replicated;
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return if self.acked() >= end {
+                return if self.confirmed() >= end {
                     ReplicaWait::Replicated
                 } else {
                     ReplicaWait::Timeout
                 };
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn in_sync_slaves_must_all_confirm() {
+        let ha = HaState::default();
+        ha.replica_reported(2, 100, 100);
+        ha.replica_reported(3, 40, 100);
+        ha.set_in_sync(1, vec![2, 3]);
+        assert_eq!(ha.sync_state_set(), vec![1, 2, 3]);
+        let wait = Duration::from_millis(50);
+        // One in-sync slave has it, the other not: no acknowledgement.
+        assert_eq!(
+            ha.wait_replicated(100, 100, u64::MAX, wait).await,
+            ReplicaWait::Timeout
+        );
+        ha.replica_reported(3, 100, 100);
+        assert_eq!(
+            ha.wait_replicated(100, 100, u64::MAX, wait).await,
+            ReplicaWait::Replicated
+        );
+        // A slave the controllers dropped is no longer waited for.
+        ha.set_in_sync(1, vec![2]);
+        ha.replica_reported(2, 150, 150);
+        assert_eq!(
+            ha.wait_replicated(150, 150, u64::MAX, wait).await,
+            ReplicaWait::Replicated
+        );
+    }
+
+    #[tokio::test]
+    async fn an_in_sync_slave_that_vanished_is_still_waited_for() {
+        let ha = HaState::default();
+        ha.set_in_sync(1, vec![7]);
+        // No connection and no report at all: the send times out rather than being acknowledged.
+        assert_eq!(
+            ha.wait_replicated(10, 10, u64::MAX, Duration::from_millis(30))
+                .await,
+            ReplicaWait::Timeout
+        );
+        assert_eq!(
+            ha.wait_replicated(10, 10, 5, Duration::from_millis(30))
+                .await,
+            ReplicaWait::SlaveNotAvailable
+        );
     }
 }

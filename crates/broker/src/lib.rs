@@ -9,6 +9,7 @@ pub mod clients;
 pub mod config;
 mod config_file;
 mod config_tls;
+mod controller_mode;
 pub mod delay_offsets;
 pub mod filter;
 pub mod ha;
@@ -166,6 +167,24 @@ impl Broker {
         let persistence = tokio::spawn(persister::run(state.clone(), wait_stop(stopping.clone())));
         let expiry = tokio::spawn(expiry_loop(state.clone(), wait_stop(stopping.clone())));
         let mut services = Vec::new();
+        if state.config.enable_controller_mode {
+            services.push(tokio::spawn(controller_mode::run(
+                state.clone(),
+                stopping.clone(),
+            )));
+            // Either role may come: follow the log and the metadata while a slave (the HA
+            // port and the master-only loops below check the role themselves).
+            if !state.config.is_slave() {
+                services.push(tokio::spawn(ha::run_slave(
+                    state.clone(),
+                    wait_stop(stopping.clone()),
+                )));
+                services.push(tokio::spawn(slave_sync::run(
+                    state.clone(),
+                    wait_stop(stopping.clone()),
+                )));
+            }
+        }
         let schedule = if state.config.is_slave() {
             // A slave copies the master's log; delivering delayed messages is the master's job.
             services.push(tokio::spawn(ha::run_slave(

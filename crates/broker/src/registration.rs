@@ -107,7 +107,9 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             _ = tokio::time::sleep_until(next) => {}
             _ = state.topics_changed.notified() => {}
         }
-        register_all(&state, &client).await;
+        if state.role.now().broker_id >= 0 {
+            register_all(&state, &client).await;
+        }
         let wait = if state.role.is_slave() && state.master.broker_addr().is_none() {
             MASTERLESS_PERIOD.min(period)
         } else {

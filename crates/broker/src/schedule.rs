@@ -124,6 +124,10 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             _ = &mut stop => return,
             _ = tokio::time::sleep(SCAN_INTERVAL) => {}
         }
+        if state.role.is_slave() {
+            // A slave's log is the master's copy: delivering is the master's job.
+            continue;
+        }
         let pass = state.clone();
         // Appends may wait for fsync (SYNC_FLUSH): keep them off the async workers.
         let _ = tokio::task::spawn_blocking(move || deliver_due(&pass, now_ms())).await;

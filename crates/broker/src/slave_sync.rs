@@ -42,6 +42,10 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             _ = tokio::time::sleep_until(next) => {}
         }
         next = tokio::time::Instant::now() + period;
+        if !state.role.is_slave() {
+            // Controller mode, while this broker is master.
+            continue;
+        }
         match state.master.broker_addr() {
             Some(master) if master != state.config.broker_addr() => {
                 sync_all(&state, &client, &master).await

@@ -322,7 +322,13 @@ impl BrokerState {
             .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
         let store_host = SocketAddr::new(ip, config.listen_port);
         // A slave neither resolves nor checks back transactions: its master does.
-        let role = crate::role::Role::new(config.broker_role, config.broker_id);
+        // In controller mode the controllers decide; until they have, the broker is a slave
+        // of nobody (it takes no writes) and does not register (id -1).
+        let role = if config.enable_controller_mode {
+            crate::role::Role::new(crate::config::BrokerRole::Slave, -1)
+        } else {
+            crate::role::Role::new(config.broker_role, config.broker_id)
+        };
         let transactions = if config.is_slave() {
             crate::transaction::Transactions::default()
         } else {

@@ -45,7 +45,7 @@ pub struct ClientConfig {
 
 impl ClientConfig {
     /// Settings of this client's connections.
-    pub(crate) fn remoting(&self) -> tidemark_remoting::ClientConfig {
+    pub fn remoting(&self) -> tidemark_remoting::ClientConfig {
         let mut remoting = tidemark_remoting::ClientConfig::default();
         remoting.channel.signer = self.credentials.clone().map(std::sync::Arc::new);
         remoting.tls = self.tls.clone();

@@ -142,14 +142,26 @@ impl Shared {
     }
 }
 
+/// Asks whether this process's broker is its name's master at this moment.
+pub type OwnRole = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// Routes from the name servers and the connections to other brokers. Owns its lock.
-#[derive(Debug)]
 pub struct Cluster {
     shared: Arc<Shared>,
     own_name: String,
-    /// Whether this process's broker is its name's master (a slave forwards to its master).
-    own_is_master: bool,
+    /// Whether this process's broker is its name's master now (a slave forwards to its
+    /// master; in controller mode the answer changes at run time).
+    own_is_master: OwnRole,
     next_queue: AtomicUsize,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("own_name", &self.own_name)
+            .field("own_is_master", &(self.own_is_master)())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Cluster {
@@ -158,7 +170,7 @@ impl Cluster {
     pub fn new(
         name_servers: Vec<String>,
         own_name: String,
-        own_is_master: bool,
+        own_is_master: OwnRole,
         broker_requests: tokio::sync::mpsc::Sender<RemotingCommand>,
         client: ClientConfig,
     ) -> Self {
@@ -250,7 +262,7 @@ impl Cluster {
                 perm: data.perm,
             })
             .collect();
-        let own = if self.own_is_master {
+        let own = if (self.own_is_master)() {
             local.map(|config| BrokerQueues::from_config(&self.own_name, config))
         } else {
             // A slave's gateway serves its master's queues as the route describes them.
@@ -280,7 +292,7 @@ impl Cluster {
         } else {
             broker
         };
-        if broker == self.own_name && self.own_is_master {
+        if broker == self.own_name && (self.own_is_master)() {
             return Target::Local;
         }
         let master = |route: &TopicRouteData| {
@@ -359,7 +371,7 @@ mod tests {
         let cluster = Cluster::new(
             Vec::new(),
             "a".into(),
-            true,
+            Arc::new(|| true),
             tokio::sync::mpsc::channel(1).0,
             ClientConfig::default(),
         );
@@ -390,7 +402,7 @@ mod tests {
         let cluster = Cluster::new(
             Vec::new(),
             "a".into(),
-            true,
+            Arc::new(|| true),
             tokio::sync::mpsc::channel(1).0,
             ClientConfig::default(),
         );
@@ -412,7 +424,7 @@ mod tests {
         let slave = Cluster::new(
             Vec::new(),
             "a".into(),
-            false,
+            Arc::new(|| false),
             tokio::sync::mpsc::channel(1).0,
             ClientConfig::default(),
         );
@@ -424,7 +436,7 @@ mod tests {
         let cluster = Cluster::new(
             Vec::new(),
             "a".into(),
-            true,
+            Arc::new(|| true),
             tokio::sync::mpsc::channel(1).0,
             ClientConfig::default(),
         );

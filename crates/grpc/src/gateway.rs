@@ -63,7 +63,10 @@ impl Gateway {
         let cluster = Cluster::new(
             state.config.name_servers(),
             state.config.broker_name.clone(),
-            !state.config.is_slave(),
+            {
+                let state = state.clone();
+                Arc::new(move || !state.role.is_slave())
+            },
             queue.clone(),
             // Forwards to other brokers sign as this broker (callers were checked here).
             state.remoting_client_config(),

@@ -336,8 +336,12 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
     let _ = tokio::task::spawn_blocking(move || recover_copies(&first)).await;
     loop {
         let pass = state.clone();
+        let master = !state.role.is_slave();
         // Store reads and appends may block: keep them off the async workers.
         let _ = tokio::task::spawn_blocking(move || {
+            if !master {
+                return;
+            }
             revive_due(&pass, now_ms());
             if let Err(failure) = pass.pop.compact_if_due() {
                 warn!(%failure, "POP journal not compacted; will retry");

@@ -722,6 +722,16 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         "brokerRole".to_owned(),
         state.role.now().java_name().to_owned(),
     );
+    // Tidemark's own keys (controller mode): the epoch this log is in, and on a master the
+    // replicas the controllers hold in sync with it, by controller-given id.
+    if let Some(epoch) = state.store.epochs().last_epoch() {
+        table.insert("masterEpoch".to_owned(), epoch.to_string());
+    }
+    let in_sync = state.ha.sync_state_set();
+    if !in_sync.is_empty() {
+        let ids: Vec<String> = in_sync.iter().map(i64::to_string).collect();
+        table.insert("syncStateSet".to_owned(), ids.join(","));
+    }
     success().with_body(KvTable { table }.to_json_bytes())
 }
 

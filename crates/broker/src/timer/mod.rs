@@ -249,8 +249,13 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
     tokio::pin!(stop);
     loop {
         let pass = state.clone();
+        let master = !state.role.is_slave();
         // Store reads and appends may block (SYNC_FLUSH): keep them off the async workers.
         let _ = tokio::task::spawn_blocking(move || {
+            if !master {
+                // In controller mode a master may become a slave: its copy is the master's job.
+                return;
+            }
             scan(&pass);
             deliver_due(&pass, now_ms());
             if let Err(failure) = pass.timers.compact_if_due() {

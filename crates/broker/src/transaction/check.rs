@@ -27,7 +27,9 @@ pub async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
             _ = &mut stop => return,
             _ = ticker.tick() => {}
         }
-        check_round(&state).await;
+        if !state.role.is_slave() {
+            check_round(&state).await;
+        }
     }
 }
 

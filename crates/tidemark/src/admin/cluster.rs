@@ -94,6 +94,8 @@ pub async fn cluster_list(args: ClusterListArgs) -> anyhow::Result<()> {
             ("InTotalToday", "inTotalToday"),
             ("OutTotalToday", "outTotalToday"),
             ("Role", "role"),
+            ("Epoch", "epoch"),
+            ("SyncStateSet", "syncStateSet"),
         ]);
         for (cluster, brokers) in &info.cluster_addr_table {
             if args
@@ -138,6 +140,12 @@ pub async fn cluster_list(args: ClusterListArgs) -> anyhow::Result<()> {
                         total("msgPutTotalTodayNow").into(),
                         total("msgGetTotalTodayNow").into(),
                         if *id == 0 { "master" } else { "slave" }.into(),
+                        total("masterEpoch").into(),
+                        runtime
+                            .get("syncStateSet")
+                            .cloned()
+                            .unwrap_or_else(|| "-".to_owned())
+                            .into(),
                     ]);
                 }
             }

@@ -3,7 +3,6 @@
 //! `getSyncStateSet` in one).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -57,11 +56,7 @@ pub async fn controller_status(args: ControllerStatusArgs) -> anyhow::Result<()>
     } else {
         args.broker_names.clone()
     };
-    let mut remoting = tidemark_remoting::ClientConfig::default();
-    let config = args.cluster.client_config()?;
-    remoting.channel.signer = config.credentials.map(Arc::new);
-    remoting.tls = config.tls;
-    let client = RemotingClient::new(remoting, None);
+    let client = RemotingClient::new(args.cluster.client_config()?.remoting(), None);
     let outcome = status(&client, &controllers, &broker_names).await;
     client.shutdown();
     let (leaders, replicas) = outcome?;

@@ -1,0 +1,231 @@
+//! Tidemark brokers in controller mode: a controller, a name server and brokers A and B of one
+//! broker name. A producer sends steadily; A (the master) is SIGKILLed; the controller elects B
+//! (in A's SyncStateSet); sends resume; every acknowledged message is consumed; A comes back,
+//! cuts whatever B never had, follows B and rejoins the SyncStateSet.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tidemark_client::{
+    concurrent_fn, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer,
+    SendStatus,
+};
+use tidemark_tests::{
+    against_apache, free_broker_port, free_port, init_logging, tidemark_binary, unique, wait_until,
+    ServerProcess,
+};
+
+fn broker(dir: &std::path::Path, label: &str, namesrv: &str, controller: &str) -> ServerProcess {
+    let port = free_broker_port();
+    let config = dir.join(format!("{label}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "broker_name = \"broker-cf\"\nbroker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\n\
+             listen_port = {port}\ngrpc_listen_port = 0\nnamesrv_addr = \"{namesrv}\"\n\
+             store_path_root_dir = \"{}\"\nenable_controller_mode = true\n\
+             controller_addr = \"{controller}\"\n",
+            dir.join(label).display()
+        ),
+    )
+    .expect("write broker config");
+    ServerProcess::start(
+        &format!("controller-failover-{label}"),
+        tidemark_binary(),
+        vec!["broker".into(), "-c".into(), config.display().to_string()],
+        "tidemark broker ready",
+    )
+}
+
+/// Replicas the controller lists as in sync (not the master, not "not in sync").
+fn in_sync(status: &str) -> usize {
+    status
+        .lines()
+        .filter(|line| line.contains("in sync") && !line.contains("not in sync"))
+        .count()
+}
+
+fn admin_status(controller: &str) -> String {
+    let output = std::process::Command::new(tidemark_binary())
+        .args([
+            "admin",
+            "controller-status",
+            "--controllers",
+            controller,
+            "-b",
+            "broker-cf",
+        ])
+        .output()
+        .expect("run tidemark admin");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_master_is_replaced_and_nothing_acknowledged_is_lost() {
+    if against_apache() {
+        eprintln!("skipped: starts Tidemark controllers and brokers itself");
+        return;
+    }
+    init_logging();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let controller = format!("127.0.0.1:{}", free_port());
+    let _controller = ServerProcess::start(
+        "controller-failover-controller",
+        tidemark_binary(),
+        vec![
+            "controller".into(),
+            "--id".into(),
+            "1".into(),
+            "--peers".into(),
+            format!("1={controller}"),
+            "--listen".into(),
+            controller.clone(),
+            "--data-dir".into(),
+            dir.path().join("controller").display().to_string(),
+            "--broker-timeout-ms".into(),
+            "3000".into(),
+        ],
+        "tidemark controller ready",
+    );
+    let namesrv_port = free_port();
+    let _namesrv = ServerProcess::start(
+        "controller-failover-namesrv",
+        tidemark_binary(),
+        vec![
+            "namesrv".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{namesrv_port}"),
+        ],
+        "tidemark namesrv ready",
+    );
+    let namesrv = format!("127.0.0.1:{namesrv_port}");
+    let mut a = broker(dir.path(), "a", &namesrv, &controller);
+    assert!(
+        wait_until(Duration::from_secs(20), || admin_status(&controller)
+            .contains("master"))
+        .await,
+        "A never became master:\n{}",
+        admin_status(&controller)
+    );
+    let _b = broker(dir.path(), "b", &namesrv, &controller);
+    assert!(
+        wait_until(Duration::from_secs(30), || in_sync(&admin_status(
+            &controller
+        )) == 1)
+        .await,
+        "B never joined the SyncStateSet:\n{}",
+        admin_status(&controller)
+    );
+
+    let topic = unique("Failover");
+    // Routes polled every second, as the Java suite's scenario 13 sets pollNameServerInterval:
+    // a producer otherwise keeps the dead master's address until its 30 s poll.
+    let mut config = tidemark_client::ClientConfig::new(namesrv.as_str());
+    config.poll_name_server_interval = Duration::from_secs(1);
+    let producer = Producer::builder(unique("FailoverP"))
+        .client_config(config)
+        .start()
+        .await
+        .expect("producer");
+    let mut acked = BTreeSet::new();
+    for index in 0..100 {
+        let body = format!("before-{index}");
+        if let Ok(result) = producer
+            .send(Message::new(topic.as_str(), body.clone()))
+            .await
+        {
+            if result.status == SendStatus::SendOk {
+                acked.insert(body);
+            }
+        }
+    }
+    assert_eq!(
+        acked.len(),
+        100,
+        "every send before the kill is acknowledged"
+    );
+
+    a.kill();
+    let killed = Instant::now();
+    let mut resumed = None;
+    let mut failed = 0;
+    let mut index = 0;
+    while acked.len() < 200 && killed.elapsed() < Duration::from_secs(60) {
+        let body = format!("after-{index}");
+        index += 1;
+        match producer
+            .send(Message::new(topic.as_str(), body.clone()))
+            .await
+        {
+            Ok(result) if result.status == SendStatus::SendOk => {
+                resumed.get_or_insert(killed.elapsed());
+                acked.insert(body);
+            }
+            _ => {
+                failed += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let resumed = resumed.expect("sends resumed after the master's SIGKILL");
+    assert_eq!(acked.len(), 200, "100 more acknowledged after the failover");
+
+    let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let consumer = {
+        let seen = seen.clone();
+        PushConsumer::builder(unique("FailoverG"))
+            .namesrv_addr(&namesrv)
+            .subscribe(topic.as_str(), "*")
+            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+            .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+                let seen = seen.clone();
+                async move {
+                    let mut seen = seen.lock().expect("lock");
+                    for message in messages {
+                        seen.insert(String::from_utf8_lossy(&message.body).into_owned());
+                    }
+                    ConsumeStatus::Success
+                }
+            }))
+            .await
+            .expect("consumer")
+    };
+    let all_there = wait_until(Duration::from_secs(60), || {
+        seen.lock().expect("lock").is_superset(&acked)
+    })
+    .await;
+    let lost = acked.difference(&seen.lock().expect("lock")).count();
+    assert!(all_there, "{lost} acknowledged messages lost");
+
+    // A comes back as a slave of B and rejoins the SyncStateSet.
+    a.restart();
+    let rejoined = wait_until(Duration::from_secs(40), || {
+        let status = admin_status(&controller);
+        in_sync(&status) == 1 && status.contains("master")
+    })
+    .await;
+    assert!(rejoined, "A never rejoined:\n{}", admin_status(&controller));
+    // cluster-list shows the new master's epoch and both replicas in its SyncStateSet.
+    let listed = wait_until(Duration::from_secs(20), || {
+        let output = std::process::Command::new(tidemark_binary())
+            .args(["admin", "cluster-list", "-n", &namesrv, "--json"])
+            .output()
+            .expect("run tidemark admin");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.contains("\"epoch\":2") && text.contains("\"syncStateSet\":\"2,1\"")
+    })
+    .await;
+    assert!(
+        listed,
+        "cluster-list never showed epoch 2 with A and B in sync"
+    );
+    println!(
+        "controller failover (Tidemark brokers): writes resumed {} ms after the master's SIGKILL \
+         ({failed} sends failed meanwhile); acknowledged 200, lost {lost}; the old master back \
+         in sync",
+        resumed.as_millis()
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
