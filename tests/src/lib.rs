@@ -8,6 +8,7 @@
 //! starts a name server and a master with its slaves as separate `tidemark` processes.
 
 pub mod certs;
+pub mod netns;
 pub mod webdriver;
 
 use std::collections::VecDeque;

@@ -74,6 +74,13 @@ impl RouteTable {
             topics,
             channel_id,
         } = registration;
+        if self.outranked(&broker_name, broker_id, &broker_addr, &topics.data_version) {
+            // A deposed master still registering as master (controller mode: its state
+            // version is its master epoch, lower than the new master's). RocketMQ ignores it
+            // the same way, so routes do not flap between the two.
+            self.live.remove(&broker_addr);
+            return RegistrationReply::default();
+        }
         self.clusters
             .entry(cluster_name.clone())
             .or_default()
@@ -142,6 +149,28 @@ impl RouteTable {
             }
         }
         reply
+    }
+
+    /// Whether another live address holds `broker_id` of `broker_name` with a higher state
+    /// version than this registration's.
+    fn outranked(
+        &self,
+        broker_name: &str,
+        broker_id: i64,
+        broker_addr: &str,
+        version: &DataVersion,
+    ) -> bool {
+        let Some(holder) = self
+            .brokers
+            .get(broker_name)
+            .and_then(|broker| broker.broker_addrs.get(&broker_id))
+            .filter(|holder| holder.as_str() != broker_addr)
+        else {
+            return false;
+        };
+        self.live.get(holder).is_some_and(|live| {
+            live.data_version.state_version.unwrap_or(0) > version.state_version.unwrap_or(0)
+        })
     }
 
     /// Removes one broker address (UNREGISTER_BROKER, a closed connection, or expiry). The
@@ -350,6 +379,44 @@ mod tests {
         );
         assert_eq!(route.broker_datas[0].broker_addrs.len(), 2);
         assert!(table.topic_route("Other").is_none());
+    }
+
+    #[test]
+    fn a_deposed_master_cannot_take_id_0_back_from_a_newer_epoch() {
+        let mut table = RouteTable::new();
+        let epoch = |epoch: i64| {
+            let mut topics = wrapper(1, &[("T", 4)]);
+            topics.data_version.state_version = Some(epoch);
+            topics
+        };
+        table.register_broker(registration("broker-a", "a:1", 0, epoch(1)), 0);
+        // The slave elected at epoch 2 takes id 0.
+        table.register_broker(registration("broker-a", "b:1", 0, epoch(2)), 10);
+        // The old master, cut off from the controllers, still registers as master at epoch 1.
+        let reply = table.register_broker(registration("broker-a", "a:1", 0, epoch(1)), 20);
+        assert_eq!(reply, RegistrationReply::default());
+        let route = table.topic_route("T").expect("routed");
+        assert_eq!(
+            route.broker_datas[0]
+                .broker_addrs
+                .get(&0)
+                .map(String::as_str),
+            Some("b:1")
+        );
+        // Once it follows the new master it registers as a slave and is listed again.
+        let reply = table.register_broker(registration("broker-a", "a:1", 1, epoch(2)), 30);
+        assert_eq!(reply.master_addr.as_deref(), Some("b:1"));
+        // Without state versions (4.x brokers) the latest registration still wins.
+        table.register_broker(registration("broker-c", "c:1", 0, wrapper(1, &[])), 40);
+        table.register_broker(registration("broker-c", "d:1", 0, wrapper(1, &[])), 50);
+        let info = table.cluster_info();
+        assert_eq!(
+            info.broker_addr_table["broker-c"]
+                .broker_addrs
+                .get(&0)
+                .map(String::as_str),
+            Some("d:1")
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.remoting.protocol.body.BrokerReplicasInfo;
 import org.apache.rocketmq.remoting.protocol.header.controller.GetMetaDataResponseHeader;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -39,6 +40,8 @@ import org.junit.jupiter.api.Timeout;
  * through a SIGKILL of the master: the controllers elect the slave, the producer resumes, a
  * consumer then receives every acknowledged message, and the old master returns as a slave and
  * rejoins the SyncStateSet. mqadmin's admin client reads the controllers throughout.
+ *
+ * <p>A second run does the same with two Tidemark brokers in controller mode.
  *
  * <p>Against Tidemark the controllers and the name server are {@code tidemark controller} and
  * {@code tidemark namesrv}; with {@code -Dtidemark.bin=.../apache-dev} they are Apache's own
@@ -56,11 +59,30 @@ class Scenario13ControllerFailoverTest {
 
     @Test
     void apacheBrokersFailOverThroughTheControllers() throws Exception {
+        failover(false);
+    }
+
+    /**
+     * The same with two Tidemark brokers in controller mode ({@code enable_controller_mode}).
+     * Its reference is the test above: against Apache's parts the brokers are Apache's anyway.
+     */
+    @Test
+    void tidemarkBrokersFailOverThroughTheControllers() throws Exception {
+        Assumptions.assumeFalse(isReference(), "the reference run is apacheBrokersFailOverThroughTheControllers");
+        failover(true);
+    }
+
+    private static boolean isReference() {
+        String bin = System.getProperty("tidemark.bin");
+        return bin != null && Path.of(bin).getFileName().toString().equals("apache-dev");
+    }
+
+    private void failover(boolean tidemarkBrokers) throws Exception {
         String bin = System.getProperty("tidemark.bin");
         if (bin == null) {
             fail("-Dtidemark.bin must name the tidemark binary (or scripts/apache-dev)");
         }
-        boolean reference = Path.of(bin).getFileName().toString().equals("apache-dev");
+        boolean reference = isReference();
         String tidemark = System.getProperty("tidemark.cli", bin);
         Path target = Path.of(System.getProperty("basedir", ".")).toAbsolutePath().resolve("target");
         Path logs = target.resolve("tidemark-suite-logs");
@@ -110,11 +132,30 @@ class Scenario13ControllerFailoverTest {
             int[] brokerPorts = {freeBrokerPort(), freeBrokerPort()};
             ChildProcess[] brokers = new ChildProcess[2];
             for (int i = 0; i < 2; i++) {
-                brokers[i] = start(new ChildProcess(ChildProcess.javaMain(PARTS, List.of("broker",
-                    "--data-dir", dir.resolve("broker-" + i).toString(), "--namesrv", namesrv,
-                    "--controllers", String.join(";", controllers), "--port", Integer.toString(brokerPorts[i]),
-                    "--broker-name", BROKER_NAME, "--priority", Integer.toString(i + 1))),
-                    "apache broker ready", logs.resolve("s13-broker-" + i + ".log"), READY));
+                Path log = logs.resolve("s13-broker-" + i + (tidemarkBrokers ? "-tidemark" : "") + ".log");
+                if (tidemarkBrokers) {
+                    Path config = dir.resolve("broker-" + i + ".toml");
+                    Files.writeString(config, String.join("\n",
+                        "broker_name = \"" + BROKER_NAME + "\"",
+                        "broker_ip1 = \"127.0.0.1\"",
+                        "listen_ip = \"127.0.0.1\"",
+                        "listen_port = " + brokerPorts[i],
+                        "grpc_listen_port = 0",
+                        "namesrv_addr = \"" + namesrv + "\"",
+                        "store_path_root_dir = \"" + dir.resolve("broker-" + i) + "\"",
+                        "enable_controller_mode = true",
+                        "controller_addr = \"" + String.join(";", controllers) + "\"",
+                        "broker_election_priority = " + (i + 1),
+                        ""));
+                    brokers[i] = start(new ChildProcess(List.of(tidemark, "broker", "-c", config.toString()),
+                        "tidemark broker ready", log, READY));
+                } else {
+                    brokers[i] = start(new ChildProcess(ChildProcess.javaMain(PARTS, List.of("broker",
+                        "--data-dir", dir.resolve("broker-" + i).toString(), "--namesrv", namesrv,
+                        "--controllers", String.join(";", controllers), "--port", Integer.toString(brokerPorts[i]),
+                        "--broker-name", BROKER_NAME, "--priority", Integer.toString(i + 1))),
+                        "apache broker ready", log, READY));
+                }
             }
 
             // One master, both replicas in its SyncStateSet.
@@ -202,7 +243,7 @@ class Scenario13ControllerFailoverTest {
             assertEquals(elected.getMasterBrokerId(), rejoined.getMasterBrokerId(), "the new master stays");
             long rejoinMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - returning);
 
-            System.out.println("s13: master " + masterId + " SIGKILLed; controllers elected " + elected.getMasterBrokerId()
+            System.out.println("s13" + (tidemarkBrokers ? " (Tidemark brokers)" : " (Apache brokers)") + ": master " + masterId + " SIGKILLed; controllers elected " + elected.getMasterBrokerId()
                 + " (epoch " + masterEpoch + " -> " + elected.getMasterEpoch() + "); writes resumed " + resumeMs
                 + " ms after the kill (" + failures + " sends failed meanwhile); acknowledged " + acked.size()
                 + ", lost " + lost + ", received " + received.size() + "; the old master was back in sync "

@@ -1,0 +1,211 @@
+//! Separate hosts on one machine for fault tests: each host is a Linux network namespace with
+//! one interface (`eth0`, 10.77.0.N/24) plugged into a bridge that lives in a hub namespace of
+//! its own. Every address exists only inside namespaces made here, so nothing can reach the
+//! machine's real network; [`Hosts`] deletes them all when dropped.
+//!
+//! Faults: [`Hosts::cut`] drops every packet between two hosts (blackhole routes on both
+//! sides: connections stay open and go silent, as in a real partition); [`Hosts::throttle`]
+//! limits what reaches a host (a token bucket on its bridge port).
+//!
+//! Servers run inside a host through `ip netns exec` ([`Hosts::command`]); in-process clients
+//! run on a thread that joined the host's namespace ([`Hosts::run_in`]).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const SUBNET: &str = "10.77.0";
+
+/// A set of hosts joined by one bridge.
+#[derive(Debug)]
+pub struct Hosts {
+    prefix: String,
+    names: Vec<String>,
+    /// Namespaces created so far (deleted on drop, even after a failed setup).
+    created: Vec<String>,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let output = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|error| format!("cannot run `ip`: {error}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+impl Hosts {
+    /// Creates one host per name. `Err` says why namespaces cannot be made here (not root, no
+    /// `ip`, no veth or bridge support); callers skip with that message.
+    pub fn create(names: &[&str]) -> Result<Hosts, String> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let prefix = format!(
+            "tm{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut hosts = Hosts {
+            prefix,
+            names: names.iter().map(|name| (*name).to_owned()).collect(),
+            created: Vec::new(),
+        };
+        let hub = hosts.namespace("hub");
+        ip(&["netns", "add", &hub])?;
+        hosts.created.push(hub.clone());
+        ip(&["-n", &hub, "link", "set", "lo", "up"])?;
+        ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", &hub, "link", "set", "br0", "up"])?;
+        for (index, name) in names.iter().enumerate() {
+            let namespace = hosts.namespace(name);
+            ip(&["netns", "add", &namespace])?;
+            hosts.created.push(namespace.clone());
+            let port = format!("p{index}");
+            ip(&["-n", &namespace, "link", "set", "lo", "up"])?;
+            ip(&[
+                "-n", &namespace, "link", "add", "eth0", "type", "veth", "peer", "name", &port,
+                "netns", &hub,
+            ])?;
+            ip(&["-n", &hub, "link", "set", &port, "master", "br0"])?;
+            ip(&["-n", &hub, "link", "set", &port, "up"])?;
+            let address = format!("{}/24", hosts.ip(name));
+            ip(&["-n", &namespace, "addr", "add", &address, "dev", "eth0"])?;
+            ip(&["-n", &namespace, "link", "set", "eth0", "up"])?;
+        }
+        Ok(hosts)
+    }
+
+    fn namespace(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+
+    fn index(&self, name: &str) -> usize {
+        self.names
+            .iter()
+            .position(|known| known == name)
+            .unwrap_or_else(|| panic!("no host named {name}"))
+    }
+
+    /// The host's address.
+    pub fn ip(&self, name: &str) -> String {
+        format!("{SUBNET}.{}", self.index(name) + 1)
+    }
+
+    /// `program args…` run inside the host: the program and arguments to start.
+    pub fn command(
+        &self,
+        name: &str,
+        program: PathBuf,
+        args: Vec<String>,
+    ) -> (PathBuf, Vec<String>) {
+        let mut line = vec![
+            "netns".to_owned(),
+            "exec".to_owned(),
+            self.namespace(name),
+            program.display().to_string(),
+        ];
+        line.extend(args);
+        (PathBuf::from("/usr/sbin/ip"), line)
+    }
+
+    /// Drops all traffic between hosts `a` and `b`, both ways.
+    pub fn cut(&self, a: &str, b: &str) {
+        for (from, to) in [(a, b), (b, a)] {
+            let target = format!("{}/32", self.ip(to));
+            ip(&[
+                "-n",
+                &self.namespace(from),
+                "route",
+                "add",
+                "blackhole",
+                &target,
+            ])
+            .unwrap_or_else(|failure| panic!("{failure}"));
+        }
+    }
+
+    /// Undoes [`cut`](Self::cut).
+    pub fn heal(&self, a: &str, b: &str) {
+        for (from, to) in [(a, b), (b, a)] {
+            let target = format!("{}/32", self.ip(to));
+            ip(&[
+                "-n",
+                &self.namespace(from),
+                "route",
+                "del",
+                "blackhole",
+                &target,
+            ])
+            .unwrap_or_else(|failure| panic!("{failure}"));
+        }
+    }
+
+    /// Limits what reaches host `name` to `rate` (tc's units: `200kbit`), or lifts the limit.
+    pub fn throttle(&self, name: &str, rate: Option<&str>) {
+        let hub = self.namespace("hub");
+        let port = format!("p{}", self.index(name));
+        let outcome = match rate {
+            Some(rate) => Command::new("ip")
+                .args([
+                    "netns", "exec", &hub, "tc", "qdisc", "replace", "dev", &port,
+                ])
+                // A token bucket (netem is often not built into CI kernels).
+                .args([
+                    "root", "tbf", "rate", rate, "burst", "3000", "latency", "1s",
+                ])
+                .status(),
+            None => Command::new("ip")
+                .args(["netns", "exec", &hub, "tc", "qdisc", "del", "dev", &port])
+                .arg("root")
+                .status(),
+        };
+        assert!(
+            outcome.as_ref().is_ok_and(|status| status.success()),
+            "tc on {port} failed: {outcome:?}"
+        );
+    }
+
+    /// Runs the future `work()` makes on a new thread inside host `name` (a current-thread
+    /// tokio runtime there): every socket it opens, and every thread or process it starts,
+    /// belongs to that host.
+    pub fn run_in<T, F, Fut>(&self, name: &str, work: F) -> std::thread::JoinHandle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = T>,
+    {
+        let path = format!("/run/netns/{}", self.namespace(name));
+        std::thread::spawn(move || {
+            enter(&path);
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the host's thread")
+                .block_on(work())
+        })
+    }
+}
+
+/// Moves the calling thread into the network namespace at `path`.
+fn enter(path: &str) {
+    use rustix::thread::{move_into_link_name_space, LinkNameSpaceType};
+    use std::os::fd::AsFd;
+    let file = std::fs::File::open(path).unwrap_or_else(|error| panic!("open {path}: {error}"));
+    move_into_link_name_space(file.as_fd(), Some(LinkNameSpaceType::Network))
+        .unwrap_or_else(|error| panic!("setns({path}): {error}"));
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        // Deleting a namespace removes its interfaces, and with them their veth peers.
+        for namespace in self.created.iter().rev() {
+            let _ = ip(&["netns", "del", namespace]);
+        }
+    }
+}
