@@ -339,6 +339,16 @@ async fn follow_decision(
     }
     state.ha.set_in_sync(0, Vec::new());
     if master == broker_id {
+        // A record the old master was streaming when it died may be half here: the new
+        // epoch begins after the last whole one.
+        let store = state.store.clone();
+        let cut = tokio::task::spawn_blocking(move || store.cut_partial_record())
+            .await
+            .map_err(|error| error.to_string())?
+            .map_err(|error| error.to_string())?;
+        if cut > 0 {
+            warn!(cut, "cut a half-copied record before taking writes");
+        }
         let (_, written, _) = state.store.commit_log_positions();
         state
             .store

@@ -73,7 +73,8 @@ type Clock = dyn Fn() -> i64 + Send + Sync;
 
 struct AppendState {
     last_store_timestamp: i64,
-    /// Replication (slave): records below this commit-log offset are in the consume queues.
+    /// Every record below this commit-log offset is whole and in its consume queue. Appends
+    /// and replication both advance it; only a replicated record not yet complete lies above.
     replica_dispatched: u64,
 }
 
@@ -403,6 +404,8 @@ impl MessageStore {
             inner.commit_log.publish(base + total);
             queue.publish(queue_offset);
             state.last_store_timestamp = store_timestamp;
+            // A master that becomes a slave (controller mode) replicates from here on.
+            state.replica_dispatched = base + total;
             (appended, base + total)
         };
         inner.ask_for_prefault(end);

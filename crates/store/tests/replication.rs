@@ -158,6 +158,84 @@ fn a_slave_restarted_mid_record_recovers_and_continues() {
     assert_same(&master, &slave);
 }
 
+/// Controller mode: a slave elected while a record was half-copied cuts that half before it
+/// takes writes, so its own records follow whole ones.
+#[test]
+fn a_slave_elected_mid_record_cuts_the_half_record_before_writing() {
+    let storage = SimStorage::new();
+    let master = open(&storage, "/master");
+    let slave = open(&storage, "/slave");
+    fill(&master, 30, 8);
+    let chunk = master
+        .replication_chunk(0, 1500)
+        .expect("read")
+        .expect("bytes");
+    slave.append_replicated(0, &chunk).expect("append");
+    assert_eq!(slave.commit_log_positions().1, 1500);
+    let cut = slave.cut_partial_record().expect("cut");
+    assert!(cut > 0, "1500 bytes end inside a record");
+    let whole_end = slave.commit_log_positions().1;
+    assert!(whole_end < 1500, "the log now ends where the half record began");
+    assert_eq!(slave.cut_partial_record().expect("again"), 0);
+    // Taking writes: the new records are readable after the copied ones.
+    let before: i64 = slave
+        .queues()
+        .iter()
+        .map(|(topic, queue)| slave.max_offset(topic, *queue))
+        .sum();
+    fill(&slave, 5, 9);
+    let after: i64 = slave
+        .queues()
+        .iter()
+        .map(|(topic, queue)| slave.max_offset(topic, *queue))
+        .sum();
+    assert_eq!(after, before + 5);
+    slave.shutdown().expect("shutdown");
+    let slave = open(&storage, "/slave");
+    assert_eq!(
+        slave
+            .queues()
+            .iter()
+            .map(|(topic, queue)| slave.max_offset(topic, *queue))
+            .sum::<i64>(),
+        after,
+        "recovery reads every record back"
+    );
+}
+
+/// A master demoted without restarting (controller mode) whose log agrees with the new
+/// master's: replication continues after its own appends without re-indexing them.
+#[test]
+fn a_master_demoted_in_place_replicates_after_its_own_appends() {
+    let storage = SimStorage::new();
+    let old = open(&storage, "/old");
+    let new = open(&storage, "/new");
+    fill(&old, 20, 10);
+    replicate(&old, &new, 1000);
+    // The new master writes on; the old one, with nothing to cut, follows it.
+    fill(&new, 15, 11);
+    assert_eq!(
+        old.truncate_to(old.commit_log_positions().1).expect("cut"),
+        0
+    );
+    // A reader in the middle of a queue keeps its place while the old master catches up.
+    let reading = old
+        .get("TopicB", 1, 2, 2, usize::MAX, |_| true)
+        .expect("get")
+        .messages;
+    replicate(&new, &old, 500);
+    assert_same(&new, &old);
+    assert_eq!(
+        old.get("TopicB", 1, 2, 2, usize::MAX, |_| true)
+            .expect("get")
+            .messages,
+        reading
+    );
+    old.shutdown().expect("shutdown");
+    let old = open(&storage, "/old");
+    assert_same(&new, &old);
+}
+
 #[test]
 fn an_empty_slave_accepts_a_master_starting_mid_log() {
     let storage = SimStorage::new();

@@ -60,6 +60,22 @@ impl MessageStore {
         Ok(new_end)
     }
 
+    /// Controller mode, a slave about to take writes as master: cuts the record the old
+    /// master's stream left half-copied at the end of this log (if any), so the first append
+    /// of the new epoch starts on a record boundary. Returns the bytes cut.
+    pub fn cut_partial_record(&self) -> Result<u64> {
+        let whole = self
+            .inner
+            .append
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replica_dispatched;
+        if whole >= self.inner.commit_log.written() {
+            return Ok(0);
+        }
+        self.truncate_to(whole)
+    }
+
     /// Controller mode: cuts this log back to `offset` — a record boundary where it stops
     /// agreeing with the new master's (see [`crate::epochs::consistent_point`]) — so that
     /// replication resumes there and no record the new master never had survives. Queue
