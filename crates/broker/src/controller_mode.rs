@@ -7,8 +7,10 @@
 //! - Joining: find the leader (GET_METADATA_INFO on each controller), apply for an id if there
 //!   is none (GET_NEXT_BROKER_ID, APPLY_BROKER_ID), register (REGISTER_BROKER); with a live
 //!   master, follow it; without one, ask to be elected (ELECT_MASTER).
-//! - Then every second: heartbeats to every controller (last epoch, log end), and the replica
-//!   info from the leader; a higher master epoch than the one applied changes the role.
+//! - Then every second, and at once when a controller announces a role change
+//!   (NOTIFY_BROKER_ROLE_CHANGED): heartbeats to every controller (last epoch, log end), and
+//!   the replica info from the leader; a higher master epoch than the one applied changes the
+//!   role.
 //!
 //! - A slave reconciles with its master before replicating ([`reconcile_with_master`]): it
 //!   cuts its log back to the last offset both epoch histories agree on.
@@ -104,6 +106,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, mut stop: watch::Receiver<bool>
         tokio::select! {
             _ = stop.changed() => {}
             _ = tokio::time::sleep(TICK) => {}
+            _ = state.role_change_announced.notified() => {}
         }
     }
     client.shutdown();

@@ -154,6 +154,9 @@ pub struct BrokerState {
     pub persister: Persister,
     /// Woken when topics change, so the broker re-registers at once.
     pub topics_changed: Notify,
+    /// Controller mode: a controller announced a role change (NOTIFY_BROKER_ROLE_CHANGED);
+    /// the controller-mode loop asks for the decision at once instead of at its next tick.
+    pub role_change_announced: Notify,
     pub boot_timestamp_ms: i64,
     pub stats: BrokerStats,
     /// Master: replication progress of the slaves.
@@ -354,6 +357,7 @@ impl BrokerState {
             held_pulls: HeldPulls::default(),
             persister,
             topics_changed: Notify::new(),
+            role_change_announced: Notify::new(),
             boot_timestamp_ms: now,
             stats: BrokerStats::default(),
             ha: crate::ha_progress::HaState::default(),

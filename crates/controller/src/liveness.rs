@@ -45,14 +45,6 @@ pub struct Liveness {
     beats: Mutex<HashMap<(String, i64), Beat>>,
 }
 
-/// A broker as [`Liveness::report`] lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerLife {
-    pub heartbeat: Heartbeat,
-    pub alive: bool,
-    pub since_last: Duration,
-}
-
 impl Liveness {
     fn beats(&self) -> MutexGuard<'_, HashMap<(String, i64), Beat>> {
         self.beats.lock().unwrap_or_else(PoisonError::into_inner)
@@ -102,29 +94,12 @@ impl Liveness {
         names
     }
 
-    /// Forgets brokers dead for longer than `keep` (they stay listed a while for operators).
+    /// Forgets brokers dead for longer than `keep`, so the table does not keep every broker
+    /// ever seen.
     pub fn forget_older_than(&self, keep: Duration, now: Instant) {
         self.beats().retain(|_, beat| {
             now.saturating_duration_since(beat.last) <= beat.heartbeat.timeout + keep
         });
-    }
-
-    /// Every broker this controller has heard from, sorted by set and id.
-    pub fn report(&self, now: Instant) -> Vec<BrokerLife> {
-        let mut lives: Vec<BrokerLife> = self
-            .beats()
-            .values()
-            .map(|beat| BrokerLife {
-                heartbeat: beat.heartbeat.clone(),
-                alive: beat.alive_at(now),
-                since_last: now.saturating_duration_since(beat.last),
-            })
-            .collect();
-        lives.sort_by(|a, b| {
-            (&a.heartbeat.broker_name, a.heartbeat.broker_id)
-                .cmp(&(&b.heartbeat.broker_name, b.heartbeat.broker_id))
-        });
-        lives
     }
 }
 
@@ -164,6 +139,9 @@ mod tests {
         liveness.beat(heartbeat(2, 21), start + Duration::from_secs(1));
         assert!(liveness.is_alive("broker-a", 2, start + Duration::from_secs(1)));
         liveness.forget_older_than(Duration::from_secs(60), start + Duration::from_secs(70));
-        assert!(liveness.report(start).is_empty());
+        assert!(
+            liveness.candidates("broker-a", start).is_empty(),
+            "forgotten, not merely dead"
+        );
     }
 }

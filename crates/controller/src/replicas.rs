@@ -630,7 +630,7 @@ fn not_registered(broker_name: &str, broker_id: i64) -> Refusal {
     )
 }
 
-fn metadata_missing(broker_name: &str) -> Refusal {
+pub(crate) fn metadata_missing(broker_name: &str) -> Refusal {
     Refusal::new(
         ResponseCode::ControllerBrokerMetadataNotExist,
         format!("the controller has no metadata of broker set {broker_name}"),

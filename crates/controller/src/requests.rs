@@ -353,13 +353,7 @@ async fn replica_info(
     controller.lead_for_read().await?;
     controller.read(|sets| {
         let Some(set) = sets.get(&asked.broker_name) else {
-            return Err(Refusal::new(
-                ResponseCode::ControllerBrokerMetadataNotExist,
-                format!(
-                    "the controller has no metadata of broker set {}",
-                    asked.broker_name
-                ),
-            ));
+            return Err(crate::replicas::metadata_missing(&asked.broker_name));
         };
         Ok(success()
             .with_header(&GetReplicaInfoResponseHeader {

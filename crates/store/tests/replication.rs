@@ -175,7 +175,10 @@ fn a_slave_elected_mid_record_cuts_the_half_record_before_writing() {
     let cut = slave.cut_partial_record().expect("cut");
     assert!(cut > 0, "1500 bytes end inside a record");
     let whole_end = slave.commit_log_positions().1;
-    assert!(whole_end < 1500, "the log now ends where the half record began");
+    assert!(
+        whole_end < 1500,
+        "the log now ends where the half record began"
+    );
     assert_eq!(slave.cut_partial_record().expect("again"), 0);
     // Taking writes: the new records are readable after the copied ones.
     let before: i64 = slave

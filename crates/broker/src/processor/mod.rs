@@ -224,6 +224,12 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::ViewMessageById => admin::view_message(&state, &request),
                 RequestCode::GetBrokerRuntimeInfo => admin::runtime_info(&state),
                 RequestCode::GetBrokerEpochCache => admin::epoch_cache(&state),
+                RequestCode::NotifyBrokerRoleChanged if state.config.enable_controller_mode => {
+                    // The announcement only wakes the controller-mode loop: it reads the
+                    // decision from the controller leader itself, as on every tick.
+                    state.role_change_announced.notify_one();
+                    success()
+                }
                 RequestCode::GetBrokerConfig => broker_config::get(&state),
                 RequestCode::UpdateBrokerConfig => broker_config::update(&state, &request).await,
                 RequestCode::QueryMessage => query_message::query(&state, &request).await,
