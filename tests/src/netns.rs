@@ -116,33 +116,19 @@ impl Hosts {
 
     /// Drops all traffic between hosts `a` and `b`, both ways.
     pub fn cut(&self, a: &str, b: &str) {
-        for (from, to) in [(a, b), (b, a)] {
-            let target = format!("{}/32", self.ip(to));
-            ip(&[
-                "-n",
-                &self.namespace(from),
-                "route",
-                "add",
-                "blackhole",
-                &target,
-            ])
-            .unwrap_or_else(|failure| panic!("{failure}"));
-        }
+        self.blackhole("add", a, b);
     }
 
     /// Undoes [`cut`](Self::cut).
     pub fn heal(&self, a: &str, b: &str) {
+        self.blackhole("del", a, b);
+    }
+
+    fn blackhole(&self, action: &str, a: &str, b: &str) {
         for (from, to) in [(a, b), (b, a)] {
-            let target = format!("{}/32", self.ip(to));
-            ip(&[
-                "-n",
-                &self.namespace(from),
-                "route",
-                "del",
-                "blackhole",
-                &target,
-            ])
-            .unwrap_or_else(|failure| panic!("{failure}"));
+            let (namespace, target) = (self.namespace(from), format!("{}/32", self.ip(to)));
+            ip(&["-n", &namespace, "route", action, "blackhole", &target])
+                .unwrap_or_else(|failure| panic!("{failure}"));
         }
     }
 

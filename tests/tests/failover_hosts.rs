@@ -249,12 +249,38 @@ struct Observed {
     /// Acknowledged bodies, with when.
     acked: Vec<(String, Instant)>,
     failed_sends: usize,
-    /// Bodies the steady consumer got, with how often.
-    consumed: HashMap<String, usize>,
     /// Per queue, the highest committed offset read so far.
     committed_max: BTreeMap<String, i64>,
     /// Readings below an earlier one, as (queue, earlier, now, when).
     regressions: Vec<(String, i64, i64, Instant)>,
+}
+
+/// How often each send attempt was received.
+type Counts = Arc<Mutex<HashMap<String, usize>>>;
+
+/// A push consumer of `topic` from its first offset that counts what it receives.
+async fn counting_consumer(
+    group: &str,
+    namesrv: &str,
+    topic: &str,
+    counts: Counts,
+) -> PushConsumer {
+    PushConsumer::builder(group)
+        .client_config(client_config(namesrv))
+        .subscribe(topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+            let counts = counts.clone();
+            async move {
+                let mut counts = counts.lock().expect("lock");
+                for message in messages {
+                    *counts.entry(attempt_name(&message.body)).or_default() += 1;
+                }
+                ConsumeStatus::Success
+            }
+        }))
+        .await
+        .expect("a consumer")
 }
 
 /// The send attempt a body came from (its text before the padding).
@@ -303,26 +329,8 @@ async fn traffic(
         .await
         .expect("producer");
     let group = unique("HostsG");
-    let consumer = {
-        let observed = observed.clone();
-        PushConsumer::builder(group.clone())
-            .client_config(client_config(&namesrv))
-            .subscribe(topic.as_str(), "*")
-            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-            .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
-                let observed = observed.clone();
-                async move {
-                    let mut observed = observed.lock().expect("lock");
-                    for message in messages {
-                        let body = attempt_name(&message.body);
-                        *observed.consumed.entry(body).or_default() += 1;
-                    }
-                    ConsumeStatus::Success
-                }
-            }))
-            .await
-            .expect("consumer")
-    };
+    let consumed: Counts = Arc::default();
+    let consumer = counting_consumer(&group, &namesrv, &topic, consumed.clone()).await;
     let admin = Admin::connect(client_config(&namesrv))
         .await
         .expect("admin");
@@ -387,8 +395,8 @@ async fn traffic(
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
         let all_seen = {
-            let seen = observed.lock().expect("lock");
-            acked.iter().all(|body| seen.consumed.contains_key(body))
+            let seen = consumed.lock().expect("lock");
+            acked.iter().all(|body| seen.contains_key(body))
         };
         if all_seen {
             break;
@@ -398,27 +406,8 @@ async fn traffic(
     consumer.shutdown().await;
 
     // A fresh group reads every queue from the start: what the log holds.
-    let in_log: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
-    let reader = {
-        let in_log = in_log.clone();
-        PushConsumer::builder(unique("HostsLog"))
-            .client_config(client_config(&namesrv))
-            .subscribe(topic.as_str(), "*")
-            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-            .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
-                let in_log = in_log.clone();
-                async move {
-                    let mut in_log = in_log.lock().expect("lock");
-                    for message in messages {
-                        let body = attempt_name(&message.body);
-                        *in_log.entry(body).or_default() += 1;
-                    }
-                    ConsumeStatus::Success
-                }
-            }))
-            .await
-            .expect("log reader")
-    };
+    let in_log: Counts = Arc::default();
+    let reader = counting_consumer(&unique("HostsLog"), &namesrv, &topic, in_log.clone()).await;
     let deadline = Instant::now() + WAIT;
     let mut quiet_since = (Instant::now(), 0usize);
     while Instant::now() < deadline {
@@ -438,6 +427,7 @@ async fn traffic(
 
     let observed = observed.lock().expect("lock");
     let in_log = in_log.lock().expect("lock");
+    let consumed = consumed.lock().expect("lock");
     let fault = fault_at.lock().expect("lock").unwrap_or_else(Instant::now);
     let settled = settled_at
         .lock()
@@ -453,16 +443,12 @@ async fn traffic(
         acknowledged: acked.len(),
         lost: acked
             .iter()
-            .filter(|body| !observed.consumed.contains_key(*body) || !in_log.contains_key(*body))
+            .filter(|body| !consumed.contains_key(*body) || !in_log.contains_key(*body))
             .count(),
         log_duplicates: in_log.values().filter(|count| **count > 1).count(),
         longest_gap_ms: longest_gap.as_millis(),
         failed_sends: observed.failed_sends,
-        consumer_duplicates: observed
-            .consumed
-            .values()
-            .filter(|count| **count > 1)
-            .count(),
+        consumer_duplicates: consumed.values().filter(|count| **count > 1).count(),
         regressions_after_settling: observed
             .regressions
             .iter()

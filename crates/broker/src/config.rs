@@ -662,8 +662,10 @@ impl BrokerConfig {
         config
     }
 
+    /// Whether this broker is configured as a slave for good. Never in controller mode, where
+    /// `broker_role` is ignored and the role (`BrokerState::role`) changes at run time.
     pub fn is_slave(&self) -> bool {
-        self.broker_role == BrokerRole::Slave
+        !self.enable_controller_mode && self.broker_role == BrokerRole::Slave
     }
 
     /// The HA port: always `listen_port + 1`, as RocketMQ forces it.

@@ -167,26 +167,17 @@ impl Broker {
         let persistence = tokio::spawn(persister::run(state.clone(), wait_stop(stopping.clone())));
         let expiry = tokio::spawn(expiry_loop(state.clone(), wait_stop(stopping.clone())));
         let mut services = Vec::new();
-        if state.config.enable_controller_mode {
+        // In controller mode either role may come, so both roles' loops run; each checks the
+        // role on every round (the slave's follow only while a slave, the master's serve only
+        // while a master).
+        let controller_mode = state.config.enable_controller_mode;
+        if controller_mode {
             services.push(tokio::spawn(controller_mode::run(
                 state.clone(),
                 stopping.clone(),
             )));
-            // Either role may come: follow the log and the metadata while a slave (the HA
-            // port and the master-only loops below check the role themselves).
-            if !state.config.is_slave() {
-                services.push(tokio::spawn(ha::run_slave(
-                    state.clone(),
-                    wait_stop(stopping.clone()),
-                )));
-                services.push(tokio::spawn(slave_sync::run(
-                    state.clone(),
-                    wait_stop(stopping.clone()),
-                )));
-            }
         }
-        let schedule = if state.config.is_slave() {
-            // A slave copies the master's log; delivering delayed messages is the master's job.
+        if controller_mode || state.config.is_slave() {
             services.push(tokio::spawn(ha::run_slave(
                 state.clone(),
                 wait_stop(stopping.clone()),
@@ -195,6 +186,9 @@ impl Broker {
                 state.clone(),
                 wait_stop(stopping.clone()),
             )));
+        }
+        let schedule = if state.config.is_slave() {
+            // A slave copies the master's log; delivering delayed messages is the master's job.
             None
         } else {
             if let Some(ha_listener) = ha_listener {
