@@ -7,8 +7,8 @@
 #   bench/replication.sh      # release build; BENCH_SECONDS (default 10) per measurement
 #
 # Each set starts fresh (new stores), waits until every slave is in sync, warms up, then
-# `tidemark bench produce` measures 8 senders of 1 KiB bodies. Prints one JSON line per
-# measurement, then a table of msgs/s and the ratio to the no-slave set.
+# `tidemark bench produce` measures 8 and 64 senders of 1 KiB bodies. Prints one JSON line per
+# measurement, then a table of msgs/s and the ratio to the no-slave set with as many senders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${BENCH_SECONDS:-10}
@@ -68,17 +68,19 @@ EOF
   # Every slave in the master's SyncStateSet.
   for _ in $(seq 1 120); do
     in_sync=$("$bin" admin controller-status --controllers "$ctl" -b broker-bench 2>/dev/null \
-      | grep -c " in sync" || true)
+      | grep -v "not in sync" | grep -c "in sync" || true)
     [ "$in_sync" -ge $((replicas - 1)) ] && break
     sleep 0.5
   done
   [ "$in_sync" -ge $((replicas - 1)) ] || { echo "slaves never in sync" >&2; exit 1; }
   "$bin" bench produce -n "$ns" -t BenchReplication --json --producers 8 --size 1024 \
     --duration 3 >/dev/null 2>&1 # warm-up: creates the topic
-  line=$("$bin" bench produce -n "$ns" -t BenchReplication --json --producers 8 --size 1024 \
-    --duration "$seconds" 2>/dev/null)
-  echo "$line"
-  echo "$replicas $line" >>"$work/results"
+  for senders in 8 64; do
+    line=$("$bin" bench produce -n "$ns" -t BenchReplication --json --producers "$senders" \
+      --size 1024 --duration "$seconds" 2>/dev/null)
+    echo "$line"
+    echo "$replicas $senders $line" >>"$work/results"
+  done
   stop_all
 }
 
@@ -89,13 +91,13 @@ python3 - "$work/results" <<'PY'
 import json, sys
 rows = {}
 for line in open(sys.argv[1]):
-    replicas, text = line.split(" ", 1)
-    rows[int(replicas)] = json.loads(text)
-base = rows[1]["msgsPerSec"]
-print("\n| replicas | msgs/s | ratio to no slave | p99 ms |")
-print("|---:|---:|---:|---:|")
-for replicas in sorted(rows):
-    run = rows[replicas]
+    replicas, senders, text = line.split(" ", 2)
+    rows[(int(replicas), int(senders))] = json.loads(text)
+print("\n| replicas | senders | msgs/s | ratio to no slave | p50 ms | p99 ms |")
+print("|---:|---:|---:|---:|---:|---:|")
+for (replicas, senders) in sorted(rows):
+    run = rows[(replicas, senders)]
+    base = rows[(1, senders)]["msgsPerSec"]
     ratio = run["msgsPerSec"] / base if base else 0
-    print(f"| {replicas} ({replicas - 1} slaves) | {run['msgsPerSec']:,.0f} | {ratio:.2f} | {run['p99Ms']:.2f} |")
+    print(f"| {replicas} ({replicas - 1} slaves) | {senders} | {run['msgsPerSec']:,.0f} | {ratio:.2f} | {run['p50Ms']:.2f} | {run['p99Ms']:.2f} |")
 PY
