@@ -9,8 +9,10 @@ Starts `$TIDEMARK_BIN dev` on free ports with a temporary data directory, then:
     checking body, tag, keys, properties, message group and delivery attempt 1;
   * one more message is received with a 2 s invisible duration and NOT acked; it
     must come back (>= 2 s later) with delivery attempt 2, and is acked then;
-  * after the acked messages' invisibility has run out, nothing comes back.
-Prints `grpc-python: sent=N received=N redelivered=1 ok` and exits 0 on success;
+  * after the acked messages' invisibility has run out, nothing comes back;
+  * FIFO: an orderly group receives three message groups' messages in order, exactly
+    once, and nothing of a group while it holds that group's earlier message unacked.
+Prints `grpc-python: sent=N received=N redelivered=1 fifo=9 ok` and exits 0 on success;
 exits 1 with the problems on failure, 2 when TIDEMARK_BIN is unset. The server is
 always stopped (SIGTERM, SIGKILL after 10 s) and its temp directory removed.
 """
@@ -82,6 +84,7 @@ class Server:
 
     def start(self):
         namesrv, broker, grpc_port = free_ports()
+        self.namesrv = f"127.0.0.1:{namesrv}"
         self._log_file = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [self.binary, "dev",
@@ -309,6 +312,115 @@ def run_check(endpoint, problems):
     return stats
 
 
+def run_fifo_check(endpoint, binary, namesrv, problems):
+    """FIFO: a SimpleConsumer of an orderly group (made so with `tidemark admin group-create
+    --orderly`, as mqadmin 5.x sets it) receives each message group's messages in send order,
+    exactly once, and never a message of a group whose earlier message it holds unacknowledged.
+    Returns the number of messages checked."""
+    from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Message,
+                          Producer, SimpleConsumer)
+
+    def fail(msg):
+        problems.append("fifo: " + msg)
+        log("PROBLEM: fifo: " + msg)
+
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"py-fifo-{suffix}"
+    group = f"py-fifo-group-{suffix}"
+    made = subprocess.run([binary, "admin", "group-create", "-n", namesrv, "-c", "DefaultCluster",
+                           "-g", group, "--orderly"], capture_output=True, text=True, timeout=30)
+    if made.returncode != 0:
+        fail(f"tidemark admin group-create --orderly failed: {made.stdout}{made.stderr}")
+        return 0
+    config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+    producer = Producer(config, (topic,))
+    consumer = SimpleConsumer(config, group, {topic: FilterExpression("*")}, await_duration=3)
+    groups = ["order-a", "order-b", "order-c"]
+    per_group = 3
+    started = []
+    received_total = 0
+    try:
+        producer.startup()
+        started.append(producer)
+        for i in range(per_group):
+            for g in groups:
+                m = Message()
+                m.topic = topic
+                m.body = f"{g}/{i}".encode()
+                m.tag = "TagF"
+                m.message_group = g
+                producer.send(m)
+        consumer.startup()
+        started.append(consumer)
+
+        def receive():
+            # Two at a time: more of a group than one receive takes, so holding them must
+            # block the rest of that group.
+            try:
+                return consumer.receive(2, 20) or []
+            except Exception as ex:
+                if "MESSAGE_NOT_FOUND" in str(ex) or "NOT_FOUND" in type(ex).__name__.upper():
+                    return []
+                fail(f"receive raised {type(ex).__name__}: {ex}")
+                return []
+
+        next_index = {g: 0 for g in groups}
+        held = set()
+        pending = []
+
+        def take(messages):
+            for m in messages:
+                g = m.message_group or ""
+                want = f"{g}/{next_index.get(g, 0)}"
+                got = m.body.decode(errors="replace")
+                if got != want:
+                    fail(f"group {g!r}: received {got!r}, want {want!r} (out of order or repeated)")
+                    return False
+                next_index[g] = next_index.get(g, 0) + 1
+                held.add(g)
+                pending.append(m)
+            return True
+
+        rounds = 0
+        deadline = time.monotonic() + 60
+        while sum(next_index.values()) < per_group * len(groups):
+            rounds += 1
+            if time.monotonic() > deadline or rounds > 60:
+                fail(f"received {next_index} of {per_group} per group after {rounds} rounds")
+                break
+            if not take(receive()):
+                break
+            if not pending:
+                continue
+            # Holding those unacknowledged (checked in the first rounds; each check waits out a
+            # long poll): whatever else arrives must be of other groups.
+            more = receive() if rounds <= 3 else []
+            for m in more:
+                if (m.message_group or "") in held:
+                    fail(f"received {m.body!r} while an earlier message of group "
+                         f"{m.message_group!r} was unacknowledged")
+            if problems or not take(more):
+                break
+            for m in pending:
+                consumer.ack(m)
+            received_total += len(pending)
+            pending.clear()
+            held.clear()
+        again = receive()
+        if again:
+            fail(f"received {len(again)} messages again after all were acknowledged "
+                 f"(first {again[0].body!r})")
+        log(f"fifo: {received_total} messages in {len(groups)} groups received in order, "
+            f"exactly once, in {rounds} rounds")
+    finally:
+        for c in reversed(started):
+            try:
+                c.shutdown()
+            except Exception as ex:
+                log(f"WARNING: {type(c).__name__}.shutdown raised {type(ex).__name__}: {ex}")
+    return received_total
+
+
 ACL_RULES = """\
 accounts:
   - accessKey: alice-key
@@ -415,6 +527,7 @@ def main():
     try:
         server.start()
         stats = run_check(server.grpc, problems)
+        stats["fifo"] = run_fifo_check(server.grpc, binary, server.namesrv, problems)
     except Exception as ex:
         problems.append(f"{type(ex).__name__}: {ex}")
         log(f"FAIL: {type(ex).__name__}: {ex}")
@@ -445,7 +558,8 @@ def main():
     if stats and not problems:
         shutil.rmtree(log_home, ignore_errors=True)
         log(f"sent={stats['sent']} received={stats['received']} "
-            f"redelivered={stats['redelivered']} ok (elapsed {elapsed:.1f}s)")
+            f"redelivered={stats['redelivered']} fifo={stats.get('fifo', 0)} ok "
+            f"(elapsed {elapsed:.1f}s)")
         return 0
     if stats:
         log(f"sent={stats['sent']} received={stats['received']} redelivered={stats['redelivered']}")
