@@ -236,7 +236,15 @@ pub fn incoming(
         .filter(|(name, _)| !SYSTEM_PROPERTIES.contains(name))
         .map(|(name, value)| (name.to_owned(), value.to_owned()))
         .collect();
-    let checksum = format!("{:X}", crc32fast::hash(&body));
+    // MD5 in upper-case hex, as Apache's proxy sends it: the clients disagree on how to write
+    // a CRC32 (the Java and Go ones hex, the Node.js one decimal), but all check MD5 alike.
+    let checksum: String = {
+        use md5::Digest as _;
+        md5::Md5::digest(&body)
+            .iter()
+            .map(|byte| format!("{byte:02X}"))
+            .collect()
+    };
     let delivery_timestamp = properties
         .get(property::TIMER_OUT_MS)
         .or_else(|| properties.get(property::TIMER_DELIVER_MS))
@@ -255,7 +263,7 @@ pub fn incoming(
             .unwrap_or_default(),
         message_id,
         body_digest: Some(Digest {
-            r#type: DigestType::Crc32 as i32,
+            r#type: DigestType::Md5 as i32,
             checksum,
         }),
         body_encoding: Encoding::Identity as i32,
