@@ -160,6 +160,13 @@ async function receive(consumer, max, invisibleMs) {
 
 const bodyOf = (view) => view.body.toString('utf8');
 
+/** Shuts the started clients down, last first; a failure is logged, not thrown. */
+async function shutdownAll(clients) {
+  for (const client of clients.reverse()) {
+    try { await client.shutdown(); } catch (e) { log(`WARNING: shutdown threw ${e?.message ?? e}`); }
+  }
+}
+
 async function runCheck(endpoint, stats) {
   const suffix = randomUUID().slice(0, 8);
   const topic = `node-compat-${suffix}`;
@@ -264,9 +271,7 @@ async function runCheck(endpoint, stats) {
     }
     log('phase 3: nothing came back');
   } finally {
-    for (const client of started.reverse()) {
-      try { await client.shutdown(); } catch (e) { log(`WARNING: shutdown threw ${e?.message ?? e}`); }
-    }
+    await shutdownAll(started);
   }
 }
 
@@ -347,9 +352,7 @@ async function runFifoCheck(endpoint, namesrv, stats) {
     if (again.length) fail(`fifo: received ${again.length} messages again after all were acknowledged`);
     log(`fifo: ${stats.fifo} messages in ${groups.length} groups received in order, exactly once, in ${rounds} rounds`);
   } finally {
-    for (const client of started.reverse()) {
-      try { await client.shutdown(); } catch (e) { log(`WARNING: shutdown threw ${e?.message ?? e}`); }
-    }
+    await shutdownAll(started);
   }
 }
 

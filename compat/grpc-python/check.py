@@ -154,6 +154,15 @@ class Expect:
         self.body, self.tag, self.keys, self.props, self.group = body, tag, set(keys), props, group
 
 
+def shutdown_all(clients):
+    """Shuts the started clients down, last first; a failure is logged, not raised."""
+    for c in reversed(clients):
+        try:
+            c.shutdown()
+        except Exception as ex:
+            log(f"WARNING: {type(c).__name__}.shutdown raised {type(ex).__name__}: {ex}")
+
+
 def run_check(endpoint, problems):
     # The client's log config runs at import time and writes ~/logs/rocketmq_python/;
     # HOME has been pointed at a temp dir before this import (see main()).
@@ -304,11 +313,7 @@ def run_check(endpoint, problems):
             fail(f"phase 3: acked message {m.body!r} came back (attempt {m.delivery_attempt})")
         log("phase 3: nothing came back")
     finally:
-        for c in reversed(started):
-            try:
-                c.shutdown()
-            except Exception as ex:
-                log(f"WARNING: {type(c).__name__}.shutdown raised {type(ex).__name__}: {ex}")
+        shutdown_all(started)
     return stats
 
 
@@ -414,11 +419,7 @@ def run_fifo_check(endpoint, binary, namesrv, problems):
         log(f"fifo: {received_total} messages in {len(groups)} groups received in order, "
             f"exactly once, in {rounds} rounds")
     finally:
-        for c in reversed(started):
-            try:
-                c.shutdown()
-            except Exception as ex:
-                log(f"WARNING: {type(c).__name__}.shutdown raised {type(ex).__name__}: {ex}")
+        shutdown_all(started)
     return received_total
 
 
