@@ -110,6 +110,10 @@ public final class StoreFixture {
         Map<String, Object> abortFacts = new LinkedHashMap<>();
         long[] pinned = new long[1];
 
+        // The store's disk check (1 s after start, then every 10 s) refuses every write once the
+        // disk is 90% full: CI disks full of build output made message 0 fail that way.
+        System.setProperty("rocketmq.broker.diskSpaceWarningLevelRatio", "0.99");
+        System.setProperty("rocketmq.broker.diskSpaceCleanForciblyRatio", "0.99");
         BrokerStatsManager stats = new BrokerStatsManager("TidemarkFixture", true);
         DefaultMessageStore ms = new DefaultMessageStore(config(store), stats,
             (topic, queueId, logicOffset, tagsCode, msgStoreTime, filterBitMap, properties) -> { }, new BrokerConfig());

@@ -80,6 +80,10 @@ public final class ApacheProxyDev {
         Files.createDirectories(storeRoot.toPath());
         // What mqnamesrv / mqbroker / mqproxy normally get from their launch scripts.
         System.setProperty(RemotingCommand.REMOTING_VERSION_KEY, Integer.toString(MQVersion.CURRENT_VERSION));
+        // Apache's store refuses every write once its disk passes 90% (and deletes files at 85%);
+        // a CI machine's disk filled by build output must not turn into refused sends here.
+        System.setProperty("rocketmq.broker.diskSpaceWarningLevelRatio", "0.99");
+        System.setProperty("rocketmq.broker.diskSpaceCleanForciblyRatio", "0.99");
         System.setProperty("rocketmq.home.dir", root.getPath());
         System.setProperty(ConfigurationManager.RMQ_PROXY_HOME, new File(root, "proxy").getPath());
 

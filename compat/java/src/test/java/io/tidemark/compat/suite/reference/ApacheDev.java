@@ -75,6 +75,10 @@ public final class ApacheDev {
         // BrokerStartup normally does this; without it every request carries version 0 and the
         // name server takes REGISTER_BROKER for a pre-3.0.11 broker (and drops its topics)
         System.setProperty(RemotingCommand.REMOTING_VERSION_KEY, Integer.toString(MQVersion.CURRENT_VERSION));
+        // Apache's store refuses every write once its disk passes 90% (and deletes files at 85%);
+        // a CI machine's disk filled by build output must not turn into refused sends here.
+        System.setProperty("rocketmq.broker.diskSpaceWarningLevelRatio", "0.99");
+        System.setProperty("rocketmq.broker.diskSpaceCleanForciblyRatio", "0.99");
 
         // TlsSystemConfig reads its system properties once, when the first server or client of
         // this JVM is built: set them before that. Apache's default mode is permissive too; with

@@ -42,6 +42,10 @@ public final class ApacheControllerParts5 {
             opts.put(args[i], args[i + 1]);
         }
         System.setProperty(RemotingCommand.REMOTING_VERSION_KEY, Integer.toString(MQVersion.CURRENT_VERSION));
+        // Apache's store refuses every write once its disk passes 90% (and deletes files at 85%);
+        // a CI machine's disk filled by build output must not turn into refused sends here.
+        System.setProperty("rocketmq.broker.diskSpaceWarningLevelRatio", "0.99");
+        System.setProperty("rocketmq.broker.diskSpaceCleanForciblyRatio", "0.99");
         switch (args[0]) {
             case "namesrv":
                 namesrv(opts);

@@ -56,6 +56,10 @@ public final class ApacheDev5 {
         File root = new File(dataDir).getAbsoluteFile();
         // BrokerStartup normally sets the version every request carries.
         System.setProperty(RemotingCommand.REMOTING_VERSION_KEY, Integer.toString(MQVersion.CURRENT_VERSION));
+        // Apache's store refuses every write once its disk passes 90% (and deletes files at 85%);
+        // a CI machine's disk filled by build output must not turn into refused sends here.
+        System.setProperty("rocketmq.broker.diskSpaceWarningLevelRatio", "0.99");
+        System.setProperty("rocketmq.broker.diskSpaceCleanForciblyRatio", "0.99");
 
         NamesrvConfig nsConfig = new NamesrvConfig();
         nsConfig.setRocketmqHome(root.getPath());
