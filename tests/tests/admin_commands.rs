@@ -152,12 +152,30 @@ async fn daily_admin_commands_do_what_they_say() {
 
     // A topic created, routed, listed.
     let topic = unique("AdminTopic");
-    admin_json(
+    let created = admin_json(
         &["topic-create"],
         &ns,
-        &["-b", &broker, "-t", &topic, "-r", "4", "-w", "4"],
+        &[
+            "-b",
+            &broker,
+            "-t",
+            &topic,
+            "-r",
+            "4",
+            "-w",
+            "4",
+            "-a",
+            "+message.type=NORMAL",
+        ],
     )
     .await;
+    assert_eq!(
+        created
+            .get("attributes")
+            .and_then(|a| a.get("message.type")),
+        Some(&Value::String("NORMAL".into())),
+        "{created:?}"
+    );
     let route_ns = ns.clone();
     let route_topic = topic.clone();
     assert!(
@@ -416,6 +434,29 @@ async fn daily_admin_commands_do_what_they_say() {
         (
             &["topic-create"][..],
             &["-b", broker.as_str(), "-t", "Bad", "-r", "0"][..],
+        ),
+        (
+            &["topic-create"][..],
+            &[
+                "-b",
+                broker.as_str(),
+                "-t",
+                "Bad",
+                "-a",
+                "message.type=FIFO",
+            ][..],
+        ),
+        // Well formed, refused by the broker: not one of RocketMQ's message types.
+        (
+            &["topic-create"][..],
+            &[
+                "-b",
+                broker.as_str(),
+                "-t",
+                "Bad",
+                "-a",
+                "+message.type=WEIRD",
+            ][..],
         ),
         (
             &["reset-offset-by-time"][..],

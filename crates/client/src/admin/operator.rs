@@ -141,8 +141,15 @@ impl Admin {
     }
 
     /// Creates or updates a topic on one broker (UPDATE_AND_CREATE_TOPIC); the broker tells
-    /// the name server.
+    /// the name server. `config.attributes` are sent as RocketMQ 5's `+key=value` settings.
     pub async fn create_topic(&self, addr: &str, config: &TopicConfig) -> Result<()> {
+        let attributes = config.attributes.as_ref().map(|attributes| {
+            attributes
+                .iter()
+                .map(|(key, value)| format!("+{key}={value}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        });
         let header = CreateTopicRequestHeader {
             topic: config.topic_name.clone(),
             default_topic: "TBW102".to_owned(),
@@ -152,7 +159,7 @@ impl Admin {
             topic_filter_type: config.topic_filter_type.java_name().to_owned(),
             topic_sys_flag: Some(config.topic_sys_flag),
             order: config.order,
-            attributes: None,
+            attributes,
             force: None,
         };
         let request =

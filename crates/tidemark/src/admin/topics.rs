@@ -1,6 +1,8 @@
 //! `topic-list`, `topic-route`, `topic-create` and `topic-delete` (`topic-status` is in the
 //! progress commands).
 
+use std::collections::BTreeMap;
+
 use anyhow::bail;
 use clap::Args;
 use tidemark_protocol::body::{perm, TopicConfig, TopicFilterType};
@@ -100,8 +102,29 @@ pub struct TopicCreateArgs {
     /// Messages of one sharding key stay in order (an orderly topic).
     #[arg(short = 'o', long)]
     pub order: bool,
+    /// RocketMQ 5 topic attributes as mqadmin's `-a` takes them: `+key=value`, comma-separated,
+    /// e.g. `+message.type=FIFO` (NORMAL, FIFO, DELAY, TRANSACTION or MIXED), which 5.x
+    /// producers are held to.
+    #[arg(short = 'a', long, value_name = "+KEY=VALUE,...")]
+    pub attributes: Option<String>,
     #[command(flatten)]
     pub format: Format,
+}
+
+/// `+key=value,+key=value` into a map; creating a topic only sets attributes, so a `-key`
+/// (mqadmin's removal) or anything else is refused rather than ignored.
+fn parse_attributes(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut attributes = BTreeMap::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((key, value)) = entry.strip_prefix('+').and_then(|e| e.split_once('=')) else {
+            bail!("attribute {entry:?} is not +key=value (e.g. +message.type=FIFO)");
+        };
+        if key.is_empty() || value.is_empty() {
+            bail!("attribute {entry:?} has an empty key or value");
+        }
+        attributes.insert(key.to_owned(), value.to_owned());
+    }
+    Ok(attributes)
 }
 
 pub async fn topic_create(args: TopicCreateArgs) -> anyhow::Result<()> {
@@ -116,6 +139,10 @@ pub async fn topic_create(args: TopicCreateArgs) -> anyhow::Result<()> {
             args.perm
         );
     }
+    let attributes = match &args.attributes {
+        Some(text) => Some(parse_attributes(text)?).filter(|a| !a.is_empty()),
+        None => None,
+    };
     let admin = connect(&args.cluster).await?;
     let outcome = async {
         let brokers = args.target.resolve(&admin, false).await?;
@@ -126,6 +153,7 @@ pub async fn topic_create(args: TopicCreateArgs) -> anyhow::Result<()> {
             perm: args.perm,
             order: args.order,
             topic_filter_type: TopicFilterType::SingleTag,
+            attributes: attributes.clone(),
             ..TopicConfig::default()
         };
         for broker in &brokers {
@@ -145,11 +173,18 @@ pub async fn topic_create(args: TopicCreateArgs) -> anyhow::Result<()> {
         Value::Int(i64::from(args.write_queues)),
     );
     object.push(s("perm"), Value::Int(i64::from(args.perm)));
+    let mut attribute_object = Object::new();
+    let mut attribute_text = String::new();
+    for (key, value) in attributes.iter().flatten() {
+        attribute_object.push(s(key), s(value));
+        attribute_text.push_str(&format!(", {key}={value}"));
+    }
+    object.push(s("attributes"), Value::Object(attribute_object));
     object.push(s("brokers"), Value::Array(addrs.iter().map(s).collect()));
     print_outcome(
         args.format,
         &format!(
-            "topic {} created or updated on {} ({} read / {} write queues, {})",
+            "topic {} created or updated on {} ({} read / {} write queues, {}{attribute_text})",
             args.topic,
             addrs.join(", "),
             args.read_queues,
@@ -199,4 +234,29 @@ pub async fn topic_delete(args: TopicDeleteArgs) -> anyhow::Result<()> {
 
 fn s(text: impl AsRef<str>) -> Value {
     Value::String(text.as_ref().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_attributes;
+
+    #[test]
+    fn attributes_are_plus_key_equals_value() {
+        let parsed = parse_attributes("+message.type=FIFO, +queue.type=SimpleCQ").expect("parsed");
+        assert_eq!(parsed.get("message.type").map(String::as_str), Some("FIFO"));
+        assert_eq!(
+            parsed.get("queue.type").map(String::as_str),
+            Some("SimpleCQ")
+        );
+        assert!(parse_attributes("").expect("empty").is_empty());
+        for bad in [
+            "message.type=FIFO",
+            "-message.type",
+            "+message.type",
+            "+=FIFO",
+            "+k=",
+        ] {
+            assert!(parse_attributes(bad).is_err(), "{bad} accepted");
+        }
+    }
 }
