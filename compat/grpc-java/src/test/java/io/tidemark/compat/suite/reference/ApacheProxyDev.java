@@ -170,6 +170,10 @@ public final class ApacheProxyDev {
         json.append("  \"remotingListenPort\": ").append(freePort()).append(",\n");
         json.append("  \"grpcShutdownTimeSeconds\": 1,\n");
         json.append("  \"enablePrintJstack\": false,\n");
+        // The cross-language checks (compat/grpc-rust) hold messages for 2 s and poll for 3 s,
+        // well under the proxy's defaults (10 s and 5 s minimums), which Tidemark does not have.
+        json.append("  \"minInvisibleTimeMillsForRecv\": 1000,\n");
+        json.append("  \"grpcClientConsumerMinLongPollingTimeoutMillis\": 1000,\n");
         if (delayLevels != null) {
             json.append("  \"messageDelayLevel\": \"").append(delayLevels).append("\",\n");
         }
