@@ -13,7 +13,8 @@ use std::sync::Arc;
 use tidemark_controller::{Controller, ControllerSettings};
 use tidemark_remoting::{Credentials, ServerConfig};
 
-use crate::serve::{announce, bind, open_acl, shutdown_signal};
+use crate::acl_args::{open_acl, ServerAclArgs};
+use crate::serve::{announce, bind, shutdown_signal};
 use crate::tls_args::{ClientTlsArgs, ServerTlsArgs};
 
 #[derive(Debug, Args)]
@@ -41,17 +42,8 @@ pub struct ControllerArgs {
     /// acknowledged messages).
     #[arg(long)]
     pub unclean_election: bool,
-    /// Check every request against this ACL file (RocketMQ's `plain_acl.yml`, re-read when it
-    /// changes): changes (broker registration, heartbeats, elections, Raft between
-    /// controllers) need an admin account, reads a known one.
-    #[arg(long, requires = "acl_access_key")]
-    pub acl_file: Option<PathBuf>,
-    /// The account this controller signs its own requests with (to the other controllers, and
-    /// role-change notices to brokers): an admin account of the ACL file.
-    #[arg(long, requires_all = ["acl_file", "acl_secret_key"])]
-    pub acl_access_key: Option<String>,
-    #[arg(long, requires = "acl_access_key")]
-    pub acl_secret_key: Option<String>,
+    #[command(flatten)]
+    pub acl: ServerAclArgs,
     /// TLS of this controller's port.
     #[command(flatten)]
     pub tls: ServerTlsArgs,
@@ -107,13 +99,10 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     settings.scan_interval = Duration::from_millis(args.scan_interval_ms.max(10));
     settings.unclean_election = args.unclean_election;
     settings.client.tls = args.peer_tls.client_tls()?;
-    if let (Some(access_key), Some(secret_key)) = (&args.acl_access_key, &args.acl_secret_key) {
-        settings.client.channel.signer = Some(Arc::new(Credentials::new(
-            access_key.as_str(),
-            secret_key.as_str(),
-        )));
+    if let Some((access_key, secret_key)) = args.acl.account() {
+        settings.client.channel.signer = Some(Arc::new(Credentials::new(access_key, secret_key)));
     }
-    let acl = open_acl(args.acl_file.clone()).await?;
+    let acl = open_acl(args.acl.acl_file.clone()).await?;
     let server = ServerConfig {
         tls: Some(
             args.tls

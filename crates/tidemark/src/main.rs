@@ -1,6 +1,7 @@
 //! `tidemark`: the one binary: the name server and broker together (`dev`) or apart, operator
 //! commands over the client (`admin`), load generators (`bench`), and `inspect`.
 
+mod acl_args;
 mod admin;
 mod bench;
 mod bench_grpc;

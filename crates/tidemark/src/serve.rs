@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use tidemark_acl::AccessControl;
 use tidemark_broker::{Broker, BrokerConfig};
 use tidemark_namesrv::{NameServer, NameServerConfig};
 use tidemark_protocol::body::ClusterInfo;
@@ -20,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::acl_args::{open_acl, ServerAclArgs};
 use crate::tls_args::ServerTlsArgs;
 
 #[derive(Debug, Args)]
@@ -62,17 +62,8 @@ pub struct DevArgs {
     /// transactionTimeOut).
     #[arg(long, default_value_t = 6_000)]
     pub transaction_timeout_ms: u64,
-    /// Check every request to the name server and the broker against this ACL file
-    /// (RocketMQ's `plain_acl.yml`), re-read when it changes. Without it both run open.
-    /// Needs --acl-access-key: the broker registers with the name server as an admin account.
-    #[arg(long, requires = "acl_access_key")]
-    pub acl_file: Option<PathBuf>,
-    /// With --acl-file: the account the broker signs its own requests with (registering with
-    /// the name server needs an admin account).
-    #[arg(long, requires_all = ["acl_file", "acl_secret_key"])]
-    pub acl_access_key: Option<String>,
-    #[arg(long, requires = "acl_access_key")]
-    pub acl_secret_key: Option<String>,
+    #[command(flatten)]
+    pub acl: ServerAclArgs,
     #[command(flatten)]
     pub tls: ServerTlsArgs,
 }
@@ -91,14 +82,6 @@ pub struct NamesrvArgs {
 }
 
 /// Opens an ACL file off the async threads.
-pub(crate) async fn open_acl(file: Option<PathBuf>) -> anyhow::Result<Option<Arc<AccessControl>>> {
-    let Some(file) = file else { return Ok(None) };
-    let opened = tokio::task::spawn_blocking(move || AccessControl::open(file))
-        .await
-        .context("ACL task")??;
-    Ok(Some(Arc::new(opened)))
-}
-
 #[derive(Debug, Args)]
 pub struct BrokerArgs {
     /// Config file: TOML, or RocketMQ's broker.conf (Java properties).
@@ -290,10 +273,11 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         message_delay_level: args.message_delay_level.clone(),
         transaction_check_interval: args.transaction_check_interval_ms,
         transaction_timeout: args.transaction_timeout_ms,
-        acl_enable: args.acl_file.is_some(),
-        acl_file: args.acl_file.clone(),
-        acl_access_key: args.acl_access_key.clone(),
+        acl_enable: args.acl.acl_file.is_some(),
+        acl_file: args.acl.acl_file.clone(),
+        acl_access_key: args.acl.acl_access_key.clone(),
         acl_secret_key: args
+            .acl
             .acl_secret_key
             .clone()
             .map(tidemark_broker::SecretText::new),
@@ -335,7 +319,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         other => other.to_owned(),
     })?;
     let mut namesrv_config = NameServerConfig {
-        acl: open_acl(args.acl_file.clone()).await?,
+        acl: open_acl(args.acl.acl_file.clone()).await?,
         ..NameServerConfig::default()
     };
     namesrv_config.server.tls = Some(args.tls.server_tls(vec![advertised.clone()]).await?);
