@@ -4,7 +4,7 @@
 mod acl_args;
 mod admin;
 mod bench;
-mod bench_grpc;
+
 mod controller;
 mod inspect;
 mod query_message;

@@ -16,7 +16,7 @@ use tidemark_grpc::tonic;
 use tidemark_grpc::tonic::transport::Channel;
 use tidemark_grpc::tonic::Request;
 
-use crate::bench::{progress, Common, ConsumeArgs, Stats};
+use super::{group_or_fresh, progress, Common, ConsumeArgs, Stats};
 
 /// A receive's deadline: room for the 1 s long poll asked for, and for RocketMQ's proxy, which
 /// raises any long poll to at least 5 s and refuses one the deadline does not cover.
@@ -121,7 +121,7 @@ pub async fn produce(
         .into_inner();
     let queues = route.message_queues.len().max(1) as i32;
     let body = vec![b'x'; size];
-    let deadline = Instant::now() + Duration::from_secs(common.duration);
+    let deadline = Instant::now() + common.run_for();
     let mut tasks = Vec::new();
     let client_id = "bench-producer".to_owned();
     let settings = Settings {
@@ -173,9 +173,7 @@ pub async fn produce(
                     {
                         stats.record(size, started.elapsed())
                     }
-                    _ => {
-                        stats.errors.fetch_add(1, Ordering::Relaxed);
-                    }
+                    _ => stats.error(),
                 }
             }
         }));
@@ -191,14 +189,15 @@ pub async fn produce(
 /// `consumers` receive loops of one group, each acknowledging everything it receives.
 pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
     let endpoint = args.common.grpc.clone().unwrap_or_default();
-    let stats = Arc::new(Stats::default());
+    let group = group_or_fresh(&args.group, "grpc_consume");
+    let stats = args.common.stats();
     let reporter = progress(stats.clone(), "received+acked");
-    let deadline = Instant::now() + Duration::from_secs(args.common.duration);
+    let deadline = Instant::now() + args.common.run_for();
     let mut loops = Vec::new();
     for index in 0..args.consumers.max(1) {
         let mut client = connect(&endpoint).await?;
         let client_id = format!("bench-consumer-{index}");
-        let (topic, group) = (args.common.topic.clone(), args.group.clone());
+        let (topic, group) = (args.common.topic.clone(), group.clone());
         let settings = Settings {
             client_type: Some(ClientType::SimpleConsumer as i32),
             pub_sub: Some(settings::PubSub::Subscription(Subscription {
@@ -268,7 +267,7 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
                 {
                     Ok(response) => response.into_inner(),
                     Err(_) => {
-                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                        stats.error();
                         continue;
                     }
                 };
@@ -327,9 +326,7 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
                             {
                                 stats.record(bytes, started.elapsed())
                             }
-                            _ => {
-                                stats.errors.fetch_add(1, Ordering::Relaxed);
-                            }
+                            _ => stats.error(),
                         }
                     });
                 }
@@ -350,6 +347,6 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
         },
         0,
         args.common.json,
-        Duration::from_secs(args.common.duration),
+        args.common.measured(),
     )
 }

@@ -1,0 +1,170 @@
+//! `tidemark bench` in test mode (a second or two each) against `tidemark dev`: every produce
+//! mode, consume, e2e on a topic that does not exist yet, and commit — each measuring real
+//! messages with no errors, and its figures consistent with what the server holds.
+
+use std::process::Command;
+
+use tidemark_client::{Admin, ClientConfig};
+use tidemark_protocol::json::{self, Value};
+use tidemark_tests::{init_logging, tidemark_binary, unique, DevServer};
+
+/// Runs `tidemark bench <args…> --json` and returns its summary, the run having succeeded.
+async fn bench(args: &[&str]) -> Value {
+    let mut line: Vec<String> = vec!["bench".into()];
+    line.extend(args.iter().map(|word| (*word).to_owned()));
+    line.push("--json".into());
+    let shown = line.join(" ");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(tidemark_binary())
+            .args(&line)
+            .output()
+            .expect("run tidemark bench")
+    })
+    .await
+    .expect("bench thread");
+    assert!(
+        output.status.success(),
+        "{shown} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    json::parse(last.as_bytes())
+        .unwrap_or_else(|failure| panic!("{shown} printed no JSON summary ({failure}): {stdout}"))
+}
+
+fn int(summary: &Value, key: &str) -> i64 {
+    match summary.get(key) {
+        Some(Value::Int(value)) => *value,
+        other => panic!("{key}: expected a number, got {other:?} in {summary:?}"),
+    }
+}
+
+/// Messages measured, no errors, and latency percentiles in order.
+fn check(summary: &Value, mode: &str) -> i64 {
+    assert_eq!(
+        summary.get("mode"),
+        Some(&Value::String(mode.into())),
+        "{summary:?}"
+    );
+    let messages = int(summary, "messages");
+    assert!(messages > 0, "{mode} measured no messages: {summary:?}");
+    assert_eq!(int(summary, "errors"), 0, "{summary:?}");
+    let (p50, p99, p999, max) = (
+        int(summary, "p50Us"),
+        int(summary, "p99Us"),
+        int(summary, "p999Us"),
+        int(summary, "maxUs"),
+    );
+    assert!(
+        0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max,
+        "{mode}: percentiles out of order: {summary:?}"
+    );
+    messages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bench_measures_real_messages() {
+    init_logging();
+    let server = DevServer::start("bench-cli", &[]);
+    let ns = server.namesrv_addr();
+    let short = ["--duration", "1", "--warmup", "1"];
+
+    // Each produce mode on a topic the bench makes itself.
+    let topic = unique("BenchTopic");
+    let mut measured = 0;
+    for (mode, name) in [
+        ("sync", "produce"),
+        ("async", "produce-async"),
+        ("oneway", "produce-oneway"),
+        ("batch", "produce-batch"),
+    ] {
+        let mut args = vec!["produce", "-n", &ns, "-t", &topic, "--producers", "2"];
+        args.extend(["--mode", mode, "--batch", "8", "--inflight", "8"]);
+        args.extend(short);
+        let summary = bench(&args).await;
+        measured += check(&summary, name);
+        if mode == "batch" {
+            assert_eq!(
+                int(&summary, "messages") % 8,
+                0,
+                "batches count their messages: {summary:?}"
+            );
+        }
+    }
+    // The warm-up's messages are stored too, so the topic holds at least what was measured.
+    let admin = Admin::connect(ClientConfig::new(&ns)).await.expect("admin");
+    let stats = admin.topic_stats(&topic).await.expect("topic stats");
+    let stored: i64 = stats
+        .offset_table
+        .values()
+        .map(|queue| queue.max_offset)
+        .sum();
+    admin.shutdown().await;
+    assert!(
+        stored >= measured,
+        "{stored} stored, {measured} measured as sent"
+    );
+
+    // A fresh group reads the topic from its first message.
+    let summary = bench(&[
+        "consume",
+        "-n",
+        &ns,
+        "-t",
+        &topic,
+        "--duration",
+        "2",
+        "--warmup",
+        "0",
+    ])
+    .await;
+    check(&summary, "consume");
+
+    // End to end on a topic that does not exist yet, paced at 400 sends/s: only messages made
+    // after the warm-up count, so about 400 in the measured second.
+    let fresh = unique("BenchE2e");
+    let summary = bench(&[
+        "e2e",
+        "-n",
+        &ns,
+        "-t",
+        &fresh,
+        "--producers",
+        "2",
+        "--rate",
+        "400",
+        "--duration",
+        "1",
+        "--warmup",
+        "1",
+    ])
+    .await;
+    let received = check(&summary, "e2e");
+    assert!(
+        (200..=440).contains(&received),
+        "e2e at 400/s for 1 s received {received}: {summary:?}"
+    );
+
+    // Durable offset commits straight to the broker.
+    let broker = server.broker_addr();
+    let summary = bench(&[
+        "commit",
+        "-b",
+        &broker,
+        "-t",
+        &topic,
+        "--entries",
+        "64",
+        "--clients",
+        "2",
+        "--inflight",
+        "4",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+    ])
+    .await;
+    check(&summary, "commit");
+}
