@@ -56,7 +56,7 @@ bench() { # senders duration extra...
   local senders=$1 duration=$2
   shift 2
   target/release/tidemark bench produce -n "127.0.0.1:$ns" -t BenchAcl --json --producers "$senders" \
-    --duration "$duration" "$@" 2>/dev/null
+    --duration "$duration" --warmup 0 "$@" 2>/dev/null
 }
 # ROUNDS pairs, alternating which kind goes first (default 2: open acl acl open).
 order=()

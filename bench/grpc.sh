@@ -65,7 +65,8 @@ pass() {
     sleep 0.5
   done
   grep -q "tidemark dev ready" "$log" || { echo "$server did not start:" >&2; tail -20 "$log" >&2; exit 1; }
-  local common=(-n "127.0.0.1:$ns" --duration "$seconds")
+  # No warm-up inside a run: the server CPU per message is read over the whole run.
+  local common=(-n "127.0.0.1:$ns" --duration "$seconds" --warmup 0)
   # Apache's proxy routes only topics that exist: one remoting send creates each (both servers
   # get it, so the runs stay alike).
   for topic in BenchRemoting BenchGrpc; do

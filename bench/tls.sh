@@ -34,7 +34,7 @@ bench() { # senders duration extra...
   local senders=$1 duration=$2
   shift 2
   target/release/tidemark bench produce -n "127.0.0.1:$ns" -t BenchTls --json --producers "$senders" \
-    --duration "$duration" "$@" 2>/dev/null
+    --duration "$duration" --warmup 0 "$@" 2>/dev/null
 }
 bench 8 3 >/dev/null # warm-up: creates the topic, settles the server
 # ROUNDS pairs, alternating which kind goes first (default 2: plain tls tls plain).

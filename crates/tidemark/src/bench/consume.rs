@@ -29,7 +29,9 @@ pub(crate) async fn push(args: &ConsumeArgs) -> anyhow::Result<()> {
         stats.clone(),
     )
     .await?;
-    prepare::wait_for_assignment(&consumers, &route).await?;
+    if let Some(route) = &route {
+        prepare::wait_for_assignment(&consumers, route).await?;
+    }
     let reporter = progress(stats.clone(), "consumed");
     tokio::time::sleep(args.common.run_for()).await;
     stats.stopped.store(true, Ordering::Release);
@@ -57,7 +59,9 @@ pub(crate) async fn end_to_end(args: &E2eArgs) -> anyhow::Result<()> {
         received.clone(),
     )
     .await?;
-    prepare::wait_for_assignment(&consumers, &route).await?;
+    if let Some(route) = &route {
+        prepare::wait_for_assignment(&consumers, route).await?;
+    }
     let sent = args.common.stats();
     made_after.store(now_us() + args.common.warmup * 1_000_000, Ordering::Release);
     let reporter = progress(received.clone(), "end-to-end");

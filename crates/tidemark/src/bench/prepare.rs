@@ -13,12 +13,19 @@ const QUEUES_PER_BROKER: i32 = 8;
 const ROUTE_WAIT: Duration = Duration::from_secs(30);
 
 /// Makes `common.topic` on every master when no name server routes it yet, then waits until
-/// one does. Returns its route.
-pub(crate) async fn ensure_topic(common: &super::Common) -> anyhow::Result<TopicRouteData> {
+/// one does. Returns its route, or `None` when the topic could not be made (an account without
+/// the right to, say): the run goes on and the broker's auto-creation, if on, makes it.
+pub(crate) async fn ensure_topic(common: &super::Common) -> anyhow::Result<Option<TopicRouteData>> {
     let admin = Admin::connect(common.client_config()?).await?;
     let outcome = ensure_with(&admin, &common.topic).await;
     admin.shutdown().await;
-    outcome
+    match outcome {
+        Ok(route) => Ok(Some(route)),
+        Err(failure) => {
+            eprintln!("warning: {failure:#}; going on without it");
+            Ok(None)
+        }
+    }
 }
 
 async fn ensure_with(admin: &Admin, topic: &str) -> anyhow::Result<TopicRouteData> {
