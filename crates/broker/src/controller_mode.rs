@@ -514,20 +514,20 @@ async fn maintain_sync_state_set(
         }
     }
     // A send is acknowledged once the in-sync replicas have it: with none but this master,
-    // at once (RocketMQ's allAckInSyncStateSet).
-    let role = if current.sync_state_set.len() > 1 {
+    // at once (RocketMQ's allAckInSyncStateSet). Until the controllers confirm a change, the
+    // union of both sets counts (RocketMQ's synchronizing SyncStateSet): a replica joins here
+    // before the controllers may elect it, and leaves only once they no longer can. Waiting
+    // for a joiner only after the controllers accepted it would let sends acknowledged in
+    // between be missing from a master elected right after.
+    let counted: BTreeSet<i64> = current.sync_state_set.union(&desired).copied().collect();
+    let role = if counted.len() > 1 {
         BrokerRole::SyncMaster
     } else {
         BrokerRole::AsyncMaster
     };
     state.ha.set_in_sync(
         own_id,
-        current
-            .sync_state_set
-            .iter()
-            .copied()
-            .filter(|id| *id != own_id)
-            .collect(),
+        counted.iter().copied().filter(|id| *id != own_id).collect(),
     );
     if state.role.now().role != role {
         state.role.set(RoleNow { role, broker_id: 0 });
