@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tidemark_client::{
-    concurrent_fn, ConsumeFromWhere, ConsumeStatus, MessageExt, Producer, PushConsumer,
-    SimpleConsumer,
+    concurrent_fn, ConsumeFromWhere, ConsumeStatus, MessageExt, PushConsumer, SimpleConsumer,
 };
 use tidemark_remoting::now_ms;
 
-use super::produce::{now_us, stamp_of, Sender};
+use super::produce::{now_us, run_senders, stamp_of};
 use super::{group_or_fresh, prepare, progress, Common, ConsumeArgs, E2eArgs, Stats};
 
 /// Push consumers of a fresh group (or `--group`) from the topic's first message.
@@ -86,33 +85,15 @@ pub(crate) async fn end_to_end(args: &E2eArgs) -> anyhow::Result<()> {
 
 /// Sync senders; with `--rate`, each keeps to its share of that many sends per second.
 async fn produce_paced(args: &E2eArgs, stats: Arc<Stats>) -> anyhow::Result<()> {
-    let producer = Producer::builder("benchmark_producer")
-        .client_config(args.common.client_config()?)
-        .start()
-        .await?;
     let senders = args.producers.max(1);
     let every = args
         .rate
         .filter(|rate| *rate > 0)
         .map(|rate| Duration::from_secs_f64(senders as f64 / rate as f64));
-    let deadline = Instant::now() + args.common.run_for();
-    let mut tasks = Vec::new();
-    for _ in 0..senders {
-        let sender = Sender {
-            producer: producer.clone(),
-            stats: stats.clone(),
-            topic: args.common.topic.clone(),
-            size: args.size,
-            deadline,
-        };
-        tasks.push(tokio::spawn(sender.sync(every)));
-    }
-    for task in tasks {
-        task.await?;
-    }
-    stats.stopped.store(true, Ordering::Release);
-    producer.shutdown().await;
-    Ok(())
+    run_senders(&args.common, senders, args.size, stats, move |sender| {
+        sender.sync(every)
+    })
+    .await
 }
 
 /// POP consumption: `consumers` receive loops, each acknowledging every message it got (all of

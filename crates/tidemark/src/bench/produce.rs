@@ -1,6 +1,7 @@
 //! `tidemark bench produce` over remoting: sync, async, oneway and batch senders, and sends in
 //! transactions.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,29 +37,51 @@ pub(crate) fn now_us() -> u64 {
 
 /// Runs `args.producers` senders of one producer in `args.mode` until the run is over.
 pub(crate) async fn run(args: &ProduceArgs, stats: Arc<Stats>) -> anyhow::Result<()> {
-    let producer = Producer::builder("benchmark_producer")
-        .client_config(args.common.client_config()?)
-        .start()
-        .await?;
-    let deadline = Instant::now() + args.common.run_for();
-    let mut senders = Vec::new();
-    for _ in 0..args.producers.max(1) {
-        let sender = Sender {
-            producer: producer.clone(),
-            stats: stats.clone(),
-            topic: args.common.topic.clone(),
-            size: args.size,
-            deadline,
-        };
-        let (mode, batch, inflight) = (args.mode, args.batch.max(1), args.inflight.max(1));
-        senders.push(tokio::spawn(async move {
+    let (mode, batch, inflight) = (args.mode, args.batch.max(1), args.inflight.max(1));
+    run_senders(
+        &args.common,
+        args.producers,
+        args.size,
+        stats,
+        move |sender| async move {
             match mode {
                 SendMode::Sync => sender.sync(None).await,
                 SendMode::Async => sender.outstanding(inflight).await,
                 SendMode::Oneway => sender.oneway().await,
                 SendMode::Batch => sender.batches(batch).await,
             }
-        }));
+        },
+    )
+    .await
+}
+
+/// Starts one producer and `count` senders on it, each running `send_loop` until the run is
+/// over; then stops counting and shuts the producer down.
+pub(crate) async fn run_senders<F, Fut>(
+    common: &Common,
+    count: usize,
+    size: usize,
+    stats: Arc<Stats>,
+    send_loop: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(Sender) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let producer = Producer::builder("benchmark_producer")
+        .client_config(common.client_config()?)
+        .start()
+        .await?;
+    let deadline = Instant::now() + common.run_for();
+    let mut senders = Vec::new();
+    for _ in 0..count.max(1) {
+        senders.push(tokio::spawn(send_loop(Sender {
+            producer: producer.clone(),
+            stats: stats.clone(),
+            topic: common.topic.clone(),
+            size,
+            deadline,
+        })));
     }
     for sender in senders {
         sender.await?;
