@@ -18,7 +18,9 @@ use tidemark_client::{
     Admin, ClientConfig, ConsumeFromWhere, Message, Producer, ReceivedMessage, SimpleConsumer,
 };
 use tidemark_protocol::json::{self, Value};
-use tidemark_tests::{init_logging, tidemark_binary, unique, wait_until, DevServer};
+use tidemark_tests::{
+    init_logging, tidemark_binary, unique, wait_for_route, wait_until, DevServer,
+};
 
 /// The broker-kill storm (restarts, recoveries) and the invisibility precision measurement take
 /// turns: on a 2-core machine the storm's CPU and disk load would be measured as lateness.
@@ -37,6 +39,12 @@ async fn send_all(server: &DevServer, topic: &str, count: usize) {
         producer.send_batch(batch).await.expect("send");
     }
     producer.shutdown().await;
+    // The first send created the topic; the broker registers it with the name server right
+    // after, not before answering, and a POP consumer's start needs the route.
+    assert!(
+        wait_for_route(&server.namesrv_addr(), topic).await,
+        "{topic} never reached the name server"
+    );
 }
 
 async fn consumer(
