@@ -259,6 +259,11 @@ impl ServerProcess {
         self.child.is_some()
     }
 
+    /// The running process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Sends a signal by name (`STOP`, `CONT`, …) to the running process; for `STOP`, returns
     /// once the process is stopped (a test acting on a process it believes frozen must not race
     /// the signal's delivery).
@@ -403,6 +408,11 @@ impl DevServer {
 
     pub fn tail_text(&self) -> String {
         self.process.tail_text()
+    }
+
+    /// The server process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
     }
 
     pub fn stop(&mut self) {

@@ -61,6 +61,14 @@ const OUTBOUND_QUEUE_MAX: usize = 4096;
 const BURST_FRAMES_MIN: usize = 8;
 /// Bytes gathered into one write before it is issued.
 const WRITE_BATCH_BYTES_MAX: usize = 256 * 1024;
+/// A connection's first read buffer: most requests are well under a kilobyte; a busier
+/// connection's buffers grow with what it sends and is sent.
+const READ_BUFFER_INITIAL_BYTES: usize = 4 * 1024;
+/// Buffers larger than this (grown for a big message, a burst, a large pull answer) are given
+/// back once the connection has been quiet for [`BUFFER_RELEASE_AFTER`], so thousands of
+/// quiet connections cost little memory while a busy one keeps its buffers.
+const BUFFER_KEPT_BYTES_MAX: usize = 16 * 1024;
+const BUFFER_RELEASE_AFTER: Duration = Duration::from_secs(1);
 
 /// Limits of one connection.
 #[derive(Debug, Clone)]
@@ -165,7 +173,11 @@ impl Channel {
             channel.inner.awaited.clone(),
             peer,
         ));
-        let frames = FramedRead::new(read_half, RemotingCodec::new(config.frame_size_max_bytes));
+        let frames = FramedRead::with_capacity(
+            read_half,
+            RemotingCodec::new(config.frame_size_max_bytes),
+            READ_BUFFER_INITIAL_BYTES,
+        );
         let task = tokio::spawn(run(channel.clone(), frames, config, handler, writer));
         Ok((channel, task))
     }
@@ -346,8 +358,10 @@ async fn run(
     loop {
         let next = async {
             match config.idle_timeout {
-                Some(idle) => tokio::time::timeout(idle, frames.next()).await.ok(),
-                None => Some(frames.next().await),
+                Some(idle) => tokio::time::timeout(idle, next_frame(&mut frames))
+                    .await
+                    .ok(),
+                None => Some(next_frame(&mut frames).await),
             }
         };
         let frame = tokio::select! {
@@ -421,6 +435,24 @@ async fn run(
     debug!(%peer, "connection closed");
 }
 
+/// The next frame; a large read buffer is given back while the peer is quiet.
+async fn next_frame(
+    frames: &mut FramedRead<ReadHalf, RemotingCodec>,
+) -> Option<Result<RemotingCommand, RemotingError>> {
+    loop {
+        let large = frames.read_buffer().capacity() > BUFFER_KEPT_BYTES_MAX;
+        tokio::select! {
+            // Cancel-safe: bytes already read stay in the buffer.
+            frame = frames.next() => return frame,
+            _ = tokio::time::sleep(BUFFER_RELEASE_AFTER), if large => {
+                if frames.read_buffer().is_empty() {
+                    *frames.read_buffer_mut() = BytesMut::with_capacity(READ_BUFFER_INITIAL_BYTES);
+                }
+            }
+        }
+    }
+}
+
 async fn serve_request(
     channel: Channel,
     handler: Option<Arc<dyn RequestHandler>>,
@@ -457,10 +489,16 @@ async fn write_loop(
     awaited: Arc<AtomicUsize>,
     peer: SocketAddr,
 ) {
-    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    // Grown by the first answer, not at accept: most connections never send much.
+    let mut buffer = BytesMut::new();
     loop {
+        let large = buffer.capacity() > BUFFER_KEPT_BYTES_MAX;
         let first = tokio::select! {
             command = outbound.recv() => command,
+            _ = tokio::time::sleep(BUFFER_RELEASE_AFTER), if large => {
+                buffer = BytesMut::new();
+                continue;
+            }
             _ = closed.cancelled() => {
                 // Flush what was queued before the close, then stop.
                 outbound.close();

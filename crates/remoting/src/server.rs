@@ -62,12 +62,16 @@ pub async fn serve(
             permit = limit.clone().acquire_owned() => permit,
         };
         let Ok(permit) = permit else { break };
-        let accepted = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => accepted,
+        let accepted = loop {
+            tokio::select! {
+                _ = &mut shutdown => break None,
+                accepted = listener.accept() => break Some(accepted),
+                // A closed connection's task is reaped as it ends, not at the next accept:
+                // until it is, it keeps its memory (and the set grows).
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
         };
-        // Reap finished connection tasks so the set does not grow without bound.
-        while connections.try_join_next().is_some() {}
+        let Some(accepted) = accepted else { break };
         let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {

@@ -411,3 +411,32 @@ async fn server_sends_requests_to_clients() {
         .expect("stops")
         .expect("no panic");
 }
+
+/// A connection gives back buffers grown for a big message once it has been quiet a moment;
+/// what comes after — big, small, or a frame whose first half arrived before the pause — is
+/// still read and answered whole.
+#[tokio::test]
+async fn buffers_given_back_while_quiet_lose_nothing() {
+    static BIG: [u8; 2 << 20] = [7; 2 << 20];
+    let server = TestServer::start(ServerConfig::default()).await;
+    let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+    let quiet = Duration::from_millis(1500);
+    for round in 0..2 {
+        write_frame(&mut stream, &heartbeat(&BIG)).await;
+        let answer = read_frame(&mut stream).await.expect("the big echo");
+        assert_eq!(answer.body.len(), BIG.len(), "round {round}");
+        tokio::time::sleep(quiet).await;
+        write_frame(&mut stream, &heartbeat(b"small")).await;
+        let answer = read_frame(&mut stream).await.expect("the small echo");
+        assert_eq!(&answer.body[..], b"small", "round {round}");
+    }
+    // Half a big frame, a pause past the release time, then the rest.
+    let bytes = frame::encode_to_bytes(&heartbeat(&BIG)).expect("encodes");
+    let (head, tail) = bytes.split_at(bytes.len() / 2);
+    stream.write_all(head).await.expect("write");
+    tokio::time::sleep(quiet).await;
+    stream.write_all(tail).await.expect("write");
+    let answer = read_frame(&mut stream).await.expect("the split echo");
+    assert_eq!(&answer.body[..], &BIG[..]);
+    server.shutdown().await;
+}
