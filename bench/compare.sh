@@ -1,82 +1,159 @@
 #!/usr/bin/env bash
-# Side-by-side throughput of Tidemark and Apache RocketMQ 4.9.7 on this machine, with the same
-# client (`tidemark bench produce`, release build), the same message sizes and duration, async
-# flush on both. Apache runs as compat/java's stand-in (name server + broker in one JVM, the same
-# command line as `tidemark dev`), so its RSS includes its name server; so does Tidemark's.
+# Tidemark next to Apache RocketMQ on this machine, in alternating rounds, with the same client
+# (`tidemark bench`, release build) for every load. Apache runs as compat/java's stand-in (4.9.7;
+# APACHE=5 for compat/java5's, 5.3.3): name server and broker in one JVM with the same command
+# line as `tidemark dev`, a 2 GiB G1 heap as Apache's scripts tune it within this machine's
+# memory, so its RSS includes its name server, as Tidemark's does.
 #
-#   bench/compare.sh                 # 20 s per run, 8 concurrent senders
-#   DURATION=5 PRODUCERS=4 bench/compare.sh
-#   SERIALIZE=rocketmq bench/compare.sh   # binary request headers instead of JSON
+#   bench/compare.sh                       # 2 rounds, 10 s per run, 128 B bodies
+#   ROUNDS=3 DURATION=20 bench/compare.sh
+#   APACHE=5 bench/compare.sh              # against Apache RocketMQ 5.3.3's broker
+#   SERIALIZE=rocketmq bench/compare.sh    # binary request headers instead of JSON
+#   E2E_RATE=10000 bench/compare.sh        # the paced end-to-end run's offered rate (msgs/s)
 #
-# Prints a Markdown table: msgs/s, p99 latency, idle RSS for each server, and the ratios.
+# Loads, async flush: sync sends with 1, 8 and 64 senders; async (4 senders x 32 in flight);
+# batches of 16 and 128 (8 senders); consume (a fresh group reading the batch backlog); end to
+# end at E2E_RATE (default 10,000/s, about half of Apache 4.9's sync x8 rate here: both servers
+# get the same offered load). Sync flush (a new server with --sync-flush): 1 and 64 senders.
+# RSS: idle (5 s after start) and loaded (after the async-flush loads).
+#
+# Prints a Markdown table: each server's median msgs/s and p99 over the rounds, every round's
+# figure, and the ratio of the medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
-duration="${DURATION:-20}"
-producers="${PRODUCERS:-8}"
+rounds="${ROUNDS:-2}"
+duration="${DURATION:-10}"
 serialize="${SERIALIZE:-json}"
-sizes=(128 1024)
+size="${SIZE:-128}"
+e2e_rate="${E2E_RATE:-10000}"
+apache_version="${APACHE:-4}"
+case "$apache_version" in
+  4) suite=compat/java ;;
+  5) suite=compat/java5 ;;
+  *) echo "APACHE must be 4 or 5" >&2; exit 2 ;;
+esac
 
-cargo build --release --locked -p tidemark
-mvn --batch-mode --no-transfer-progress -q -f compat/java process-test-classes -Pcompat-suite
+cargo build --release --locked -p tidemark >&2
+mvn --batch-mode --no-transfer-progress -q -f "$suite" process-test-classes -Pcompat-suite >&2
 tidemark="$root/target/release/tidemark"
-apache="$root/compat/java/scripts/apache-dev"
+apache="$root/$suite/scripts/apache-dev"
+export APACHE_DEV_JVM_OPTS="${APACHE_DEV_JVM_OPTS:--Xms2g -Xmx2g -XX:+UseG1GC -XX:MaxGCPauseMillis=50}"
 
 work="$(mktemp -d)"
 server_pid=""
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
 cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  stop_server
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
-# run <name> <binary>: starts the server, measures idle RSS, runs the produce benchmarks.
-run() {
+namesrv=""
+# start <name> <binary> [dev args...]: a server on fresh ports and a fresh data directory.
+start() {
   local name="$1" bin="$2"
-  local namesrv_port broker_port
-  namesrv_port="$(free_port)"; broker_port="$(free_port)"
-  local log="$work/$name.log"
-  "$bin" dev --data-dir "$work/$name-data" --namesrv-port "$namesrv_port" --broker-port "$broker_port" --grpc-port 0 >"$log" 2>&1 &
+  shift 2
+  local ns_port broker_port log="$work/$name.log"
+  ns_port="$(free_port)"
+  broker_port="$(free_port)"
+  rm -rf "$work/data"
+  "$bin" dev --data-dir "$work/data" --namesrv-port "$ns_port" --broker-port "$broker_port" \
+    --grpc-port 0 "$@" >"$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 600); do
     grep -q "tidemark dev ready" "$log" && break
     sleep 0.1
   done
-  grep -q "tidemark dev ready" "$log" || { echo "$name did not start:"; tail -20 "$log"; exit 1; }
+  grep -q "tidemark dev ready" "$log" || { echo "$name did not start:" >&2; tail -20 "$log" >&2; exit 1; }
+  namesrv="127.0.0.1:$ns_port"
+}
+
+# measure <round> <server> <load> <bench subcommand and args...>: one run, one result line.
+measure() {
+  local round="$1" server="$2" load="$3"
+  shift 3
+  local line
+  # A failed run is recorded as 0 msgs/s with errors -1, not the end of the comparison.
+  line=$("$tidemark" bench "$@" -n "$namesrv" --duration "$duration" \
+    --serialize "$serialize" --json 2>/dev/null | tail -1) || true
+  python3 - "$round" "$server" "$load" "$line" >>"$work/results" <<'PY'
+import json, sys
+round_, server, load, line = sys.argv[1:]
+try:
+    run = json.loads(line)
+    print(round_, server, load, round(run["msgsPerSec"]), run["p99Us"], run["errors"])
+except (ValueError, KeyError):
+    print(round_, server, load, 0, 0, -1)
+PY
+  echo "  round $round $server $load: $(tail -1 "$work/results" | awk '{print $(NF-2), "msgs/s, p99", $(NF-1), "µs, errors", $NF}')" >&2
+}
+
+# pass <round> <server> <binary>: every load against one server, then its sync-flush runs.
+pass() {
+  local round="$1" server="$2" bin="$3"
+  start "$server" "$bin"
   sleep 5
-  echo "$name idle_rss_kib $(rss_kib "$server_pid")" >>"$work/results"
-  for size in "${sizes[@]}"; do
-    local topic="Bench_${name}_${size}"
-    # A short warm-up creates the topic and fills connection pools.
-    "$tidemark" bench produce -n "127.0.0.1:$namesrv_port" -t "$topic" --duration 5 --producers "$producers" --size "$size" --serialize "$serialize" --json >/dev/null 2>&1
-    "$tidemark" bench produce -n "127.0.0.1:$namesrv_port" -t "$topic" --duration "$duration" --producers "$producers" --size "$size" --serialize "$serialize" --json 2>/dev/null \
-      | python3 -c 'import json,sys; r=json.load(sys.stdin); print(sys.argv[1], sys.argv[2], r["msgsPerSec"], r["p99Ms"], r["errors"])' "$name" "$size" >>"$work/results"
-    echo "$name $size peak_rss_kib $(rss_kib "$server_pid")" >>"$work/results"
-  done
-  kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
+  echo "$round $server idle_rss $(rss_kib "$server_pid")" >>"$work/results"
+  measure "$round" "$server" "sync x1" produce --size "$size" -t CmpSync --producers 1
+  measure "$round" "$server" "sync x8" produce --size "$size" -t CmpSync --producers 8
+  measure "$round" "$server" "sync x64" produce --size "$size" -t CmpSync --producers 64
+  measure "$round" "$server" "async 4x32" produce --size "$size" -t CmpAsync --mode async --producers 4 --inflight 32
+  measure "$round" "$server" "batch 16 x8" produce --size "$size" -t CmpBatch --mode batch --batch 16 --producers 8
+  measure "$round" "$server" "batch 128 x8" produce --size "$size" -t CmpBatch --mode batch --batch 128 --producers 8
+  measure "$round" "$server" "consume" consume -t CmpBatch
+  measure "$round" "$server" "e2e @${e2e_rate}/s" e2e --size "$size" -t CmpE2e --rate "$e2e_rate"
+  echo "$round $server loaded_rss $(rss_kib "$server_pid")" >>"$work/results"
+  stop_server
+  start "$server" "$bin" --sync-flush
+  measure "$round" "$server" "sync-flush x1" produce --size "$size" -t CmpFlush --producers 1
+  measure "$round" "$server" "sync-flush x64" produce --size "$size" -t CmpFlush --producers 64
+  stop_server
 }
 
 : >"$work/results"
-run tidemark "$tidemark"
-run apache "$apache"
+for round in $(seq 1 "$rounds"); do
+  pass "$round" tidemark "$tidemark"
+  pass "$round" apache "$apache"
+done
 
-python3 - "$work/results" "$duration" "$producers" "$serialize" <<'PY'
-import sys
-rows = [line.split() for line in open(sys.argv[1])]
-idle = {r[0]: int(r[2]) for r in rows if r[1] == "idle_rss_kib"}
-peak = {(r[0], r[1]): int(r[3]) for r in rows if len(r) == 4 and r[2] == "peak_rss_kib"}
-perf = {(r[0], r[1]): (float(r[2]), float(r[3]), int(r[4])) for r in rows if len(r) == 5}
-print(f"Same client (tidemark bench produce, {sys.argv[3]} sync senders, {sys.argv[4]} headers), {sys.argv[2]} s per run, async flush.\n")
-print("| size | Tidemark msgs/s | Apache msgs/s | ratio | Tidemark p99 ms | Apache p99 ms | Tidemark RSS MiB | Apache RSS MiB | errors T/A |")
-print("|---|---|---|---|---|---|---|---|---|")
-for size in ("128", "1024"):
-    t, a = perf[("tidemark", size)], perf[("apache", size)]
-    print(f"| {size} B | {t[0]:.0f} | {a[0]:.0f} | {t[0]/a[0]:.2f}x | {t[1]:.2f} | {a[1]:.2f} | "
-          f"{peak[('tidemark', size)]/1024:.0f} | {peak[('apache', size)]/1024:.0f} | {t[2]}/{a[2]} |")
-print(f"\nIdle RSS (name server + broker, 5 s after start): Tidemark {idle['tidemark']/1024:.1f} MiB, "
-      f"Apache {idle['apache']/1024:.1f} MiB ({idle['apache']/idle['tidemark']:.1f}x).")
+python3 - "$work/results" "$rounds" "$duration" "$size" "$serialize" "$apache_version" <<'PY'
+import statistics, sys
+path, rounds, duration, size, serialize, version = sys.argv[1:]
+runs, rss = {}, {}
+for fields in (line.split() for line in open(path)):
+    if fields[2] in ("idle_rss", "loaded_rss"):
+        rss.setdefault((fields[1], fields[2]), []).append(int(fields[3]))
+        continue
+    load = " ".join(fields[2:-3])
+    rate, p99, errors = int(fields[-3]), int(fields[-2]), int(fields[-1])
+    runs.setdefault((fields[1], load), []).append((rate, p99, errors))
+apache = "Apache RocketMQ 4.9.7" if version == "4" else "Apache RocketMQ 5.3.3"
+print(f"Tidemark and {apache}, same client (tidemark bench), {size} B, {serialize} headers, "
+      f"{rounds} alternating rounds of {duration} s per run; medians (every round in brackets).\n")
+print("| load | Tidemark msgs/s | Apache msgs/s | ratio | Tidemark p99 µs | Apache p99 µs | errors T/A |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+loads = [load for (server, load) in runs if server == "tidemark"]
+for load in loads:
+    t, a = runs[("tidemark", load)], runs.get(("apache", load), [(0, 0, -1)])
+    tm, am = statistics.median(r[0] for r in t), statistics.median(r[0] for r in a)
+    each = lambda rs: "/".join(str(r[0]) for r in rs)
+    ratio = f"{tm / am:.2f}x" if am else "-"
+    # A backlog read's latency is the backlog's age, not the server's: left out.
+    p99 = lambda rs: "-" if load == "consume" else f"{statistics.median(r[1] for r in rs):,.0f}"
+    print(f"| {load} | {tm:,.0f} ({each(t)}) | {am:,.0f} ({each(a)}) | {ratio} | "
+          f"{p99(t)} | {p99(a)} | {sum(r[2] for r in t)}/{sum(r[2] for r in a)} |")
+for kind, label in (("idle_rss", "idle RSS"), ("loaded_rss", "RSS after the loads")):
+    t = statistics.median(rss[("tidemark", kind)]) / 1024
+    a = statistics.median(rss[("apache", kind)]) / 1024
+    print(f"| {label} (MiB) | {t:.1f} | {a:.1f} | {a / t:.1f}x less | | | |")
 PY

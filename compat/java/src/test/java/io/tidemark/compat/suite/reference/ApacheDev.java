@@ -19,6 +19,7 @@ import org.apache.rocketmq.namesrv.NamesrvController;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyServerConfig;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 
 /**
@@ -27,7 +28,7 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * {@code scripts/apache-dev}) checks the tests themselves against the reference implementation.
  * Not a test; the suite never starts it unless told to.
  *
- * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--message-delay-level <levels>]
+ * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--sync-flush] [--message-delay-level <levels>]
  * [--acl-file <plain_acl.yml> [--acl-access-key <key> --acl-secret-key <secret>]] [--tls-mode <mode>]}.
  * {@code --message-delay-level} (e.g. {@code "1s 2s 3s"}) goes to
  * {@link MessageStoreConfig#setMessageDelayLevel}, as {@code messageDelayLevel} in a broker.conf would.
@@ -56,6 +57,9 @@ public final class ApacheDev {
         if (args.length < 1 || !args[0].equals("dev")) {
             usage();
         }
+        // The one option without a value; the rest come in pairs.
+        boolean syncFlush = Arrays.asList(args).contains("--sync-flush");
+        args = Arrays.stream(args).filter(arg -> !arg.equals("--sync-flush")).toArray(String[]::new);
         for (int i = 1; i + 1 < args.length; i += 2) {
             opts.put(args[i], args[i + 1]);
         }
@@ -139,6 +143,10 @@ public final class ApacheDev {
         store.setStorePathCommitLog(new File(storeRoot, "commitlog").getPath());
         store.setHaListenPort(brokerPort + 1);
         store.setMappedFileSizeCommitLog(64 * 1024 * 1024);
+        if (syncFlush) {
+            // As `tidemark dev --sync-flush`: a send is answered once its message is on disk.
+            store.setFlushDiskType(FlushDiskType.SYNC_FLUSH);
+        }
         // No gRPC here (Apache serves it from its proxy): --grpc-port is accepted and ignored.
         String delayLevels = opts.remove("--message-delay-level");
         if (delayLevels != null) {
@@ -198,7 +206,7 @@ public final class ApacheDev {
     }
 
     private static void usage() {
-        System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>"
+        System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--sync-flush]"
             + " [--message-delay-level \"1s 5s 10s ...\"] [--transaction-check-interval-ms N]"
             + " [--transaction-timeout-ms N] [--acl-file <plain_acl.yml>] [--tls-mode disabled|permissive|enforcing]");
         System.exit(2);

@@ -1,6 +1,7 @@
 package io.tidemark.compat.suite.reference;
 
 import java.io.File;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
@@ -13,6 +14,7 @@ import org.apache.rocketmq.namesrv.NamesrvController;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyServerConfig;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 
 /**
@@ -21,7 +23,7 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * ready line. Pointing the 5.x suite at it (through {@code scripts/apache-dev}) checks the tests
  * themselves against the reference implementation. Not a test.
  *
- * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--message-delay-level <levels>]}.
+ * <p>Usage: {@code dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--sync-flush] [--message-delay-level <levels>]}.
  * SIGTERM shuts both down gracefully (JVM shutdown hook); SIGKILL does not.
  */
 public final class ApacheDev5 {
@@ -38,6 +40,9 @@ public final class ApacheDev5 {
         if (args.length < 1 || !args[0].equals("dev")) {
             usage();
         }
+        // The one option without a value; the rest come in pairs.
+        boolean syncFlush = Arrays.asList(args).contains("--sync-flush");
+        args = Arrays.stream(args).filter(arg -> !arg.equals("--sync-flush")).toArray(String[]::new);
         for (int i = 1; i + 1 < args.length; i += 2) {
             opts.put(args[i], args[i + 1]);
         }
@@ -100,6 +105,10 @@ public final class ApacheDev5 {
         store.setStorePathCommitLog(new File(storeRoot, "commitlog").getPath());
         store.setHaListenPort(brokerPort + 1);
         store.setMappedFileSizeCommitLog(64 * 1024 * 1024);
+        if (syncFlush) {
+            // As `tidemark dev --sync-flush`: a send is answered once its message is on disk.
+            store.setFlushDiskType(FlushDiskType.SYNC_FLUSH);
+        }
         store.setTimerWheelEnable(true);
         // No gRPC here (Apache serves it from its proxy): --grpc-port is accepted and ignored.
         String delayLevels = opts.remove("--message-delay-level");
@@ -129,7 +138,7 @@ public final class ApacheDev5 {
     }
 
     private static void usage() {
-        System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2>"
+        System.err.println("usage: dev --data-dir <dir> --namesrv-port <p1> --broker-port <p2> [--sync-flush]"
             + " [--message-delay-level \"1s 5s 10s ...\"] [--transaction-check-interval-ms N]"
             + " [--transaction-timeout-ms N]");
         System.exit(2);
