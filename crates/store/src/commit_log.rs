@@ -38,6 +38,12 @@ pub struct Segment {
     pub file: Arc<dyn StorageFile>,
 }
 
+/// Bytes between two wanted records that [`CommitLog::read_many`] reads and drops rather than
+/// issue a second read: other queues' records in between, up to a few.
+const READ_GAP_BYTES_MAX: u64 = 8 * 1024;
+/// The most one read of [`CommitLog::read_many`] takes in.
+const READ_RUN_BYTES_MAX: u64 = 1024 * 1024;
+
 /// The ordered segments and the write and flush positions.
 #[derive(Debug)]
 pub struct CommitLog {
@@ -394,6 +400,47 @@ impl CommitLog {
             .read_at(offset - segment.base, &mut buffer)
             .map_err(|error| StoreError::io("read", &segment.path, error))?;
         Ok(Some(Bytes::from(buffer)))
+    }
+
+    /// Records at `(offset, length)` spans in ascending order, each as [`read`](Self::read)
+    /// would return it. Records close together (a queue's messages between other queues' in
+    /// the log) are read with one system call and shared out as slices of it: a pull of 32
+    /// messages costs a few reads, not 32.
+    pub fn read_many(&self, spans: &[(u64, usize)]) -> Result<Vec<Option<Bytes>>> {
+        let mut records = Vec::with_capacity(spans.len());
+        let mut first = 0;
+        while first < spans.len() {
+            let start = spans[first].0;
+            let mut end = start + spans[first].1 as u64;
+            let mut last = first + 1;
+            while let Some(&(offset, length)) = spans.get(last) {
+                let next_end = offset + length as u64;
+                if offset < end
+                    || offset - end > READ_GAP_BYTES_MAX
+                    || next_end - start > READ_RUN_BYTES_MAX
+                {
+                    break;
+                }
+                end = next_end;
+                last += 1;
+            }
+            let run = &spans[first..last];
+            match self.read(start, (end - start) as usize)? {
+                Some(block) => records.extend(run.iter().map(|&(offset, length)| {
+                    let at = (offset - start) as usize;
+                    Some(block.slice(at..at + length))
+                })),
+                // The run crosses a segment's end or reaches unwritten or deleted bytes: each
+                // record on its own says which of them are there.
+                None => {
+                    for &(offset, length) in run {
+                        records.push(self.read(offset, length)?);
+                    }
+                }
+            }
+            first = last;
+        }
+        Ok(records)
     }
 
     /// The whole record starting at `offset`.

@@ -628,3 +628,68 @@ fn the_body_limit_is_on_the_body_not_the_record() {
         .expect("a batch within the limit");
     assert_eq!(store.max_offset("T", 0), 4, "nothing refused was stored");
 }
+
+/// A read gathers a queue's records with few reads of the log (neighbours, other queues'
+/// records between them, a run crossing into the next segment) and hands back each exactly as
+/// it would be read alone; a record filter that refuses some keeps scanning for more.
+#[test]
+fn reads_of_many_records_return_each_as_read_alone() {
+    let storage = SimStorage::new();
+    let (store, _) = open_sim(&storage, FlushPolicy::Async { interval_ms: 50 }).expect("open");
+    // Three queues interleaved unevenly, bodies of varying size, over many 4 KiB segments.
+    let mut expected: Vec<Vec<u64>> = vec![Vec::new(); 3];
+    for index in 0..300usize {
+        let queue_id = [0, 0, 1, 2, 0, 1][index % 6];
+        let body = vec![(index % 251) as u8; 20 + (index * 37) % 400];
+        let appended = store
+            .put(&message("Many", queue_id, body, Some("TagA")))
+            .expect("put");
+        expected[queue_id as usize].push(appended.commit_log_offset);
+    }
+    for (queue_id, offsets) in expected.iter().enumerate() {
+        for start in 0..offsets.len() {
+            let result = store
+                .get(
+                    "Many",
+                    queue_id as i32,
+                    start as i64,
+                    32,
+                    usize::MAX,
+                    |_| true,
+                )
+                .expect("get");
+            assert_eq!(result.status, GetStatus::Found);
+            let count = (offsets.len() - start).min(32);
+            assert_eq!(
+                result.messages.len(),
+                count,
+                "queue {queue_id} from {start}"
+            );
+            assert_eq!(result.next_begin_offset, (start + count) as i64);
+            for (record, offset) in result.messages.iter().zip(&offsets[start..]) {
+                let alone = store.read_record(*offset).expect("read").expect("present");
+                assert_eq!(record, &alone, "queue {queue_id} record at {offset}");
+            }
+        }
+    }
+    // A record filter passing every other record: still 32, from further along the queue.
+    let result = store
+        .get_matching(
+            "Many",
+            0,
+            0,
+            32,
+            usize::MAX,
+            |_| true,
+            |record| decode(record).queue_offset % 2 == 0,
+        )
+        .expect("get");
+    assert_eq!(result.messages.len(), 32);
+    assert!(result
+        .messages
+        .iter()
+        .map(decode)
+        .enumerate()
+        .all(|(index, record)| record.queue_offset == 2 * index as i64));
+    assert_eq!(result.next_begin_offset, 63);
+}

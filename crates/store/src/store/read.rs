@@ -127,35 +127,51 @@ impl MessageStore {
         let mut bytes = 0usize;
         let mut scanned = 0i64;
         let mut removed = false;
-        for entry in entries {
-            if messages.len() >= max_count {
-                break;
-            }
-            if entry.is_hole() || entry.size <= 0 {
-                scanned += 1;
-                continue;
-            }
-            if !messages.is_empty() && bytes + entry.size as usize > max_bytes {
-                break;
-            }
-            scanned += 1;
-            if (entry.commit_log_offset as u64) < commit_log_min {
-                removed = true;
-                continue;
-            }
-            if !filter(entry.tags_code) {
-                continue;
-            }
-            match inner
-                .commit_log
-                .read(entry.commit_log_offset as u64, entry.size as usize)?
-            {
-                Some(record) if record_filter(&record) => {
-                    bytes += record.len();
-                    messages.push(record);
+        let mut entries = entries.into_iter().peekable();
+        // Rounds: choose the next records the tags filter keeps, read them together, keep
+        // those the record filter passes; another round only if that one refused some.
+        let mut full = false;
+        while !full && messages.len() < max_count && entries.peek().is_some() {
+            let mut wanted: Vec<(u64, usize)> = Vec::new();
+            while messages.len() + wanted.len() < max_count {
+                let Some(entry) = entries.peek() else { break };
+                if entry.is_hole() || entry.size <= 0 {
+                    scanned += 1;
+                    entries.next();
+                    continue;
                 }
-                Some(_) => {}
-                None => removed = true,
+                let size = entry.size as usize;
+                if (!messages.is_empty() || !wanted.is_empty()) && bytes + size > max_bytes {
+                    full = true;
+                    break;
+                }
+                scanned += 1;
+                let (commit_log_offset, tags_code) = (entry.commit_log_offset, entry.tags_code);
+                entries.next();
+                if (commit_log_offset as u64) < commit_log_min {
+                    removed = true;
+                    continue;
+                }
+                if !filter(tags_code) {
+                    continue;
+                }
+                bytes += size;
+                wanted.push((commit_log_offset as u64, size));
+            }
+            for (record, (_, size)) in inner
+                .commit_log
+                .read_many(&wanted)?
+                .into_iter()
+                .zip(&wanted)
+            {
+                match record {
+                    Some(record) if record_filter(&record) => messages.push(record),
+                    Some(_) => bytes -= size,
+                    None => {
+                        bytes -= size;
+                        removed = true;
+                    }
+                }
             }
         }
         let status = if !messages.is_empty() {
