@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use std::sync::Arc;
 
 use tidemark_protocol::acked::HAND_OFF_FIELD;
@@ -276,7 +276,7 @@ fn process(
     if code == ResponseCode::PullNotFound && allow_suspend && suspend {
         return Outcome::Hold;
     }
-    let mut body = BytesMut::new();
+    let mut body = BytesMut::with_capacity(result.messages.iter().map(Bytes::len).sum());
     for message in &result.messages {
         body.put_slice(message);
     }
