@@ -34,7 +34,14 @@ impl Default for ClientConfig {
     }
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Channel>>>;
+/// One peer address: its open connection, read under the client's lock so a call on a live
+/// connection never waits; and the lock a (re)connect holds, so one address dials once at a
+/// time while calls to other addresses go on.
+#[derive(Default)]
+struct Slot {
+    open: Option<Channel>,
+    connecting: Arc<tokio::sync::Mutex<()>>,
+}
 
 /// Calls peers by address (`host:port`). Requests the peers send back on the same
 /// connections (broker → client) go to the optional handler.
@@ -63,19 +70,32 @@ impl RemotingClient {
         }
     }
 
+    /// The open connection to `addr`, if there is one; never waits.
+    fn open_channel(&self, addr: &str) -> Option<Channel> {
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots
+            .get(addr)
+            .and_then(|slot| slot.open.as_ref())
+            .filter(|channel| !channel.is_closed())
+            .cloned()
+    }
+
     /// The open connection to `addr`, connecting (again) if there is none.
     pub async fn channel(&self, addr: &str) -> Result<Channel, RemotingError> {
-        let slot = {
+        if let Some(channel) = self.open_channel(addr) {
+            return Ok(channel);
+        }
+        let connecting = {
             let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
             match slots.get(addr) {
-                Some(slot) => slot.clone(),
-                None => slots.entry(addr.to_owned()).or_default().clone(),
+                Some(slot) => slot.connecting.clone(),
+                None => slots.entry(addr.to_owned()).or_default().connecting.clone(),
             }
         };
         // One connect per address at a time; callers for other addresses are not held up.
-        let mut current = slot.lock().await;
-        if let Some(channel) = current.as_ref().filter(|channel| !channel.is_closed()) {
-            return Ok(channel.clone());
+        let _connecting = connecting.lock().await;
+        if let Some(channel) = self.open_channel(addr) {
+            return Ok(channel);
         }
         if self.shutdown.is_cancelled() {
             return Err(RemotingError::ChannelClosed {
@@ -118,7 +138,15 @@ impl RemotingClient {
             self.shutdown.child_token(),
         )?;
         debug!(%addr, "connected");
-        *current = Some(channel.clone());
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.shutdown.is_cancelled() {
+            // Shut down while dialing: the slots were cleared and must stay so.
+            channel.close();
+            return Err(RemotingError::ChannelClosed {
+                peer: addr.to_owned(),
+            });
+        }
+        slots.entry(addr.to_owned()).or_default().open = Some(channel.clone());
         Ok(channel)
     }
 
@@ -130,6 +158,10 @@ impl RemotingClient {
         request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
+        // The usual case, a live connection: no connect deadline to arm.
+        if let Some(channel) = self.open_channel(addr) {
+            return channel.request(request, timeout).await;
+        }
         let started = tokio::time::Instant::now();
         let channel = tokio::time::timeout(timeout, self.channel(addr))
             .await
@@ -157,12 +189,8 @@ impl RemotingClient {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(addr);
-        if let Some(slot) = slot {
-            if let Ok(current) = slot.try_lock() {
-                if let Some(channel) = current.as_ref() {
-                    channel.close();
-                }
-            }
+        if let Some(channel) = slot.and_then(|slot| slot.open) {
+            channel.close();
         }
     }
 

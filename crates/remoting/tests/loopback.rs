@@ -440,3 +440,53 @@ async fn buffers_given_back_while_quiet_lose_nothing() {
     assert_eq!(&answer.body[..], &BIG[..]);
     server.shutdown().await;
 }
+
+/// Many calls racing to an address nobody has dialed yet share one connection, and once it is
+/// open every further call uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_calls_share_one_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("bound").to_string();
+    // Answers each call with the id of the connection it came on.
+    let handler = handler_fn(|channel: Channel, _request: RemotingCommand| async move {
+        Reply::Response(
+            RemotingCommand::response(ResponseCode::Success, None)
+                .with_body(channel.id().to_string().into_bytes()),
+        )
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve(
+        listener,
+        Arc::new(handler),
+        ServerConfig::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let client = Arc::new(RemotingClient::new(ClientConfig::default(), None));
+    let calls: Vec<_> = (0..64)
+        .map(|_| {
+            let (client, addr) = (client.clone(), addr.clone());
+            tokio::spawn(async move { client.invoke(&addr, heartbeat(b"x"), WAIT).await })
+        })
+        .collect();
+    let mut connections = std::collections::BTreeSet::new();
+    for call in calls {
+        let response = call.await.expect("call task").expect("answered");
+        connections.insert(response.body.to_vec());
+    }
+    let again = client
+        .invoke(&addr, heartbeat(b"x"), WAIT)
+        .await
+        .expect("answered");
+    connections.insert(again.body.to_vec());
+    assert_eq!(connections.len(), 1, "connections used: {connections:?}");
+    client.shutdown();
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, server)
+        .await
+        .expect("server stops in time")
+        .expect("server task");
+}
