@@ -1,7 +1,7 @@
 //! A slave's copy of its master's metadata (Java `SlaveSynchronize`): every
 //! `slave_sync_interval_ms` (first run after 3 s) it fetches, with the requests RocketMQ uses,
 //! the topic config, consumer offsets, delay offsets and subscription groups (the persister
-//! writes what changed).
+//! writes what changed), and from a Tidemark master its POP state.
 //!
 //! Where Tidemark differs — consumer progress: RocketMQ replaces the slave's offsets with the
 //! master's, so commits consumers made on the slave while the master was away are lost when
@@ -85,7 +85,7 @@ async fn fetch(client: &RemotingClient, master: &str, code: RequestCode) -> Fetc
 }
 
 /// One round; each step stands alone (a failed one does not stop the others).
-pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, master: &str) {
+pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, master: &str) {
     if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllTopicConfig).await {
         match TopicConfigSerializeWrapper::from_json_bytes(&body) {
             Ok(wrapper) => sync_topics(state, wrapper),
@@ -136,6 +136,8 @@ pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, maste
         );
     }
 
+    sync_pop_state(state, client, master).await;
+
     if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllDelayOffset).await {
         match DelayOffsetWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
@@ -154,6 +156,26 @@ pub(crate) async fn sync_all(state: &BrokerState, client: &RemotingClient, maste
             }
             Err(error) => warn!(%error, "master's subscription groups unreadable"),
         }
+    }
+}
+
+/// POP state is the master's, taken whole (TIDEMARK_GET_ALL_POP_STATE): a slave promoted to
+/// master then hands out neither what was acknowledged nor what is in flight under a receipt
+/// still valid, as of the last sync. RocketMQ's slaves get the same from the revive topic's
+/// check-point and ack messages in the replicated log. A master that does not know the request
+/// (Apache RocketMQ, an older Tidemark) refuses it and the step is skipped.
+async fn sync_pop_state(state: &Arc<BrokerState>, client: &RemotingClient, master: &str) {
+    let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllPopState).await else {
+        return;
+    };
+    let bytes = body.len();
+    let taking = state.clone();
+    // Taking a changed state writes a snapshot: blocking I/O.
+    match tokio::task::spawn_blocking(move || taking.pop.replace_from_master(&body)).await {
+        Ok(Ok(true)) => debug!(bytes, "took the master's POP state"),
+        Ok(Ok(false)) => {}
+        Ok(Err(error)) => warn!(%error, "master's POP state not taken"),
+        Err(error) => warn!(%error, "taking the master's POP state failed"),
     }
 }
 

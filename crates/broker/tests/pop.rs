@@ -585,3 +585,152 @@ async fn a_deleted_and_remade_topic_is_popped_from_its_new_start() {
     assert_eq!(new[0].record.queue_offset, 0);
     let _ = cluster.stop_broker().await;
 }
+
+/// The broker's whole POP state as TIDEMARK_GET_ALL_POP_STATE answers it.
+async fn pop_state(client: &RemotingClient, broker: &str) -> Vec<u8> {
+    let response = call(
+        client,
+        broker,
+        RemotingCommand::request(RequestCode::GetAllPopState),
+    )
+    .await;
+    assert_eq!(response.response_code(), ResponseCode::Success);
+    response.body.to_vec()
+}
+
+async fn max_offset(client: &RemotingClient, broker: &str) -> i64 {
+    let request = RemotingCommand::request_with_header(
+        RequestCode::GetMaxOffset,
+        &tidemark_protocol::headers::GetMaxOffsetRequestHeader {
+            topic: TOPIC.into(),
+            queue_id: 0,
+            committed: None,
+            broker_name: None,
+        },
+    );
+    call(client, broker, request)
+        .await
+        .decode_header::<tidemark_protocol::headers::OffsetResponseHeader>()
+        .expect("offset header")
+        .offset
+}
+
+/// A master serving its HA port (`listen_port + 1`) too, so a slave copies its log.
+async fn start_master_with_ha(
+    mut config: BrokerConfig,
+) -> (
+    String,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), BrokerError>>,
+) {
+    let (main, ha) = loop {
+        let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = main.local_addr().expect("bound").port();
+        if let Some(next) = port.checked_add(1) {
+            if let Ok(ha) = TcpListener::bind(("127.0.0.1", next)).await {
+                break (main, ha);
+            }
+        }
+    };
+    let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    config.listen_port = main.local_addr().expect("bound").port();
+    let addr = config.broker_addr();
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+        .await
+        .expect("task")
+        .expect("broker opens");
+    let (stop, mut stopping) = watch::channel(false);
+    let task = tokio::spawn(broker.serve_with_ha(main, vip, Some(ha), async move {
+        let _ = stopping.wait_for(|stopped| *stopped).await;
+    }));
+    (addr, stop, task)
+}
+
+/// A slave copies its master's POP state (cursors, in-flight messages and receipts), keeps it
+/// across its own restart, and once its store serves as master (what a controller failover
+/// does) it hands out neither an acknowledged message nor one still invisible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slave_copies_the_masters_pop_state_and_goes_on_from_it_as_master() {
+    let master_dir = tempfile::tempdir().expect("tempdir");
+    let slave_dir = tempfile::tempdir().expect("tempdir");
+    let (namesrv, stop_namesrv) = start_namesrv().await;
+    let (master, stop_master, master_task) =
+        start_master_with_ha(config(master_dir.path(), &namesrv)).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    for index in 0..30 {
+        let response = call(
+            &client,
+            &master,
+            send_request(&format!("m{index}"), "TagA", 0),
+        )
+        .await;
+        assert_eq!(response.response_code(), ResponseCode::Success);
+    }
+    let handed = pop_until(&client, &master, 30, 120_000).await;
+    assert_eq!(handed.len(), 30, "every message handed out once");
+    // Every other one acknowledged: the group's floor stays at the first unacknowledged
+    // message, with acknowledged ones above it.
+    let mut acked = Vec::new();
+    for message in handed.iter().filter(|m| m.record.queue_offset % 2 == 1) {
+        let response = call(&client, &master, ack_request(message)).await;
+        assert_eq!(response.response_code(), ResponseCode::Success);
+        acked.push(message.body.clone());
+    }
+    assert_eq!(acked.len(), 15);
+    let master_state = pop_state(&client, &master).await;
+
+    let mut settings = config(slave_dir.path(), &namesrv);
+    settings.broker_role = tidemark_broker::BrokerRole::Slave;
+    settings.broker_id = 1;
+    settings.slave_sync_interval_ms = 200;
+    let (slave, stop_slave, slave_task) = start_broker(settings.clone()).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::time::Instant::now() < deadline
+        && (pop_state(&client, &slave).await != master_state
+            || max_offset(&client, &slave).await < 30)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        pop_state(&client, &slave).await,
+        master_state,
+        "the slave never held the master's POP state"
+    );
+    assert_eq!(max_offset(&client, &slave).await, 30, "log replicated");
+
+    // The master is gone; the slave's store comes back as the master.
+    let _ = stop_master.send(true);
+    master_task.await.expect("task").expect("clean stop");
+    let _ = stop_slave.send(true);
+    slave_task.await.expect("task").expect("clean stop");
+    settings.broker_role = tidemark_broker::BrokerRole::AsyncMaster;
+    settings.broker_id = 0;
+    settings.namesrv_addr = namesrv.clone();
+    let (promoted, stop_promoted, promoted_task) = start_broker(settings).await;
+    assert_eq!(
+        pop_state(&client, &promoted).await,
+        master_state,
+        "the copy survived the restart"
+    );
+    // Half the messages are acknowledged and the rest invisible for two minutes: nothing to
+    // hand out. (Without the copy the pop would start again at the group's floor.)
+    let response = call(&client, &promoted, pop_request(-1, 32, 120_000, 0, false)).await;
+    let again = popped(&response);
+    assert!(
+        again.is_empty(),
+        "handed out again after the failover: {:?}",
+        bodies(&again)
+    );
+    // A receipt from before the failover still acknowledges on the new master.
+    let held = handed
+        .iter()
+        .find(|m| m.record.queue_offset % 2 == 0)
+        .expect("an unacknowledged message");
+    let response = call(&client, &promoted, ack_request(held)).await;
+    assert_eq!(response.response_code(), ResponseCode::Success);
+    assert_ne!(pop_state(&client, &promoted).await, master_state);
+    let _ = stop_promoted.send(true);
+    promoted_task.await.expect("task").expect("clean stop");
+    let _ = stop_namesrv.send(true);
+    client.shutdown();
+}

@@ -196,6 +196,11 @@ wire_code_enum! {
         /// [`ConsumerProgress`](crate::body::ConsumerProgress)). Apache brokers answer
         /// REQUEST_CODE_NOT_SUPPORTED.
         GetConsumerProgress = 31001 => "TIDEMARK_GET_CONSUMER_PROGRESS",
+        /// Tidemark's extension: a master's whole POP state (cursors, in-flight messages and
+        /// their receipts), which its slaves copy so a slave promoted to master goes on where
+        /// POP consumption stood. The body is Tidemark's own binary form, led by a format
+        /// byte. Apache brokers answer REQUEST_CODE_NOT_SUPPORTED.
+        GetAllPopState = 31002 => "TIDEMARK_GET_ALL_POP_STATE",
         /// Tidemark's extension: Raft between controllers (openraft's messages as JSON bodies;
         /// the answer's body is the peer's `Result`).
         RaftAppendEntries = 31101 => "TIDEMARK_RAFT_APPEND_ENTRIES",

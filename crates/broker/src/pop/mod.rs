@@ -32,6 +32,20 @@ use state::{PopCodec, PopState};
 
 use crate::offsets::Journaled;
 
+/// The leading byte of [`PopTable::replica`]'s body: the form of what follows.
+const REPLICA_FORMAT: u8 = 1;
+
+/// Why a master's POP state could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    #[error("POP state in an unknown form ({0}); is the master a newer Tidemark?")]
+    Format(u8),
+    #[error("POP state unreadable: {0}")]
+    Unreadable(String),
+    #[error(transparent)]
+    Journal(JournalError),
+}
+
 /// What the table says about a queue before a pop reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PopPlan {
@@ -565,6 +579,46 @@ impl PopTable {
             cut.cut();
             PopCodec.snapshot(&inner.state)
         })?;
+        Ok(true)
+    }
+
+    /// The whole state as a master hands it to its slaves (TIDEMARK_GET_ALL_POP_STATE): the
+    /// format byte, then the journal's snapshot form.
+    pub fn replica(&self) -> Vec<u8> {
+        let inner = self.lock();
+        let mut body = vec![REPLICA_FORMAT];
+        body.extend_from_slice(&PopCodec.snapshot(&inner.state));
+        body
+    }
+
+    /// A slave takes its master's state ([`replica`](Self::replica)) in place of its own,
+    /// durably: the journal is compacted into a snapshot of it. Returns whether anything
+    /// changed. Only for a slave: nothing pops or acknowledges there, so the copy is the whole
+    /// truth until this broker becomes master. Blocking.
+    pub fn replace_from_master(&self, replica: &[u8]) -> Result<bool, ReplicaError> {
+        let snapshot = match replica.split_first() {
+            Some((&REPLICA_FORMAT, snapshot)) => snapshot,
+            Some((&format, _)) => return Err(ReplicaError::Format(format)),
+            None => return Err(ReplicaError::Format(0)),
+        };
+        let master = PopCodec
+            .restore(snapshot)
+            .map_err(ReplicaError::Unreadable)?;
+        if self.lock().state == master {
+            return Ok(false);
+        }
+        self.journal
+            .compact(|cut| {
+                let mut inner = self.lock();
+                inner.state = master;
+                inner.reviving.clear();
+                inner.attempts.clear();
+                inner.index();
+                cut.cut();
+                PopCodec.snapshot(&inner.state)
+            })
+            .map_err(ReplicaError::Journal)?;
+        self.wake.notify_one();
         Ok(true)
     }
 

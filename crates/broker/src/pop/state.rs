@@ -444,7 +444,11 @@ impl JournalCodec for PopCodec {
     fn snapshot(&self, state: &PopState) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&(state.queues.len() as u32).to_be_bytes());
-        for (key, queue) in &state.queues {
+        // In key order: equal states encode to equal bytes (a master's copy on its slaves
+        // compares so).
+        let mut queues: Vec<_> = state.queues.iter().collect();
+        queues.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (key, queue) in queues {
             put_key(&mut out, key);
             out.extend_from_slice(&queue.next.to_be_bytes());
             out.extend_from_slice(&(queue.in_flight.len() as u32).to_be_bytes());

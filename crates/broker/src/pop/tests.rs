@@ -93,3 +93,33 @@ fn acknowledgements_changes_and_revivals_survive_a_reopen() {
     assert_eq!(table.cursor(&key), Some((10, 10)));
     assert_eq!(table.next_deadline(), None);
 }
+
+#[test]
+fn a_replica_replaces_the_state_durably_and_a_bad_one_changes_nothing() {
+    let master_dir = tempfile::tempdir().expect("tempdir");
+    let slave_dir = tempfile::tempdir().expect("tempdir");
+    let key = QueueKey::new("G", "T", 0);
+    let other = QueueKey::new("G", "T", 1);
+    let master = open(master_dir.path());
+    pop(&master, &key, 3, 100, &[0, 1, 2]);
+    master.finish(&key, 1, 100);
+    let replica = master.replica();
+    {
+        let slave = open(slave_dir.path());
+        // Whatever the slave held before is replaced, not merged.
+        pop(&slave, &other, 5, 50, &[4]);
+        assert!(slave.replace_from_master(&replica).expect("taken"));
+        assert!(!slave.replace_from_master(&replica).expect("same again"));
+        for bad in [&[][..], &[9, 0, 0, 0, 0][..], &replica[..replica.len() - 3]] {
+            assert!(slave.replace_from_master(bad).is_err(), "{bad:?} taken");
+        }
+        assert_eq!(slave.replica(), replica, "bad replicas changed nothing");
+        assert_eq!(slave.next_deadline(), Some(1_100), "deadlines re-indexed");
+        slave.close();
+    }
+    let slave = open(slave_dir.path());
+    assert_eq!(slave.replica(), replica, "kept across a restart");
+    assert_eq!(slave.cursor(&other), None);
+    assert!(slave.is_in_flight(&key, 2));
+    assert!(!slave.is_in_flight(&key, 1));
+}

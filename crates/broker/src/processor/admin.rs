@@ -250,6 +250,11 @@ pub(super) fn all_consumer_offsets(state: &BrokerState) -> RemotingCommand {
     success().with_body(offsets.to_wrapper().to_json_bytes())
 }
 
+/// TIDEMARK_GET_ALL_POP_STATE: what slaves copy (see `slave_sync`).
+pub(super) fn all_pop_state(state: &BrokerState) -> RemotingCommand {
+    success().with_body(state.pop.replica())
+}
+
 pub(super) fn all_delay_offsets(state: &BrokerState) -> RemotingCommand {
     success().with_body(state.delay_offsets.snapshot().1.to_json_bytes())
 }

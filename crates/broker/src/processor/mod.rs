@@ -165,6 +165,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetTopicConfig => admin::topic_config(&state, &request),
                 RequestCode::GetAllConsumerOffset => admin::all_consumer_offsets(&state),
                 RequestCode::GetAllDelayOffset => admin::all_delay_offsets(&state),
+                RequestCode::GetAllPopState => admin::all_pop_state(&state),
                 RequestCode::GetAllSubscriptionGroupConfig => {
                     admin::all_subscription_groups(&state)
                 }
