@@ -1,5 +1,6 @@
 //! `tidemark bench` in test mode (a second or two each) against `tidemark dev`: every produce
-//! mode, consume, e2e on a topic that does not exist yet, and commit — each measuring real
+//! mode, sends spread over many topics with idle connections held, consume, e2e on a topic
+//! that does not exist yet, and commit — each measuring real
 //! messages with no errors, and its figures consistent with what the server holds.
 
 use std::process::Command;
@@ -105,6 +106,21 @@ async fn every_bench_measures_real_messages() {
         stored >= measured,
         "{stored} stored, {measured} measured as sent"
     );
+
+    // Sends spread over five topics the bench makes, with idle connections held meanwhile:
+    // every topic gets messages.
+    let spread = unique("BenchSpread");
+    let mut args = vec!["produce", "-n", &ns, "-t", &spread, "--producers", "2"];
+    args.extend(["--topics", "5", "--idle-connections", "20"]);
+    args.extend(short);
+    check(&bench(&args).await, "produce");
+    let admin = Admin::connect(ClientConfig::new(&ns)).await.expect("admin");
+    for name in std::iter::once(spread.clone()).chain((1..5).map(|i| format!("{spread}-{i}"))) {
+        let stats = admin.topic_stats(&name).await.expect("topic stats");
+        let stored: i64 = stats.offset_table.values().map(|q| q.max_offset).sum();
+        assert!(stored > 0, "{name} got no messages");
+    }
+    admin.shutdown().await;
 
     // A fresh group reads the topic from its first message.
     let summary = bench(&[

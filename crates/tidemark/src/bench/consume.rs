@@ -11,7 +11,7 @@ use tidemark_client::{
 };
 use tidemark_remoting::now_ms;
 
-use super::produce::{now_us, run_senders, stamp_of};
+use super::produce::{now_us, run_senders, stamp_of, topic_names};
 use super::{group_or_fresh, prepare, progress, Common, ConsumeArgs, E2eArgs, Stats};
 
 /// Push consumers of a fresh group (or `--group`) from the topic's first message.
@@ -90,9 +90,14 @@ async fn produce_paced(args: &E2eArgs, stats: Arc<Stats>) -> anyhow::Result<()> 
         .rate
         .filter(|rate| *rate > 0)
         .map(|rate| Duration::from_secs_f64(senders as f64 / rate as f64));
-    run_senders(&args.common, senders, args.size, stats, move |sender| {
-        sender.sync(every)
-    })
+    run_senders(
+        &args.common,
+        topic_names(&args.common.topic, 1).into(),
+        senders,
+        args.size,
+        stats,
+        move |sender| sender.sync(every),
+    )
     .await
 }
 

@@ -146,6 +146,14 @@ pub struct ProduceArgs {
     /// END_TRANSACTION); the latency is the whole of it.
     #[arg(long, conflicts_with = "grpc")]
     pub transactional: bool,
+    /// Spread the sends over this many topics (`TOPIC`, `TOPIC-1` … `TOPIC-{N-1}`, made before
+    /// the run), each sender taking them in turn: the cost of many topics. 1: just `--topic`.
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["grpc", "transactional"])]
+    pub topics: usize,
+    /// Keep this many other connections open to the broker through the run (each asks one
+    /// question, then stays quiet): the cost of idle connections.
+    #[arg(long, default_value_t = 0, conflicts_with = "grpc")]
+    pub idle_connections: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -205,9 +213,20 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             if args.transactional && args.mode != SendMode::Sync {
                 anyhow::bail!("--transactional sends one at a time: it takes no --mode");
             }
+            let mut route = None;
             if args.common.grpc.is_none() {
-                prepare::ensure_topic(&args.common).await?;
+                route = prepare::ensure_topic(&args.common).await?;
             }
+            let topics = produce::topic_names(&args.common.topic, args.topics);
+            if topics.len() > 1 {
+                prepare::ensure_topics(&args.common, &topics[1..]).await?;
+            }
+            let _idle = match route {
+                Some(route) if args.idle_connections > 0 => {
+                    Some(prepare::idle_connections(&route, args.idle_connections).await?)
+                }
+                _ => None,
+            };
             let stats = args.common.stats();
             let reporter = progress(stats.clone(), "sent");
             let producing = match &args.common.grpc {

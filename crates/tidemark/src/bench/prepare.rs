@@ -6,7 +6,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tidemark_client::{Admin, PushConsumer};
-use tidemark_protocol::body::{perm, TopicConfig, TopicFilterType, TopicRouteData};
+use tidemark_protocol::body::{
+    perm, CreateTopicListRequestBody, TopicConfig, TopicFilterType, TopicRouteData,
+};
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{ClientConfig as RemotingConfig, RemotingClient};
 
 /// Queues a topic the bench makes gets on each master (RocketMQ's default for new topics).
 const QUEUES_PER_BROKER: i32 = 8;
@@ -38,14 +43,7 @@ async fn ensure_with(admin: &Admin, topic: &str) -> anyhow::Result<TopicRouteDat
     if masters.is_empty() {
         bail!("no master broker is registered with the name server to make topic {topic} on");
     }
-    let config = TopicConfig {
-        topic_name: topic.to_owned(),
-        read_queue_nums: QUEUES_PER_BROKER,
-        write_queue_nums: QUEUES_PER_BROKER,
-        perm: perm::READ | perm::WRITE,
-        topic_filter_type: TopicFilterType::SingleTag,
-        ..TopicConfig::default()
-    };
+    let config = bench_topic(topic);
     for master in &masters {
         admin
             .create_topic(&master.addr, &config)
@@ -65,6 +63,103 @@ async fn ensure_with(admin: &Admin, topic: &str) -> anyhow::Result<TopicRouteDat
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Topics a bench makes per UPDATE_AND_CREATE_TOPIC_LIST request.
+const TOPICS_PER_REQUEST: usize = 1_000;
+
+/// Makes `topics` (which must not exist yet to be made) on every master, a list request per
+/// thousand, then waits until the name server routes the last one.
+pub(crate) async fn ensure_topics(common: &super::Common, topics: &[String]) -> anyhow::Result<()> {
+    let Some(last) = topics.last() else {
+        return Ok(());
+    };
+    let admin = Admin::connect(common.client_config()?).await?;
+    let made = async {
+        let masters = admin.masters(None).await.context("finding the masters")?;
+        let client = RemotingClient::new(RemotingConfig::default(), None);
+        for master in &masters {
+            for chunk in topics.chunks(TOPICS_PER_REQUEST) {
+                let body = CreateTopicListRequestBody {
+                    topic_config_list: chunk.iter().map(|name| bench_topic(name)).collect(),
+                };
+                let request = RemotingCommand::request(RequestCode::UpdateAndCreateTopicList)
+                    .with_body(body.to_json_bytes());
+                let response = client
+                    .invoke(&master.addr, request, Duration::from_secs(60))
+                    .await?;
+                if response.response_code() != ResponseCode::Success {
+                    bail!(
+                        "making {} topics on {}: {:?} {}",
+                        chunk.len(),
+                        master.addr,
+                        response.response_code(),
+                        response.remark.unwrap_or_default()
+                    );
+                }
+            }
+        }
+        client.shutdown();
+        eprintln!(
+            "made {} topics on {} master(s)",
+            topics.len(),
+            masters.len()
+        );
+        let deadline = Instant::now() + ROUTE_WAIT;
+        while admin
+            .topic_route(last)
+            .await?
+            .is_none_or(|route| route.queue_datas.is_empty())
+        {
+            if Instant::now() > deadline {
+                bail!("topic {last} made but not routed within {ROUTE_WAIT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(())
+    }
+    .await;
+    admin.shutdown().await;
+    made
+}
+
+fn bench_topic(name: &str) -> TopicConfig {
+    TopicConfig {
+        topic_name: name.to_owned(),
+        read_queue_nums: QUEUES_PER_BROKER,
+        write_queue_nums: QUEUES_PER_BROKER,
+        perm: perm::READ | perm::WRITE,
+        topic_filter_type: TopicFilterType::SingleTag,
+        ..TopicConfig::default()
+    }
+}
+
+/// `count` connections to the first broker of `route`, each having asked one question (a
+/// connection that never speaks may be closed as a stalled TLS handshake), held until dropped.
+pub(crate) async fn idle_connections(
+    route: &TopicRouteData,
+    count: usize,
+) -> anyhow::Result<Vec<RemotingClient>> {
+    let Some(broker) = route
+        .broker_datas
+        .first()
+        .and_then(|broker| broker.broker_addrs.get(&0))
+        .cloned()
+    else {
+        bail!("the topic's route names no master to hold idle connections to");
+    };
+    let mut clients = Vec::with_capacity(count);
+    for _ in 0..count {
+        let client = RemotingClient::new(RemotingConfig::default(), None);
+        let request = RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo);
+        client
+            .invoke(&broker, request, Duration::from_secs(10))
+            .await
+            .with_context(|| format!("opening idle connection {} to {broker}", clients.len()))?;
+        clients.push(client);
+    }
+    eprintln!("holding {count} idle connections to {broker}");
+    Ok(clients)
 }
 
 /// Waits until `consumers` together own every readable queue of `route` (asking them to

@@ -35,11 +35,20 @@ pub(crate) fn now_us() -> u64 {
         .unwrap_or(0)
 }
 
+/// The topics a run with `--topics count` sends to: `topic`, then `topic-1` … `topic-{count-1}`.
+pub(crate) fn topic_names(topic: &str, count: usize) -> Vec<String> {
+    let mut names = vec![topic.to_owned()];
+    names.extend((1..count).map(|index| format!("{topic}-{index}")));
+    names
+}
+
 /// Runs `args.producers` senders of one producer in `args.mode` until the run is over.
 pub(crate) async fn run(args: &ProduceArgs, stats: Arc<Stats>) -> anyhow::Result<()> {
     let (mode, batch, inflight) = (args.mode, args.batch.max(1), args.inflight.max(1));
+    let topics: Arc<[String]> = topic_names(&args.common.topic, args.topics).into();
     run_senders(
         &args.common,
+        topics,
         args.producers,
         args.size,
         stats,
@@ -59,6 +68,7 @@ pub(crate) async fn run(args: &ProduceArgs, stats: Arc<Stats>) -> anyhow::Result
 /// over; then stops counting and shuts the producer down.
 pub(crate) async fn run_senders<F, Fut>(
     common: &Common,
+    topics: Arc<[String]>,
     count: usize,
     size: usize,
     stats: Arc<Stats>,
@@ -74,11 +84,13 @@ where
         .await?;
     let deadline = Instant::now() + common.run_for();
     let mut senders = Vec::new();
-    for _ in 0..count.max(1) {
+    for index in 0..count.max(1) {
         senders.push(tokio::spawn(send_loop(Sender {
             producer: producer.clone(),
             stats: stats.clone(),
-            topic: common.topic.clone(),
+            topics: topics.clone(),
+            // Senders start at different topics, so many topics are all in use at once.
+            next_topic: std::cell::Cell::new(index),
             size,
             deadline,
         })));
@@ -97,14 +109,21 @@ where
 pub(crate) struct Sender {
     pub(crate) producer: Producer,
     pub(crate) stats: Arc<Stats>,
-    pub(crate) topic: String,
+    /// Taken in turn, from `next_topic`.
+    pub(crate) topics: Arc<[String]>,
+    pub(crate) next_topic: std::cell::Cell<usize>,
     pub(crate) size: usize,
     pub(crate) deadline: Instant,
 }
 
 impl Sender {
     fn message(&self) -> Message {
-        Message::new(&self.topic, stamped_body(self.size))
+        let next = self.next_topic.get();
+        self.next_topic.set(next.wrapping_add(1));
+        Message::new(
+            &self.topics[next % self.topics.len()],
+            stamped_body(self.size),
+        )
     }
 
     /// One send at a time; with `every`, the n-th send starts no earlier than n × `every`
