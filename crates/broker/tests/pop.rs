@@ -615,37 +615,6 @@ async fn max_offset(client: &RemotingClient, broker: &str) -> i64 {
         .offset
 }
 
-/// A master serving its HA port (`listen_port + 1`) too, so a slave copies its log.
-async fn start_master_with_ha(
-    mut config: BrokerConfig,
-) -> (
-    String,
-    watch::Sender<bool>,
-    tokio::task::JoinHandle<Result<(), BrokerError>>,
-) {
-    let (main, ha) = loop {
-        let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = main.local_addr().expect("bound").port();
-        if let Some(next) = port.checked_add(1) {
-            if let Ok(ha) = TcpListener::bind(("127.0.0.1", next)).await {
-                break (main, ha);
-            }
-        }
-    };
-    let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    config.listen_port = main.local_addr().expect("bound").port();
-    let addr = config.broker_addr();
-    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
-        .await
-        .expect("task")
-        .expect("broker opens");
-    let (stop, mut stopping) = watch::channel(false);
-    let task = tokio::spawn(broker.serve_with_ha(main, vip, Some(ha), async move {
-        let _ = stopping.wait_for(|stopped| *stopped).await;
-    }));
-    (addr, stop, task)
-}
-
 /// A slave copies its master's POP state (cursors, in-flight messages and receipts), keeps it
 /// across its own restart, and once its store serves as master (what a controller failover
 /// does) it hands out neither an acknowledged message nor one still invisible.
@@ -655,7 +624,7 @@ async fn a_slave_copies_the_masters_pop_state_and_goes_on_from_it_as_master() {
     let slave_dir = tempfile::tempdir().expect("tempdir");
     let (namesrv, stop_namesrv) = start_namesrv().await;
     let (master, stop_master, master_task) =
-        start_master_with_ha(config(master_dir.path(), &namesrv)).await;
+        start_broker_with_ha(config(master_dir.path(), &namesrv)).await;
     let client = RemotingClient::new(ClientConfig::default(), None);
     for index in 0..30 {
         let response = call(

@@ -67,13 +67,45 @@ pub async fn start_namesrv() -> (String, watch::Sender<bool>) {
 }
 
 pub async fn start_broker(
-    mut config: BrokerConfig,
+    config: BrokerConfig,
 ) -> (
     String,
     watch::Sender<bool>,
     tokio::task::JoinHandle<Result<(), BrokerError>>,
 ) {
     let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    serve_on(config, main, None).await
+}
+
+/// A master serving its HA port (`listen_port + 1`) too, so a slave copies its log.
+pub async fn start_broker_with_ha(
+    config: BrokerConfig,
+) -> (
+    String,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), BrokerError>>,
+) {
+    let (main, ha) = loop {
+        let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = main.local_addr().expect("bound").port();
+        if let Some(next) = port.checked_add(1) {
+            if let Ok(ha) = TcpListener::bind(("127.0.0.1", next)).await {
+                break (main, ha);
+            }
+        }
+    };
+    serve_on(config, main, Some(ha)).await
+}
+
+async fn serve_on(
+    mut config: BrokerConfig,
+    main: TcpListener,
+    ha: Option<TcpListener>,
+) -> (
+    String,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<(), BrokerError>>,
+) {
     let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     config.listen_port = main.local_addr().expect("bound").port();
     let addr = config.broker_addr();
@@ -82,7 +114,7 @@ pub async fn start_broker(
         .expect("task")
         .expect("broker opens");
     let (stop, mut stopping) = watch::channel(false);
-    let task = tokio::spawn(broker.serve(main, vip, async move {
+    let task = tokio::spawn(broker.serve_with_ha(main, vip, ha, async move {
         let _ = stopping.wait_for(|stopped| *stopped).await;
     }));
     (addr, stop, task)
