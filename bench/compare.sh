@@ -15,7 +15,9 @@
 # batches of 16 and 128 (8 senders); consume (a fresh group reading the batch backlog); end to
 # end at E2E_RATE (default 10,000/s, about half of Apache 4.9's sync x8 rate here: both servers
 # get the same offered load). Sync flush (a new server with --sync-flush): 1 and 64 senders.
-# RSS: idle (5 s after start) and loaded (after the async-flush loads).
+# RSS: idle (5 s after start) and loaded (after the async-flush loads). Each round first
+# measures the floor under a sync call, `tidemark bench rtt` (bare 256 B frames over loopback
+# TCP between two tokio runtimes): no sync sender can beat it, and it moves with the machine.
 #
 # Prints a Markdown table: each server's median msgs/s and p99 over the rounds, every round's
 # figure, and the ratio of the medians.
@@ -122,6 +124,10 @@ pass() {
 
 : >"$work/results"
 for round in $(seq 1 "$rounds"); do
+  "$tidemark" bench rtt --duration "$duration" --json 2>/dev/null | tail -1 |
+    python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(sys.argv[1], "floor", round(r["msgsPerSec"]), r["p50Us"], r["p99Us"])' \
+      "$round" >>"$work/results"
+  echo "  round $round loopback floor: $(tail -1 "$work/results" | awk '{print $3, "round trips/s, p50", $4, "µs"}')" >&2
   pass "$round" tidemark "$tidemark"
   pass "$round" apache "$apache"
 done
@@ -129,8 +135,11 @@ done
 python3 - "$work/results" "$rounds" "$duration" "$size" "$serialize" "$apache_version" <<'PY'
 import statistics, sys
 path, rounds, duration, size, serialize, version = sys.argv[1:]
-runs, rss = {}, {}
+runs, rss, floor = {}, {}, []
 for fields in (line.split() for line in open(path)):
+    if fields[1] == "floor":
+        floor.append((int(fields[2]), int(fields[3]), int(fields[4])))
+        continue
     if fields[2] in ("idle_rss", "loaded_rss"):
         rss.setdefault((fields[1], fields[2]), []).append(int(fields[3]))
         continue
@@ -156,4 +165,11 @@ for kind, label in (("idle_rss", "idle RSS"), ("loaded_rss", "RSS after the load
     t = statistics.median(rss[("tidemark", kind)]) / 1024
     a = statistics.median(rss[("apache", kind)]) / 1024
     print(f"| {label} (MiB) | {t:.1f} | {a:.1f} | {a / t:.1f}x less | | | |")
+if floor:
+    rate = statistics.median(f[0] for f in floor)
+    sync1 = statistics.median(r[0] for r in runs.get(("tidemark", "sync x1"), [(0, 0, 0)]))
+    print(f"\nLoopback floor (tidemark bench rtt, 256 B each way): {rate:,.0f} round trips/s "
+          f"({'/'.join(str(f[0]) for f in floor)}), p50 {statistics.median(f[1] for f in floor):,.0f} µs, "
+          f"p99 {statistics.median(f[2] for f in floor):,.0f} µs; Tidemark's sync x1 is "
+          f"{sync1 / rate:.0%} of it.")
 PY

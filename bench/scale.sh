@@ -11,6 +11,8 @@
 #   DURATION=20 bench/scale.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# 10,000 idle connections need as many descriptors in the bench and in the server.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 duration="${DURATION:-10}"
 cargo build --release --locked -p tidemark >&2
 tidemark="$PWD/target/release/tidemark"
@@ -30,7 +32,7 @@ point() {
   local broker=$((ns + 100))
   rm -rf "$work/data"
   "$tidemark" dev --data-dir "$work/data" --namesrv-port "$ns" --broker-port "$broker" \
-    --grpc-port 0 --http-port 0 >"$work/log" 2>&1 &
+    --grpc-port 0 --http-port 0 --max-connections 20000 >"$work/log" 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do
     grep -q "tidemark dev ready" "$work/log" && break
@@ -65,10 +67,13 @@ PY
 
 echo "| point | msgs/s | MB/s | p50 ms | p99 ms | server RSS MiB | server CPU µs/msg |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-point "topics 1" 3 -t ScaleTopic
+point "topics 1, 8 queues" 3 -t ScaleTopic
 point "topics 100" 3 -t ScaleTopic --topics 100
 point "topics 10000" 20 -t ScaleTopic --topics 10000
-for idle in 10 1000 9000; do
+for queues in 64 1024; do
+  point "queues $queues" 3 -t "ScaleQueues$queues" --queues "$queues"
+done
+for idle in 10 1000 10000; do
   point "idle connections $idle" 5 -t ScaleIdle --idle-connections "$idle"
 done
 for size in 128 1024 16384 262144 1048576; do

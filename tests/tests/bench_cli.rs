@@ -1,6 +1,6 @@
 //! `tidemark bench` in test mode (a second or two each) against `tidemark dev`: every produce
 //! mode, sends spread over many topics with idle connections held, consume, e2e on a topic
-//! that does not exist yet, and commit — each measuring real
+//! that does not exist yet, commit, and the loopback floor — each measuring real
 //! messages with no errors, and its figures consistent with what the server holds.
 
 use std::process::Command;
@@ -64,6 +64,24 @@ fn check(summary: &Value, mode: &str) -> i64 {
     messages
 }
 
+/// The loopback floor needs no server: it measures its own echo.
+#[tokio::test]
+async fn the_loopback_floor_measures_round_trips() {
+    let summary = bench(&["rtt", "--duration", "1", "--warmup", "0", "--size", "64"]).await;
+    let round_trips = check(&summary, "rtt");
+    // 64 bytes each way per round trip, counted once.
+    let measured = match summary.get("mbPerSec") {
+        Some(Value::Float(rate)) => *rate,
+        Some(Value::Int(rate)) => *rate as f64,
+        other => panic!("mbPerSec: {other:?}"),
+    };
+    let expected = round_trips as f64 * 64.0 / (1024.0 * 1024.0);
+    assert!(
+        (measured - expected).abs() <= expected * 0.01 + 1e-9,
+        "{round_trips} round trips of 64 B in 1 s, {measured} MB/s reported"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bench_measures_real_messages() {
     init_logging();
@@ -107,11 +125,11 @@ async fn every_bench_measures_real_messages() {
         "{stored} stored, {measured} measured as sent"
     );
 
-    // Sends spread over five topics the bench makes, with idle connections held meanwhile:
-    // every topic gets messages.
+    // Sends spread over five topics the bench makes with three queues each, with idle
+    // connections held meanwhile: every topic gets messages, in its three queues.
     let spread = unique("BenchSpread");
     let mut args = vec!["produce", "-n", &ns, "-t", &spread, "--producers", "2"];
-    args.extend(["--topics", "5", "--idle-connections", "20"]);
+    args.extend(["--topics", "5", "--queues", "3", "--idle-connections", "20"]);
     args.extend(short);
     check(&bench(&args).await, "produce");
     let admin = Admin::connect(ClientConfig::new(&ns)).await.expect("admin");
@@ -119,6 +137,7 @@ async fn every_bench_measures_real_messages() {
         let stats = admin.topic_stats(&name).await.expect("topic stats");
         let stored: i64 = stats.offset_table.values().map(|q| q.max_offset).sum();
         assert!(stored > 0, "{name} got no messages");
+        assert_eq!(stats.offset_table.len(), 3, "{name}'s queues: {stats:?}");
     }
     admin.shutdown().await;
 

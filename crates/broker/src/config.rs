@@ -144,6 +144,9 @@ pub struct BrokerConfig {
     /// Extra wait before each offset-journal sync to gather more changes into it, ms. 0: sync as
     /// soon as the previous sync ended (changes arriving meanwhile share the next one).
     pub offset_journal_group_commit_ms: u64,
+    /// Connections the broker serves at once on each of its ports; further peers wait in the
+    /// listen backlog until one closes (RocketMQ has no such bound).
+    pub max_connections: usize,
     /// The offset journal is compacted into a snapshot once this many bytes were appended since
     /// the last snapshot (and at least twice the snapshot's size).
     pub offset_journal_compact_bytes: u64,
@@ -369,6 +372,7 @@ impl Default for BrokerConfig {
             default_topic_queue_nums: 8,
             flush_consumer_offset_interval: 5000,
             offset_journal_group_commit_ms: 0,
+            max_connections: 10_000,
             offset_journal_compact_bytes: 16 << 20,
             consumer_stuck_threshold_ms: 30_000,
             pre_online_timeout_ms: 5_000,
@@ -511,6 +515,12 @@ impl BrokerConfig {
             ));
         }
         crate::config_tls::check(self, key)?;
+        if self.max_connections == 0 {
+            return Err(format!(
+                "{} = 0 would refuse every client: it must be at least 1",
+                key("max_connections")
+            ));
+        }
         if self.acl_access_key.is_some() != self.acl_secret_key.is_some() {
             return Err(format!(
                 "{} and {} go together: the broker's own account needs both",

@@ -96,6 +96,7 @@ mod errors {
                 "diskSpaceWarningLevelRatio = 120\n",
                 "diskSpaceWarningLevelRatio = 120",
             ),
+            ("max_connections = 0\n", "max_connections = 0"),
         ] {
             let message = load_error("broker.toml", text);
             assert!(message.contains(expected), "{text}: {message}");

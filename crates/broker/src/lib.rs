@@ -140,6 +140,7 @@ impl Broker {
         }
         let server_config = ServerConfig {
             tls: Some(state.tls.clone()),
+            connections_max: state.config.max_connections,
             ..ServerConfig::default()
         };
         info!(mode = %state.tls.mode(), certificate = if state.tls.settings().files.is_some() { "configured" } else { "self-signed" }, client_certificates = state.tls.settings().client_ca.is_some(), "TLS");

@@ -48,6 +48,9 @@ pub struct DevArgs {
     /// Acknowledge sends only after fsync.
     #[arg(long)]
     pub sync_flush: bool,
+    /// Connections the broker serves at once on each port (more wait in the listen backlog).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
     /// Delay of each level (RocketMQ's messageDelayLevel), e.g. "1s 5s 10s 30s 1m".
     #[arg(
         long,
@@ -303,6 +306,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         } else {
             tidemark_broker::FlushDiskType::AsyncFlush
         },
+        max_connections: args.max_connections,
         // Registration is immediate on topic changes; the period is the heartbeat.
         ..BrokerConfig::default()
     };
@@ -311,6 +315,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         "listen_port" => "--broker-port".to_owned(),
         "message_delay_level" => "--message-delay-level".to_owned(),
         "listen_ip" => "--listen-ip".to_owned(),
+        "max_connections" => "--max-connections".to_owned(),
         "grpc_listen_port" => "--grpc-port".to_owned(),
         "http_listen_port" => "--http-port".to_owned(),
         "transaction_check_interval" => "--transaction-check-interval-ms".to_owned(),

@@ -10,6 +10,7 @@ mod consume;
 mod grpc;
 mod prepare;
 mod produce;
+mod rtt;
 mod stats;
 
 use std::sync::Arc;
@@ -32,6 +33,9 @@ pub enum BenchCommand {
     /// Synchronous UPDATE_CONSUMER_OFFSET requests straight to a broker, spread over many
     /// (topic, group, queue) entries: durable offset commits per second and their latency.
     Commit(CommitArgs),
+    /// Round trips of a bare frame over loopback TCP between two tokio runtimes: the floor
+    /// under any synchronous call here, to read `produce --producers 1` against.
+    Rtt(rtt::RttArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -63,6 +67,9 @@ pub struct Common {
     pub namesrv: String,
     #[arg(short = 't', long, default_value = "BenchmarkTopic")]
     pub topic: String,
+    /// Queues on each master of a topic the bench makes (a topic that exists keeps its own).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(i32).range(1..=65_535))]
+    pub queues: i32,
     /// Seconds measured (after the warm-up).
     #[arg(long, default_value_t = 20)]
     pub duration: u64,
@@ -263,5 +270,6 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Consume(args) => consume::push(&args).await,
         BenchCommand::E2e(args) => consume::end_to_end(&args).await,
         BenchCommand::Commit(args) => commit::run(args).await,
+        BenchCommand::Rtt(args) => rtt::run(args).await,
     }
 }

@@ -13,8 +13,6 @@ use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{ClientConfig as RemotingConfig, RemotingClient};
 
-/// Queues a topic the bench makes gets on each master (RocketMQ's default for new topics).
-const QUEUES_PER_BROKER: i32 = 8;
 const ROUTE_WAIT: Duration = Duration::from_secs(30);
 
 /// Makes `common.topic` on every master when no name server routes it yet, then waits until
@@ -22,7 +20,7 @@ const ROUTE_WAIT: Duration = Duration::from_secs(30);
 /// the right to, say): the run goes on and the broker's auto-creation, if on, makes it.
 pub(crate) async fn ensure_topic(common: &super::Common) -> anyhow::Result<Option<TopicRouteData>> {
     let admin = Admin::connect(common.client_config()?).await?;
-    let outcome = ensure_with(&admin, &common.topic).await;
+    let outcome = ensure_with(&admin, &common.topic, common.queues).await;
     admin.shutdown().await;
     match outcome {
         Ok(route) => Ok(Some(route)),
@@ -33,7 +31,7 @@ pub(crate) async fn ensure_topic(common: &super::Common) -> anyhow::Result<Optio
     }
 }
 
-async fn ensure_with(admin: &Admin, topic: &str) -> anyhow::Result<TopicRouteData> {
+async fn ensure_with(admin: &Admin, topic: &str, queues: i32) -> anyhow::Result<TopicRouteData> {
     if let Some(route) = admin.topic_route(topic).await? {
         if !route.queue_datas.is_empty() {
             return Ok(route);
@@ -43,7 +41,7 @@ async fn ensure_with(admin: &Admin, topic: &str) -> anyhow::Result<TopicRouteDat
     if masters.is_empty() {
         bail!("no master broker is registered with the name server to make topic {topic} on");
     }
-    let config = bench_topic(topic);
+    let config = bench_topic(topic, queues);
     for master in &masters {
         admin
             .create_topic(&master.addr, &config)
@@ -81,7 +79,10 @@ pub(crate) async fn ensure_topics(common: &super::Common, topics: &[String]) -> 
         for master in &masters {
             for chunk in topics.chunks(TOPICS_PER_REQUEST) {
                 let body = CreateTopicListRequestBody {
-                    topic_config_list: chunk.iter().map(|name| bench_topic(name)).collect(),
+                    topic_config_list: chunk
+                        .iter()
+                        .map(|name| bench_topic(name, common.queues))
+                        .collect(),
                 };
                 let request = RemotingCommand::request(RequestCode::UpdateAndCreateTopicList)
                     .with_body(body.to_json_bytes());
@@ -123,11 +124,11 @@ pub(crate) async fn ensure_topics(common: &super::Common, topics: &[String]) -> 
     made
 }
 
-fn bench_topic(name: &str) -> TopicConfig {
+fn bench_topic(name: &str, queues: i32) -> TopicConfig {
     TopicConfig {
         topic_name: name.to_owned(),
-        read_queue_nums: QUEUES_PER_BROKER,
-        write_queue_nums: QUEUES_PER_BROKER,
+        read_queue_nums: queues,
+        write_queue_nums: queues,
         perm: perm::READ | perm::WRITE,
         topic_filter_type: TopicFilterType::SingleTag,
         ..TopicConfig::default()
