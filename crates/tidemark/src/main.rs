@@ -16,6 +16,30 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How often a runtime thread going idle may hand its free memory back to the system.
+const IDLE_COLLECT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Called as a runtime thread goes idle. mimalloc returns a thread's free pages only when that
+/// thread calls into it again, so a worker that freed a burst of memory (connections closed, a
+/// backlog read) and then went quiet would keep it for as long as it stays quiet.
+#[allow(unsafe_code)] // one FFI call into the allocator this binary already runs on
+fn collect_when_idle() {
+    use std::cell::Cell;
+    use std::time::Instant;
+    thread_local!(static LAST_COLLECT: Cell<Option<Instant>> = const { Cell::new(None) });
+    LAST_COLLECT.with(|last| {
+        let now = Instant::now();
+        if last
+            .get()
+            .is_none_or(|at| now.duration_since(at) >= IDLE_COLLECT_INTERVAL)
+        {
+            last.set(Some(now));
+            // SAFETY: mi_collect takes no pointers and may be called on any thread at any time.
+            unsafe { libmimalloc_sys::mi_collect(true) };
+        }
+    });
+}
+
 /// A RocketMQ-compatible message broker, name server and tools.
 #[derive(Debug, Parser)]
 #[command(name = "tidemark", version, about, long_about = None)]
@@ -82,6 +106,7 @@ fn run() -> anyhow::Result<()> {
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
+            .on_thread_park(collect_when_idle)
             .build()
     };
     match cli.command {
