@@ -352,6 +352,7 @@ pub struct DevServer {
     process: ServerProcess,
     namesrv_port: u16,
     broker_port: u16,
+    grpc_port: u16,
     _data_dir: tempfile::TempDir,
 }
 
@@ -369,6 +370,7 @@ impl DevServer {
             attempts += 1;
             let namesrv_port = free_port();
             let broker_port = free_broker_port();
+            let grpc_port = free_port();
             let mut args = vec![
                 "dev".to_owned(),
                 "--data-dir".to_owned(),
@@ -378,7 +380,7 @@ impl DevServer {
                 "--broker-port".to_owned(),
                 broker_port.to_string(),
                 "--grpc-port".to_owned(),
-                free_port().to_string(),
+                grpc_port.to_string(),
             ];
             args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
             match ServerProcess::try_start(name, server_binary(), args, READY_LINE) {
@@ -387,6 +389,7 @@ impl DevServer {
                         process,
                         namesrv_port,
                         broker_port,
+                        grpc_port,
                         _data_dir: data_dir,
                     }
                 }
@@ -404,6 +407,11 @@ impl DevServer {
 
     pub fn broker_addr(&self) -> String {
         format!("127.0.0.1:{}", self.broker_port)
+    }
+
+    /// RocketMQ 5's gRPC endpoint (Tidemark only: Apache's stand-ins serve no gRPC port).
+    pub fn grpc_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.grpc_port)
     }
 
     pub fn tail_text(&self) -> String {

@@ -1,7 +1,8 @@
 //! `tidemark bench` in test mode (a second or two each) against `tidemark dev`: every produce
-//! mode, sends spread over many topics with idle connections held, consume, e2e on a topic
-//! that does not exist yet, commit, and the loopback floor — each measuring real
-//! messages with no errors, and its figures consistent with what the server holds.
+//! mode, sends spread over many topics with idle connections held, consume (pull, POP and
+//! gRPC), gRPC sends, e2e on a topic that does not exist yet, commit, and the loopback floor —
+//! each measuring real messages with no errors, and its figures consistent with what the server
+//! holds.
 
 use std::process::Command;
 
@@ -155,6 +156,19 @@ async fn every_bench_measures_real_messages() {
     ])
     .await;
     check(&summary, "consume");
+
+    // POP, then RocketMQ 5's gRPC: sends, and a fresh group receiving and acknowledging.
+    let pop = ["consume", "--pop", "-n", &ns, "-t", &topic];
+    let summary = bench(&[&pop[..], &["--duration", "2", "--warmup", "0"]].concat()).await;
+    check(&summary, "pop-consume");
+    let grpc = server.grpc_addr();
+    let mut args = vec!["produce", "--grpc", &grpc, "-n", &ns, "-t", &topic];
+    args.extend(["--producers", "2"]);
+    args.extend(short);
+    check(&bench(&args).await, "grpc-produce");
+    let receive = ["consume", "--grpc", &grpc, "-n", &ns, "-t", &topic];
+    let summary = bench(&[&receive[..], &["--duration", "2", "--warmup", "0"]].concat()).await;
+    check(&summary, "grpc-consume");
 
     // End to end on a topic that does not exist yet, paced at 400 sends/s: only messages made
     // after the warm-up count, so about 400 in the measured second.
