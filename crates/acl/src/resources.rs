@@ -35,8 +35,9 @@ impl Resource {
 
 /// Request codes only admin accounts may send: RocketMQ's five (topic and group creation and
 /// deletion, broker config updates) and the others that change what a broker, name server or
-/// controller serves: progress resets, write permission, cleanup, routes, ACL itself, and the
-/// controllers' state (brokers and controllers sign as admin accounts, as for REGISTER_BROKER).
+/// controller serves: progress resets, write permission, cleanup, routes, ACL itself, the POP
+/// state slaves copy (every group's receipts), and the controllers' state (brokers and
+/// controllers sign as admin accounts, as for REGISTER_BROKER).
 pub fn admin_only(code: RequestCode) -> bool {
     use RequestCode::*;
     matches!(
@@ -65,6 +66,8 @@ pub fn admin_only(code: RequestCode) -> bool {
             | UpdateAndCreateAclConfig
             | DeleteAclConfig
             | UpdateGlobalWhiteAddrsConfig
+            // A master's whole POP state (every group's in-flight receipts), for its slaves.
+            | GetAllPopState
             // Controllers: what brokers and controllers change (and a broker's role).
             | BrokerHeartbeat
             | ControllerAlterSyncStateSet

@@ -151,6 +151,15 @@ fn the_allowed_and_denied_matrix() {
             Err("Need admin permission for request code=17, but accessKey=alice-key is not".into()),
         ),
         (
+            "a master's POP state for a normal account",
+            alice(RemotingCommand::request(RequestCode::GetAllPopState)),
+            local(),
+            Err(
+                "Need admin permission for request code=31002, but accessKey=alice-key is not"
+                    .into(),
+            ),
+        ),
+        (
             "admin code for an admin",
             signed(
                 RemotingCommand::request(RequestCode::UpdateAndCreateTopic),
@@ -187,7 +196,7 @@ fn the_allowed_and_denied_matrix() {
     for (name, request, peer, expected) in cases {
         assert_eq!(acl.check(&request, peer), expected, "{name}");
     }
-    assert_eq!(acl.refusals(), 8);
+    assert_eq!(acl.refusals(), 9);
 }
 
 #[test]
