@@ -66,25 +66,20 @@ pub async fn start_namesrv() -> (String, watch::Sender<bool>) {
     (addr, stop)
 }
 
-pub async fn start_broker(
-    config: BrokerConfig,
-) -> (
+/// A started broker: its address, the switch that stops it, and its serving task.
+pub type StartedBroker = (
     String,
     watch::Sender<bool>,
     tokio::task::JoinHandle<Result<(), BrokerError>>,
-) {
+);
+
+pub async fn start_broker(config: BrokerConfig) -> StartedBroker {
     let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     serve_on(config, main, None).await
 }
 
 /// A master serving its HA port (`listen_port + 1`) too, so a slave copies its log.
-pub async fn start_broker_with_ha(
-    config: BrokerConfig,
-) -> (
-    String,
-    watch::Sender<bool>,
-    tokio::task::JoinHandle<Result<(), BrokerError>>,
-) {
+pub async fn start_broker_with_ha(config: BrokerConfig) -> StartedBroker {
     let (main, ha) = loop {
         let main = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = main.local_addr().expect("bound").port();
@@ -101,11 +96,7 @@ async fn serve_on(
     mut config: BrokerConfig,
     main: TcpListener,
     ha: Option<TcpListener>,
-) -> (
-    String,
-    watch::Sender<bool>,
-    tokio::task::JoinHandle<Result<(), BrokerError>>,
-) {
+) -> StartedBroker {
     let vip = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     config.listen_port = main.local_addr().expect("bound").port();
     let addr = config.broker_addr();
