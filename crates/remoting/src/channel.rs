@@ -12,10 +12,11 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use tidemark_protocol::{frame, RemotingCommand, FRAME_SIZE_MAX_BYTES_DEFAULT};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -41,8 +42,9 @@ pub enum Reply {
 pub type ReplyFuture = Pin<Box<dyn Future<Output = Reply> + Send + 'static>>;
 
 /// Serves the requests that arrive on a channel (from clients on a server, from the broker on
-/// a client). Each request runs in its own task, so a slow one (a held pull) does not stall
-/// the connection; replies to oneway requests are never sent.
+/// a client). A request that has to wait (a held pull) waits beside the connection's reading,
+/// not in its way, so it does not stall the requests behind it; replies to oneway requests are
+/// never sent.
 pub trait RequestHandler: Send + Sync + 'static {
     fn handle(&self, channel: Channel, request: RemotingCommand) -> ReplyFuture;
 
@@ -346,6 +348,10 @@ impl Drop for Awaiting<'_> {
     }
 }
 
+/// A request that could not be answered while it was read (a sync commit waiting for its
+/// journal write, a sync-flush send, a held pull).
+type ParkedRequest = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 async fn run(
     channel: Channel,
     mut frames: FramedRead<ReadHalf, RemotingCodec>,
@@ -353,9 +359,14 @@ async fn run(
     handler: Option<Arc<dyn RequestHandler>>,
     writer: tokio::task::JoinHandle<()>,
 ) {
-    let in_flight = Arc::new(Semaphore::new(config.in_flight_requests_max));
     let peer = channel.peer_addr();
+    let in_flight_max = config.in_flight_requests_max.max(1);
+    // Requests that have to wait stay with this task rather than each getting its own: one
+    // journal sync or flush completing hundreds of them wakes this task once, instead of
+    // scheduling hundreds of tasks across threads, and no task is spawned per request.
+    let mut parked: FuturesUnordered<ParkedRequest> = FuturesUnordered::new();
     loop {
+        let reading = parked.len() < in_flight_max;
         let next = async {
             match config.idle_timeout {
                 Some(idle) => tokio::time::timeout(idle, next_frame(&mut frames))
@@ -365,9 +376,15 @@ async fn run(
             }
         };
         let frame = tokio::select! {
+            biased;
             _ = channel.inner.stop_reading.cancelled() => break,
             _ = channel.inner.closed.cancelled() => break,
-            frame = next => frame,
+            Some(()) = parked.next(), if !parked.is_empty() => {
+                channel.inner.waiting.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            // Bounded: with too many requests of the peer waiting we stop reading its socket.
+            frame = next, if reading => frame,
         };
         let command = match frame {
             None => {
@@ -392,38 +409,29 @@ async fn run(
             channel.complete(command);
             continue;
         }
-        // Bounded: when the peer has too many requests in flight we stop reading its socket.
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            break;
-        };
-        let waiting = channel.inner.waiting.clone();
-        let channel = channel.clone();
-        let handler = handler.clone();
-        let mut request = Box::pin(async move {
-            serve_request(channel, handler, command).await;
-            drop(permit);
-        });
+        let mut request: ParkedRequest =
+            Box::pin(serve_request(channel.clone(), handler.clone(), command));
         // Most requests (a send under async flush, an offset commit) complete without waiting:
-        // serve those right here, sparing a task spawn and a cross-thread wake-up per request.
-        // Anything that has to wait (a held pull, a sync flush) continues as its own task,
-        // which polls it again with a real waker.
+        // they are answered right here. Anything that has to wait is polled again, with a
+        // real waker, among the parked ones.
         let mut probe = Context::from_waker(Waker::noop());
         if request.as_mut().poll(&mut probe).is_pending() {
-            waiting.fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(async move {
-                request.await;
-                waiting.fetch_sub(1, Ordering::Relaxed);
-            });
+            channel.inner.waiting.fetch_add(1, Ordering::Relaxed);
+            parked.push(request);
         }
     }
 
-    // Let in-flight requests finish so their responses (and oneway effects) are not lost.
-    let all = u32::try_from(config.in_flight_requests_max).unwrap_or(u32::MAX);
-    if tokio::time::timeout(config.drain_timeout, in_flight.acquire_many(all))
-        .await
-        .is_err()
-    {
-        warn!(%peer, "closing connection with requests still in flight after the drain timeout");
+    // Let waiting requests finish so their responses (and oneway effects) are not lost.
+    let drained = tokio::time::timeout(config.drain_timeout, async {
+        while parked.next().await.is_some() {
+            channel.inner.waiting.fetch_sub(1, Ordering::Relaxed);
+        }
+    })
+    .await;
+    if drained.is_err() {
+        warn!(%peer, waiting = parked.len(), "closing connection with requests still in flight after the drain timeout");
+        // They still finish (a held pull's effects, a commit's journal write), unanswered.
+        tokio::spawn(async move { while parked.next().await.is_some() {} });
     }
     channel.inner.closed.cancel();
     // Waiters see their sender dropped and report the channel closed.

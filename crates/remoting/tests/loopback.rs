@@ -12,7 +12,8 @@ use tidemark_protocol::{
     frame, RemotingCommand, RequestCode, ResponseCode, FRAME_SIZE_MAX_BYTES_DEFAULT,
 };
 use tidemark_remoting::{
-    handler_fn, serve, Channel, ClientConfig, RemotingClient, RemotingError, Reply, ServerConfig,
+    handler_fn, serve, Channel, ChannelConfig, ClientConfig, RemotingClient, RemotingError, Reply,
+    ServerConfig,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -144,6 +145,53 @@ async fn responses_match_requests_by_opaque() {
     }
     for call in calls {
         call.await.expect("no panic");
+    }
+    server.shutdown().await;
+}
+
+/// On one connection, requests that wait (a held pull, a sync commit) do not hold up the ones
+/// behind them; and once as many wait as the connection allows, reading stops until one ends.
+#[tokio::test]
+async fn waiting_requests_do_not_hold_up_a_connection_until_its_limit() {
+    let config = ServerConfig {
+        channel: ChannelConfig {
+            in_flight_requests_max: 2,
+            ..ServerConfig::default().channel
+        },
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start(config).await;
+    let client = Arc::new(RemotingClient::new(ClientConfig::default(), None));
+    let addr = server.addr.to_string();
+    let call = |remark: &'static str| {
+        let client = client.clone();
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let request = RemotingCommand::request(RequestCode::HeartBeat).with_remark(remark);
+            let response = client.invoke(&addr, request, WAIT).await.expect("answered");
+            assert_eq!(response.response_code(), ResponseCode::Success);
+            started.elapsed()
+        })
+    };
+    let first_slow = call("600");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let quick = call("0").await.expect("no panic");
+    assert!(
+        quick < Duration::from_millis(300),
+        "a quick request waited {quick:?} behind a slow one"
+    );
+    let second_slow = call("600");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Two wait now, the limit: the connection reads nothing more until the first ends.
+    let held = call("0").await.expect("no panic");
+    assert!(
+        held >= Duration::from_millis(400),
+        "read past the in-flight limit: answered in {held:?}"
+    );
+    for slow in [first_slow, second_slow] {
+        let elapsed = slow.await.expect("no panic");
+        assert!(elapsed >= Duration::from_millis(600), "{elapsed:?}");
     }
     server.shutdown().await;
 }
