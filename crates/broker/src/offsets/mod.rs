@@ -33,7 +33,7 @@
 //!   (an operator reset, even backwards), the same epoch keeps the larger offset, and an older
 //!   epoch (a master that lost a reset) keeps the slave's value.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tidemark_protocol::acked::AckedRanges;
 use tidemark_protocol::body::{split_topic_at_group, topic_at_group, ConsumerOffsetWrapper};
@@ -170,10 +170,13 @@ impl QueueProgress {
 type QueueMap = BTreeMap<i32, QueueProgress>;
 
 /// Progress of every (topic, group) per queue: topic → group → queue, so lookups by `&str`
-/// allocate nothing. Plain state with the rules; [`ConsumerOffsets`] owns one behind its lock.
+/// allocate nothing. Hashed, not ordered, above the queue level: every commit looks its entry
+/// up, and among a million entries an ordered map's string comparisons cost more than the
+/// rest of the commit; what is listed for people is sorted where it is listed. Plain state
+/// with the rules; [`ConsumerOffsets`] owns one behind its lock.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConsumerOffsetTable {
-    topics: BTreeMap<String, BTreeMap<String, QueueMap>>,
+    topics: HashMap<String, HashMap<String, QueueMap>>,
 }
 
 /// A queue whose group is held back by one message while later ones are done.
@@ -212,7 +215,7 @@ impl ConsumerOffsetTable {
     fn queues_mut(&mut self, topic: &str, group: &str) -> &mut QueueMap {
         // Owned keys only when the (topic, group) is new.
         if !self.topics.contains_key(topic) {
-            self.topics.insert(topic.to_owned(), BTreeMap::new());
+            self.topics.insert(topic.to_owned(), HashMap::new());
         }
         let groups = self.topics.get_mut(topic).expect("inserted above");
         if !groups.contains_key(group) {
@@ -362,6 +365,9 @@ impl ConsumerOffsetTable {
                 }
             }
         }
+        found.sort_unstable_by(|a, b| {
+            (&a.topic, &a.group, a.queue_id).cmp(&(&b.topic, &b.group, b.queue_id))
+        });
         found
     }
 
@@ -564,6 +570,9 @@ impl ConsumerOffsetTable {
                 }
             }
         }
+        ahead.sort_unstable_by(|a, b| {
+            (&a.topic, &a.group, a.queue_id).cmp(&(&b.topic, &b.group, b.queue_id))
+        });
         (ahead, changed)
     }
 
@@ -580,19 +589,25 @@ impl ConsumerOffsetTable {
 
     /// Topics a group has progress in.
     pub fn topics_of_group(&self, group: &str) -> Vec<String> {
-        self.topics
+        let mut topics: Vec<String> = self
+            .topics
             .iter()
             .filter(|(_, groups)| groups.contains_key(group))
             .map(|(topic, _)| topic.clone())
-            .collect()
+            .collect();
+        topics.sort_unstable();
+        topics
     }
 
     /// Groups with progress in a topic.
     pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
-        self.topics
+        let mut groups: Vec<String> = self
+            .topics
             .get(topic)
             .map(|groups| groups.keys().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        groups.sort_unstable();
+        groups
     }
 
     /// Forgets a deleted group; returns how many (topic, group) entries went.
