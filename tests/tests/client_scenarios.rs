@@ -532,7 +532,8 @@ async fn scenario03b_a_joining_member_triggers_a_rebalance_through_the_broker_no
     };
     assert!(
         wait_until(Duration::from_secs(20), || owned(&a) == 4).await,
-        "a owns every queue first"
+        "a owns every queue first; it owns {:?}",
+        a.assigned_queues()
     );
     let second = Received::default();
     let b = slow(&server)

@@ -341,3 +341,56 @@ async fn durability_waits_resolve_for_async_callers_and_fail_after_close() {
     journal.close();
     assert!(matches!(journal.append(b"y"), Err(JournalError::Closed)));
 }
+
+/// Under a stream of appends from many tasks, every durability wait resolves, each only once its
+/// change is durable, including changes queued while a sync was under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_waiter_of_every_round_is_woken_once_its_change_is_durable() {
+    let storage = SimStorage::new();
+    let (journal, _, _) = open(&storage);
+    let journal = Arc::new(journal);
+    let mut tasks = Vec::new();
+    for task in 0..16 {
+        let journal = journal.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..200 {
+                let ticket = journal
+                    .append(&record(task * 1000 + round))
+                    .expect("append");
+                tokio::time::timeout(std::time::Duration::from_secs(10), journal.durable(ticket))
+                    .await
+                    .expect("a waiter was left asleep")
+                    .expect("durable");
+                assert!(
+                    journal.shared.progress.borrow().durable >= ticket.0,
+                    "woken before its change was durable"
+                );
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("no panic");
+    }
+    assert_eq!(journal.last_ticket().0, 16 * 200);
+}
+
+/// A caller confirming a value that is already stored (a commit that changed nothing) waits
+/// for the last ticket while the journal is idle: it must be answered at once.
+#[tokio::test]
+async fn the_last_ticket_resolves_after_its_round_is_over() {
+    let storage = SimStorage::new();
+    let (journal, _, _) = open(&storage);
+    for index in 0..3 {
+        let ticket = journal.append(&record(index)).expect("append");
+        tokio::time::timeout(std::time::Duration::from_secs(5), journal.durable(ticket))
+            .await
+            .expect("in time")
+            .expect("durable");
+        let last = journal.last_ticket();
+        assert_eq!(last, ticket);
+        tokio::time::timeout(std::time::Duration::from_secs(5), journal.durable(last))
+            .await
+            .expect("the last ticket of a finished round was left waiting")
+            .expect("durable");
+    }
+}
