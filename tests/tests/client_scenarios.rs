@@ -502,6 +502,15 @@ async fn scenario07b_orderly_suspend_redelivers_in_place_without_breaking_order(
     producer.shutdown().await;
 }
 
+/// How many of `topic`'s queues `consumer` is assigned now.
+fn owned_queues(consumer: &PushConsumer, topic: &str) -> usize {
+    consumer
+        .assigned_queues()
+        .iter()
+        .filter(|queue| queue.topic == topic)
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario03b_a_joining_member_triggers_a_rebalance_through_the_broker_notice() {
     init_logging();
@@ -524,13 +533,7 @@ async fn scenario03b_a_joining_member_triggers_a_rebalance_through_the_broker_no
         .start_concurrently(first.listener())
         .await
         .expect("consumer a");
-    let owned = |consumer: &PushConsumer| -> usize {
-        consumer
-            .assigned_queues()
-            .iter()
-            .filter(|queue| queue.topic == topic)
-            .count()
-    };
+    let owned = |consumer: &PushConsumer| owned_queues(consumer, &topic);
     assert!(
         wait_until(Duration::from_secs(20), || owned(&a) == 4).await,
         "a owns every queue first; it owns {:?}",
@@ -571,15 +574,10 @@ async fn scenario03c_a_consumer_started_before_its_topic_gets_it_without_waiting
         .expect("consumer");
     let producer = producer(&server).await;
     let sent = send_numbered(&producer, &topic, "late", 4).await;
-    let owned = || {
-        consumer
-            .assigned_queues()
-            .iter()
-            .filter(|queue| queue.topic == topic)
-            .count()
-    };
     assert!(
-        wait_until(Duration::from_secs(20), || owned() == 4).await,
+        wait_until(Duration::from_secs(20), || owned_queues(&consumer, &topic)
+            == 4)
+        .await,
         "the consumer owns {:?}",
         consumer.assigned_queues()
     );
