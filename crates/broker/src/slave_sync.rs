@@ -120,10 +120,9 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
         let mut request =
             RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header);
         // Passing progress on, never rewinding: the master may have moved on meanwhile.
-        request.ext_fields.insert(
-            crate::processor::consumer::FORWARD_ONLY_FIELD.to_owned(),
-            "true".to_owned(),
-        );
+        request
+            .ext_fields
+            .insert(crate::processor::consumer::FORWARD_ONLY_FIELD, "true");
         if let Err(error) = client.invoke_oneway(master, request).await {
             debug!(%master, %error, "could not tell the master a newer offset");
             break;

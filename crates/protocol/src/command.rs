@@ -10,6 +10,8 @@
 //!   | remark_len:i32 | remark | ext_len:i32 | { key_len:i16 key value_len:i32 value }*
 //! ```
 
+use std::borrow::Cow;
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::code::{version, LanguageCode, RequestCode, ResponseCode, SerializeType};
@@ -297,14 +299,14 @@ fn json_remark(value: Scalar<'_>) -> Result<Option<String>, ProtocolError> {
 }
 
 /// An `extFields` value as the string Java would hold; `None` for a null (left out).
-fn json_ext_value(value: Scalar<'_>) -> Result<Option<String>, ProtocolError> {
+fn json_ext_value(value: Scalar<'_>) -> Result<Option<Cow<'_, str>>, ProtocolError> {
     // Writers must send strings, but C++ clients send numbers and booleans.
     match value {
-        Scalar::Text(text) => Ok(Some(text.into_owned())),
+        Scalar::Text(text) => Ok(Some(text)),
         Scalar::Other(Value::Null) => Ok(None),
-        Scalar::Other(Value::Int(number)) => Ok(Some(number.to_string())),
-        Scalar::Other(Value::Bool(flag)) => Ok(Some(flag.to_string())),
-        Scalar::Other(Value::Float(number)) => Ok(Some(number.to_string())),
+        Scalar::Other(Value::Int(number)) => Ok(Some(Cow::Owned(number.to_string()))),
+        Scalar::Other(Value::Bool(flag)) => Ok(Some(Cow::Owned(flag.to_string()))),
+        Scalar::Other(Value::Float(number)) => Ok(Some(Cow::Owned(number.to_string()))),
         Scalar::Other(_) => Err(ProtocolError::JsonHeaderField {
             field: "extFields",
             expected: "scalar values",
@@ -378,7 +380,7 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
                 parser.object_members(1, |parser, name| {
                     let value = parser.scalar(2)?;
                     match json_ext_value(value) {
-                        Ok(Some(value)) => fields.insert(name.into_owned(), value),
+                        Ok(Some(value)) => fields.insert(name, value),
                         Ok(None) => {}
                         Err(error) => keep(&mut failure, Err(error)),
                     }
@@ -469,9 +471,13 @@ impl<'a> HeaderReader<'a> {
         })
     }
 
-    fn string(&mut self, field: &'static str, length: usize) -> Result<String, ProtocolError> {
+    fn text(&mut self, field: &'static str, length: usize) -> Result<&'a str, ProtocolError> {
         let bytes = self.take(field, length)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| ProtocolError::InvalidUtf8 { field })
+        std::str::from_utf8(bytes).map_err(|_| ProtocolError::InvalidUtf8 { field })
+    }
+
+    fn string(&mut self, field: &'static str, length: usize) -> Result<String, ProtocolError> {
+        self.text(field, length).map(str::to_owned)
     }
 }
 
@@ -500,14 +506,14 @@ fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError>
         bytes: ext_bytes,
         position: 0,
     };
-    let mut ext_fields = ExtFields::new();
+    let mut ext_fields = ExtFields::with_capacity(16);
     while ext_reader.position < ext_bytes.len() {
         let key_length = ext_reader.i16("extFields key length")?;
         let key_length = ext_reader.length("extFields key", i32::from(key_length))?;
-        let key = ext_reader.string("extFields key", key_length)?;
+        let key = ext_reader.text("extFields key", key_length)?;
         let value_length = ext_reader.i32("extFields value length")?;
         let value_length = ext_reader.length("extFields value", value_length)?;
-        let value = ext_reader.string("extFields value", value_length)?;
+        let value = ext_reader.text("extFields value", value_length)?;
         // Java decodes a zero-length string as null, so the key reads as absent.
         if !value.is_empty() {
             ext_fields.insert(key, value);

@@ -11,9 +11,30 @@ use crate::error::HeaderError;
 ///
 /// Java keeps a `HashMap`, so peers never rely on order; keeping insertion order makes our
 /// own output deterministic. Lookups are linear: headers have a few dozen keys at most.
-#[derive(Clone, Default, PartialEq, Eq)]
+///
+/// Every key and value lives in one string, so decoding a header costs two allocations rather
+/// than two per field (a pull request has a dozen fields, and every request has a header). A
+/// replaced or removed value leaves its old bytes behind until the fields are dropped.
+#[derive(Clone, Default)]
 pub struct ExtFields {
-    entries: Vec<(String, String)>,
+    /// Boxed so a command stays small (results carry commands as errors), and absent until the
+    /// first field so a command without fields allocates nothing.
+    inner: Option<Box<Inner>>,
+}
+
+#[derive(Clone, Default)]
+struct Inner {
+    text: String,
+    entries: Vec<Entry>,
+}
+
+/// Where one field's key and value lie in [`ExtFields::text`].
+#[derive(Clone, Copy)]
+struct Entry {
+    key_start: usize,
+    key_end: usize,
+    value_start: usize,
+    value_end: usize,
 }
 
 /// Fields whose values never reach a log: an ACL account's secret (the ACL admin requests carry
@@ -23,15 +44,45 @@ const SECRET_FIELDS: [&str; 3] = ["secretKey", "SecurityToken", "Signature"];
 impl std::fmt::Debug for ExtFields {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_map()
-            .entries(self.entries.iter().map(|(key, value)| {
-                let shown = if SECRET_FIELDS.contains(&key.as_str()) {
+            .entries(self.iter().map(|(key, value)| {
+                let shown = if SECRET_FIELDS.contains(&key) {
                     "<redacted>"
                 } else {
-                    value.as_str()
+                    value
                 };
-                (key.as_str(), shown)
+                (key, shown)
             }))
             .finish()
+    }
+}
+
+/// Equal when they hold the same fields in the same order, whatever bytes replaced values left.
+impl PartialEq for ExtFields {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for ExtFields {}
+
+impl Inner {
+    fn key(&self, entry: &Entry) -> &str {
+        &self.text[entry.key_start..entry.key_end]
+    }
+
+    fn value(&self, entry: &Entry) -> &str {
+        &self.text[entry.value_start..entry.value_end]
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        self.entries.iter().position(|entry| self.key(entry) == key)
+    }
+
+    /// Appends `text` to the shared string; where it lies.
+    fn push_text(&mut self, text: &str) -> (usize, usize) {
+        let start = self.text.len();
+        self.text.push_str(text);
+        (start, self.text.len())
     }
 }
 
@@ -43,46 +94,68 @@ impl ExtFields {
     /// Room for `fields` entries without growing.
     pub fn with_capacity(fields: usize) -> Self {
         Self {
-            entries: Vec::with_capacity(fields),
+            inner: Some(Box::new(Inner {
+                text: String::with_capacity(fields * 24),
+                entries: Vec::with_capacity(fields),
+            })),
         }
     }
 
     /// The value of `key`, if present.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.entries
-            .iter()
-            .find(|(name, _)| name == key)
-            .map(|(_, value)| value.as_str())
+        let inner = self.inner.as_deref()?;
+        inner
+            .position(key)
+            .map(|index| inner.value(&inner.entries[index]))
     }
 
     /// Sets `key`, replacing an earlier value (Java's map semantics: the last write wins).
-    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
-        let key = key.into();
-        let value = value.into();
-        match self.entries.iter_mut().find(|(name, _)| *name == key) {
-            Some(entry) => entry.1 = value,
-            None => self.entries.push((key, value)),
+    pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let inner = self.inner.get_or_insert_with(Box::default);
+        match inner.position(key) {
+            Some(index) => {
+                let (value_start, value_end) = inner.push_text(value);
+                let entry = &mut inner.entries[index];
+                entry.value_start = value_start;
+                entry.value_end = value_end;
+            }
+            None => {
+                let (key_start, key_end) = inner.push_text(key);
+                let (value_start, value_end) = inner.push_text(value);
+                inner.entries.push(Entry {
+                    key_start,
+                    key_end,
+                    value_start,
+                    value_end,
+                });
+            }
         }
     }
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let index = self.entries.iter().position(|(name, _)| name == key)?;
-        Some(self.entries.remove(index).1)
+        let inner = self.inner.as_deref_mut()?;
+        let index = inner.position(key)?;
+        let entry = inner.entries.remove(index);
+        Some(inner.value(&entry).to_owned())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries
-            .iter()
-            .map(|(key, value)| (key.as_str(), value.as_str()))
+        self.inner.as_deref().into_iter().flat_map(|inner| {
+            inner
+                .entries
+                .iter()
+                .map(|entry| (inner.key(entry), inner.value(entry)))
+        })
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.inner.as_ref().map_or(0, |inner| inner.entries.len())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     /// Copies every field of `other` into `self` (later values win).
@@ -93,7 +166,7 @@ impl ExtFields {
     }
 }
 
-impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ExtFields {
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for ExtFields {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut fields = ExtFields::new();
         for (key, value) in iter {
@@ -328,5 +401,37 @@ mod tests {
             .into_iter()
             .collect();
         assert!(!Sample::read_from(&fields).expect("valid").unit_mode);
+    }
+
+    #[test]
+    fn a_replaced_value_keeps_its_place_and_equality_ignores_the_old_bytes() {
+        let mut fields = ExtFields::new();
+        assert!(fields.is_empty());
+        fields.insert("a", "1");
+        fields.insert("b", "2");
+        fields.insert("a", "longer one");
+        assert_eq!(fields.len(), 2);
+        assert_eq!(
+            fields.iter().collect::<Vec<_>>(),
+            vec![("a", "longer one"), ("b", "2")]
+        );
+        let fresh: ExtFields = [("a", "longer one"), ("b", "2")].into_iter().collect();
+        assert_eq!(fields, fresh);
+        assert_eq!(fields.remove("a"), Some("longer one".to_owned()));
+        assert_eq!(fields.remove("a"), None);
+        assert_eq!(fields.get("b"), Some("2"));
+        assert_ne!(fields, fresh);
+        let reordered: ExtFields = [("b", "2"), ("a", "longer one")].into_iter().collect();
+        assert_ne!(fresh, reordered, "order is part of the value");
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug_output() {
+        let fields: ExtFields = [("topic", "t"), ("secretKey", "hush")]
+            .into_iter()
+            .collect();
+        let shown = format!("{fields:?}");
+        assert!(shown.contains("\"topic\": \"t\""), "{shown}");
+        assert!(!shown.contains("hush"), "{shown}");
     }
 }
