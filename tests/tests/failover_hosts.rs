@@ -294,6 +294,8 @@ fn attempt_name(body: &[u8]) -> String {
 struct Figures {
     acknowledged: usize,
     lost: usize,
+    /// Which acknowledged sends the live consumer and the fresh reader of the log missed.
+    missing: String,
     log_duplicates: usize,
     longest_gap_ms: u128,
     failed_sends: usize,
@@ -445,6 +447,20 @@ async fn traffic(
             .iter()
             .filter(|body| !consumed.contains_key(*body) || !in_log.contains_key(*body))
             .count(),
+        missing: {
+            let missed = |seen: &HashMap<String, usize>| {
+                acked
+                    .iter()
+                    .filter(|body| !seen.contains_key(*body))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
+            format!(
+                "not consumed by the group: {:?}; not in the log read from offset 0: {:?}",
+                missed(&consumed),
+                missed(&in_log)
+            )
+        },
         log_duplicates: in_log.values().filter(|count| **count > 1).count(),
         longest_gap_ms: longest_gap.as_millis(),
         failed_sends: observed.failed_sends,
@@ -537,7 +553,8 @@ fn scenario(
     assert_eq!(
         figures.lost,
         0,
-        "{name}: acknowledged messages lost\n{}",
+        "{name}: acknowledged messages lost ({})\n{}",
+        figures.missing,
         tails()
     );
     assert_eq!(

@@ -20,19 +20,6 @@ use crate::route::subscribe_queues;
 /// How long a release waits for an orderly batch in progress before trying again next round.
 const RELEASE_WAIT_FOR_CONSUME: Duration = Duration::from_secs(1);
 
-/// The first wait before a round that left something undone (a topic with no route yet, a
-/// queue whose start could not be read or whose lock was refused) runs again; it doubles up to
-/// the rebalance interval. Java only tries again at the next interval (20 s), which leaves a
-/// consumer started just before its topic idle for that long.
-const UNSETTLED_RETRY_FIRST: Duration = Duration::from_secs(1);
-
-/// How a rebalance round ended: everything assigned as computed, or something left for a retry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Round {
-    Settled,
-    Unsettled,
-}
-
 /// When and whether the rebalance runs.
 #[derive(Default)]
 pub(super) struct RebalanceState {
@@ -58,21 +45,13 @@ impl ConsumerCore {
         let token = self.token.clone();
         let interval = self.settings.rebalance_interval;
         tokio::spawn(async move {
-            let mut retry = UNSETTLED_RETRY_FIRST;
             loop {
                 let Some(strong) = core.upgrade() else { break };
-                let wait = if strong.rebalance().await == Round::Settled {
-                    retry = UNSETTLED_RETRY_FIRST;
-                    interval
-                } else {
-                    let wait = retry.min(interval);
-                    retry = retry.saturating_mul(2);
-                    wait
-                };
+                strong.rebalance().await;
                 let notified = async { strong.rebalance.now.notified().await };
                 tokio::select! {
                     _ = token.cancelled() => break,
-                    _ = tokio::time::sleep(wait) => {}
+                    _ = tokio::time::sleep(interval) => {}
                     _ = notified => {}
                 }
             }
@@ -83,15 +62,14 @@ impl ConsumerCore {
         self.rebalance.now.notify_one();
     }
 
-    async fn rebalance(self: &Arc<Self>) -> Round {
+    async fn rebalance(self: &Arc<Self>) {
         if self.rebalance.is_paused()
             || self.token.is_cancelled()
             || self.rebalance.manual.load(Ordering::Acquire)
         {
-            return Round::Settled;
+            return;
         }
         let _serial = self.rebalance.serial.lock().await;
-        let mut round = Round::Settled;
         for topic in self.subscriptions.keys() {
             let mut outcome = self.rebalance_topic(topic).await;
             if let Err(ClientError::Broker { remark, .. }) = &outcome {
@@ -101,26 +79,18 @@ impl ConsumerCore {
                     outcome = self.rebalance_topic(topic).await;
                 }
             }
-            match outcome {
-                Ok(Round::Settled) => {}
-                Ok(Round::Unsettled) => round = Round::Unsettled,
-                Err(error) => {
-                    warn!(group = %self.settings.group, %topic, %error, "rebalance failed");
-                    round = Round::Unsettled;
-                }
+            if let Err(error) = outcome {
+                warn!(group = %self.settings.group, %topic, %error, "rebalance failed");
             }
         }
-        round
     }
 
-    async fn rebalance_topic(self: &Arc<Self>, topic: &str) -> Result<Round> {
+    async fn rebalance_topic(self: &Arc<Self>, topic: &str) -> Result<()> {
         let Some(route) = self.instance.update_route(topic).await? else {
-            // A group's retry topic exists only once something was sent back: nothing to wait for.
-            if topic.starts_with(RETRY_TOPIC_PREFIX) {
-                return Ok(Round::Settled);
+            if !topic.starts_with(RETRY_TOPIC_PREFIX) {
+                warn!(group = %self.settings.group, %topic, "topic does not exist");
             }
-            warn!(group = %self.settings.group, %topic, "topic does not exist");
-            return Ok(Round::Unsettled);
+            return Ok(());
         };
         let all = subscribe_queues(topic, &route);
         let mine: BTreeSet<MessageQueue> = if self.is_clustering() {
@@ -134,7 +104,7 @@ impl ConsumerCore {
                 })
                 .map(str::to_owned)
             else {
-                return Ok(Round::Unsettled);
+                return Ok(());
             };
             let consumers = self
                 .instance
@@ -148,16 +118,12 @@ impl ConsumerCore {
         } else {
             all.into_iter().collect()
         };
-        Ok(self.update_queue_table(topic, mine).await)
+        self.update_queue_table(topic, mine).await;
+        Ok(())
     }
 
-    async fn update_queue_table(
-        self: &Arc<Self>,
-        topic: &str,
-        mine: BTreeSet<MessageQueue>,
-    ) -> Round {
+    async fn update_queue_table(self: &Arc<Self>, topic: &str, mine: BTreeSet<MessageQueue>) {
         let now = Instant::now();
-        let mut round = Round::Settled;
         let leaving = self.queues.slots_where(|slot| {
             slot.queue.topic == topic
                 && (!mine.contains(&slot.queue)
@@ -176,8 +142,6 @@ impl ConsumerCore {
             if self.release_queue(&slot).await {
                 self.queues.remove(&slot.queue);
                 info!(group = %self.settings.group, queue = ?slot.queue, "queue released");
-            } else {
-                round = Round::Unsettled;
             }
         }
         // Queues taken over wait, together, for their previous owners to release them.
@@ -195,11 +159,7 @@ impl ConsumerCore {
                 }
             }
             if self.rules.lock_queues && !self.lock_one(&queue).await {
-                debug!(
-                    ?queue,
-                    "queue lock not granted; the rebalance tries again soon"
-                );
-                round = Round::Unsettled;
+                debug!(?queue, "queue lock not granted; next rebalance tries again");
                 continue;
             }
             // A value left over from an earlier assignment may be stale.
@@ -208,7 +168,6 @@ impl ConsumerCore {
                 Ok(offset) => offset,
                 Err(error) => {
                     warn!(?queue, %error, "cannot tell where to start; skipped this round");
-                    round = Round::Unsettled;
                     continue;
                 }
             };
@@ -232,7 +191,6 @@ impl ConsumerCore {
             info!(group = %self.settings.group, ?queue, start, "queue assigned");
             self.start_pulling(slot, start);
         }
-        round
     }
 
     /// Gives a queue up: stop it, persist its offset, forget it (Java
