@@ -529,6 +529,7 @@ async fn maintain_sync_state_set(
         own_id,
         counted.iter().copied().filter(|id| *id != own_id).collect(),
     );
+    state.publish_read_fence();
     if state.role.now().role != role {
         state.role.set(RoleNow { role, broker_id: 0 });
     }

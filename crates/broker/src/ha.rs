@@ -146,6 +146,7 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
                 if let Some(id) = slave_id {
                     state.ha.replica_reported(id, offset, log_end);
                 }
+                state.publish_read_fence();
                 let _ = reported_tx.send(Some(offset));
             };
             if let Some(id) = slave_id {
@@ -243,6 +244,8 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
         crate::controller_mode::reconcile_with_master(state)
             .await
             .map_err(std::io::Error::other)?;
+        // Whatever this broker wrote as a master and nobody confirmed is cut off by now.
+        state.lift_read_fence();
     }
     let connect = async {
         let stream = TcpStream::connect(addr).await?;

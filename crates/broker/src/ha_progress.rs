@@ -28,6 +28,9 @@ pub struct HaState {
     in_sync: Mutex<Vec<i64>>,
     /// Controller mode: this master's own controller-given id (0 until it is master).
     own_id: std::sync::atomic::AtomicI64,
+    /// Held while a read fence is computed and published, so a slower publication never
+    /// lays an older fence over a newer one.
+    publishing: Mutex<()>,
 }
 
 /// One slave's progress, for the SyncStateSet.
@@ -144,6 +147,39 @@ impl HaState {
             .map(|id| replicas.get(id).map_or(0, |replica| replica.offset))
             .min()
             .unwrap_or(0)
+    }
+
+    /// Controller mode, on a master: computes the read fence — what every slave of the
+    /// SyncStateSet confirmed, or no fence when the master is alone in it — and hands it to
+    /// `publish`. Not a master: nothing is published, and the fence stays where it was until
+    /// the broker, now a slave, has reconciled its log with the new master's.
+    pub(crate) fn publish_read_fence(&self, publish: impl FnOnce(Option<u64>)) {
+        let _publishing = self
+            .publishing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.own_id.load(Ordering::Acquire) <= 0 {
+            return;
+        }
+        let alone = self
+            .in_sync
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty();
+        publish((!alone).then(|| self.confirmed()));
+    }
+
+    /// Hands `fence` to `publish`, in turn with [`HaState::publish_read_fence`].
+    pub(crate) fn publish_fence_value(
+        &self,
+        fence: Option<u64>,
+        publish: impl FnOnce(Option<u64>),
+    ) {
+        let _publishing = self
+            .publishing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        publish(fence);
     }
 
     /// Whether a SYNC send has anyone to wait for.

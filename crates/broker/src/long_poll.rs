@@ -10,10 +10,23 @@ use tokio::sync::oneshot;
 type Waiters = Vec<oneshot::Sender<()>>;
 
 /// Waiters by (topic, queue id); POP requests (which read any queue of a topic) by topic.
+///
+/// Behind a read fence (see [`HeldPulls::set_fence`]) an arrival is not news yet: its wake-up
+/// waits until the fence passes the log end it was written at.
 #[derive(Debug, Default)]
 pub struct HeldPulls {
     waiters: Mutex<HashMap<(String, i32), Waiters>>,
     topic_waiters: Mutex<HashMap<String, Waiters>>,
+    fence: Mutex<Fence>,
+}
+
+/// Wake-ups held back by the read fence. Invariant: with no fence, nothing is deferred;
+/// with one, every deferred end lies beyond it.
+#[derive(Debug, Default)]
+struct Fence {
+    limit: Option<u64>,
+    /// Per queue, the log end its newest unseen arrival was written at.
+    deferred: HashMap<(String, i32), u64>,
 }
 
 impl HeldPulls {
@@ -41,8 +54,47 @@ impl HeldPulls {
         receiver
     }
 
-    /// Wakes every pull held on the queue, and every POP request held on its topic.
-    pub fn notify(&self, topic: &str, queue_id: i32) {
+    /// A message arrived for the queue, written while the log ended at `written_end`: wakes
+    /// every pull held on the queue and every POP request held on its topic — now, or once
+    /// the read fence reaches `written_end`.
+    pub fn notify(&self, topic: &str, queue_id: i32, written_end: u64) {
+        {
+            let mut fence = self.fence.lock().unwrap_or_else(PoisonError::into_inner);
+            if fence.limit.is_some_and(|limit| written_end > limit) {
+                let end = fence
+                    .deferred
+                    .entry((topic.to_owned(), queue_id))
+                    .or_default();
+                *end = (*end).max(written_end);
+                return;
+            }
+        }
+        self.wake(topic, queue_id);
+    }
+
+    /// Moves the read fence (`None`: no fence) and wakes the queues whose arrivals it now
+    /// shows. Set it after the store's fence, so a woken reader finds what it was woken for.
+    pub fn set_fence(&self, limit: Option<u64>) {
+        let due: Vec<(String, i32)> = {
+            let mut fence = self.fence.lock().unwrap_or_else(PoisonError::into_inner);
+            fence.limit = limit;
+            let mut due = Vec::new();
+            fence.deferred.retain(|queue, end| {
+                let shown = limit.is_none_or(|limit| *end <= limit);
+                if shown {
+                    due.push(queue.clone());
+                }
+                !shown
+            });
+            debug_assert!(limit.is_some() || fence.deferred.is_empty());
+            due
+        };
+        for (topic, queue_id) in due {
+            self.wake(&topic, queue_id);
+        }
+    }
+
+    fn wake(&self, topic: &str, queue_id: i32) {
         let woken = self
             .waiters
             .lock()
@@ -149,5 +201,39 @@ impl Drop for Suspended<'_> {
             }
         }
         counts.1 = counts.1.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrivals_behind_the_fence_wake_when_it_passes_them() {
+        let held = HeldPulls::default();
+        held.set_fence(Some(100));
+        let mut early = held.hold("T", 0);
+        let mut popping = held.hold_topic("T");
+        held.notify("T", 0, 150);
+        assert!(
+            early.try_recv().is_err(),
+            "not woken before the fence passes 150"
+        );
+        assert!(popping.try_recv().is_err());
+        held.set_fence(Some(149));
+        assert!(early.try_recv().is_err());
+        held.set_fence(Some(150));
+        assert!(early.try_recv().is_ok());
+        assert!(popping.try_recv().is_ok());
+
+        // Below the fence an arrival wakes at once; lifting the fence releases the rest.
+        let mut now = held.hold("T", 1);
+        held.notify("T", 1, 120);
+        assert!(now.try_recv().is_ok());
+        let mut later = held.hold("T", 2);
+        held.notify("T", 2, 900);
+        assert!(later.try_recv().is_err());
+        held.set_fence(None);
+        assert!(later.try_recv().is_ok());
     }
 }

@@ -103,7 +103,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
                     warn!(%failure, level, "delayed message not delivered; will retry");
                     break;
                 }
-                state.held_pulls.notify(&topic, queue_id);
+                state.message_arrived(&topic, queue_id);
                 delivered += 1;
             } else {
                 warn!(

@@ -193,6 +193,31 @@ fn load_or_refuse<T>(
 }
 
 impl BrokerState {
+    /// A message was just stored for the queue: wake the pulls and POP requests waiting for
+    /// one, once readers may see it (behind a read fence, when the fence passes it).
+    pub fn message_arrived(&self, topic: &str, queue_id: i32) {
+        let written_end = self.store.commit_log_positions().1;
+        self.held_pulls.notify(topic, queue_id, written_end);
+    }
+
+    /// Controller mode, on a master: shows readers only what its SyncStateSet confirmed
+    /// (RocketMQ 5's confirm offset), first in the store, then to the held pulls.
+    pub(crate) fn publish_read_fence(&self) {
+        self.ha.publish_read_fence(|fence| {
+            self.store.set_read_fence(fence);
+            self.held_pulls.set_fence(fence);
+        });
+    }
+
+    /// Lifts the read fence: a slave that reconciled its log with the new master's holds
+    /// nothing unconfirmed any more.
+    pub(crate) fn lift_read_fence(&self) {
+        self.ha.publish_fence_value(None, |fence| {
+            self.store.set_read_fence(fence);
+            self.held_pulls.set_fence(fence);
+        });
+    }
+
     /// Loads the config files (refusing corrupt ones unless told otherwise) around an open store.
     pub fn load(
         config: BrokerConfig,

@@ -11,6 +11,7 @@ mod indexing;
 mod lifecycle;
 mod read;
 mod replication;
+mod visibility;
 
 use std::fmt::Debug;
 use std::net::SocketAddr;
@@ -93,6 +94,9 @@ struct Inner {
     prefault_thread: OnceLock<std::thread::Thread>,
     /// Set with that unpark: the thread acts only when asked, so an idle store maps nothing.
     prefault_wanted: AtomicBool,
+    /// Queue reads show only records ending at or below this commit-log offset
+    /// ([`visibility::UNFENCED`] when there is no fence).
+    read_fence: std::sync::atomic::AtomicU64,
     checkpoint: CheckpointFile,
     last_checkpoint: Mutex<Checkpoint>,
     /// Message keys → commit-log offsets, built by the index thread behind the appenders.
@@ -194,6 +198,7 @@ impl MessageStore {
             group_commit: GroupCommit::default(),
             prefault_thread: OnceLock::new(),
             prefault_wanted: AtomicBool::new(false),
+            read_fence: std::sync::atomic::AtomicU64::new(visibility::UNFENCED),
             checkpoint: checkpoint_file,
             last_checkpoint: Mutex::new(checkpoint),
             disk: retention::DiskGuard::default(),

@@ -229,7 +229,7 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
             .held_pulls
             .notify_topic(&popped_topic(&key.group, &key.topic));
     }
-    state.held_pulls.notify(&destination, 0);
+    state.message_arrived(&destination, 0);
     appended.len()
 }
 

@@ -65,7 +65,7 @@ pub(super) fn record(state: &BrokerState, header: &PullMessageRequestHeader, new
                 .stats
                 .messages_put_total
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            state.held_pulls.notify(OFFSET_MOVED_EVENT, 0);
+            state.message_arrived(OFFSET_MOVED_EVENT, 0);
         }
         Err(failure) => warn!(%failure, "could not store the OFFSET_MOVED_EVENT message"),
     }

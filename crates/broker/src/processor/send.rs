@@ -135,7 +135,7 @@ pub(super) async fn send(
         if topic == tidemark_store::TIMER_TOPIC {
             state.timers.wake();
         }
-        state.held_pulls.notify(&topic, queue);
+        state.message_arrived(&topic, queue);
     }
     acknowledge(state, queue_id, &appended, wait_for_slave, None).await
 }

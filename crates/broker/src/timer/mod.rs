@@ -237,7 +237,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
             timers.lock().due.insert((now + RETRY_AFTER_MS, offset));
             return delivered;
         }
-        state.held_pulls.notify(&topic, queue_id);
+        state.message_arrived(&topic, queue_id);
         timers.mark_delivered(offset);
         delivered += 1;
     }

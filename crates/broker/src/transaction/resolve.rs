@@ -166,7 +166,7 @@ pub async fn resolve(
     let (durable, op_appended) = appended.ok_or(ResolveError::NotPending(clo))??;
     durable.await?;
     if let Some(message) = &message {
-        state.held_pulls.notify(&message.topic, message.queue_id);
+        state.message_arrived(&message.topic, message.queue_id);
     }
     let op_durable = match op_appended {
         Some(Ok((_, durable))) => durable.await,

@@ -91,7 +91,8 @@ impl MessageStore {
                 messages: Vec::new(),
             });
         };
-        let (min, max) = (queue.min_offset(), queue.max_offset());
+        let written = queue.max_offset();
+        let (min, max) = (queue.min_offset(), self.visible_max(&queue));
         let result = |status, next| GetResult {
             status,
             next_begin_offset: next,
@@ -99,6 +100,12 @@ impl MessageStore {
             max_offset: max,
             messages: Vec::new(),
         };
+        if max < written && offset >= max.max(min) && offset <= written {
+            // Entries are written here, their records not confirmed yet: nothing new to show,
+            // and the reader keeps its offset (it may have read up to here before the fence
+            // moved back when a replica rejoined).
+            return Ok(result(GetStatus::OffsetOverflowOne, offset));
+        }
         if max == 0 {
             return Ok(result(GetStatus::NoMessageInQueue, 0));
         }
@@ -115,7 +122,9 @@ impl MessageStore {
                 if min == 0 { min } else { max },
             ));
         }
-        let scan = max_count.max(FILTER_SCAN_ENTRIES_MAX);
+        let scan = max_count
+            .max(FILTER_SCAN_ENTRIES_MAX)
+            .min(usize::try_from(max - offset).unwrap_or(usize::MAX));
         let Some(entries) = queue.read(offset, scan)? else {
             return Ok(result(
                 GetStatus::OffsetFoundNull,
@@ -214,12 +223,14 @@ impl MessageStore {
             .map_or(0, |queue| queue.min_offset())
     }
 
-    /// The next offset to be written (number of entries), 0 for an unknown queue.
+    /// One past the last entry readers may see: the next offset to be written unless a read
+    /// fence hides the newest entries (see [`MessageStore::set_read_fence`]); 0 for an
+    /// unknown queue.
     pub fn max_offset(&self, topic: &str, queue_id: i32) -> i64 {
         self.inner
             .queues
             .get(topic, queue_id)
-            .map_or(0, |queue| queue.max_offset())
+            .map_or(0, |queue| self.visible_max(&queue))
     }
 
     /// Every queue the store has, as (topic, queue id).
