@@ -557,6 +557,51 @@ async fn scenario03b_a_joining_member_triggers_a_rebalance_through_the_broker_no
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario03c_a_consumer_started_before_its_topic_gets_it_without_waiting_an_interval() {
+    init_logging();
+    let server = DevServer::start("client-s03c", &[]);
+    let topic = unique("S03c");
+    let group = unique("G03c");
+    let received = Received::default();
+    // The first round finds no route; with Java's behaviour nothing would happen for 600 s.
+    let consumer = PushConsumer::builder(&group)
+        .namesrv_addr(server.namesrv_addr())
+        .subscribe(&topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(600))
+        .start_concurrently(received.listener())
+        .await
+        .expect("consumer");
+    let producer = producer(&server).await;
+    let sent = send_numbered(&producer, &topic, "late", 4).await;
+    let owned = || {
+        consumer
+            .assigned_queues()
+            .iter()
+            .filter(|queue| queue.topic == topic)
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || owned() == 4).await,
+        "the consumer owns {:?}",
+        consumer.assigned_queues()
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || received.distinct_bodies().len()
+            == sent.len())
+        .await,
+        "received {:?}",
+        received.bodies()
+    );
+    assert_eq!(
+        received.distinct_bodies(),
+        sent.into_iter().collect::<BTreeSet<_>>()
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario01b_binary_request_headers_work_end_to_end() {
     init_logging();
     let server = DevServer::start("client-s01b", &[]);

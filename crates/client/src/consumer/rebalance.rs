@@ -20,6 +20,19 @@ use crate::route::subscribe_queues;
 /// How long a release waits for an orderly batch in progress before trying again next round.
 const RELEASE_WAIT_FOR_CONSUME: Duration = Duration::from_secs(1);
 
+/// The first wait before a round that left something undone (a topic with no route yet, a
+/// queue whose start could not be read or whose lock was refused) runs again; it doubles up to
+/// the rebalance interval. Java only tries again at the next interval (20 s), which leaves a
+/// consumer started just before its topic idle for that long.
+const UNSETTLED_RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// How a rebalance round ended: everything assigned as computed, or something left for a retry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Round {
+    Settled,
+    Unsettled,
+}
+
 /// When and whether the rebalance runs.
 #[derive(Default)]
 pub(super) struct RebalanceState {
@@ -45,13 +58,21 @@ impl ConsumerCore {
         let token = self.token.clone();
         let interval = self.settings.rebalance_interval;
         tokio::spawn(async move {
+            let mut retry = UNSETTLED_RETRY_FIRST;
             loop {
                 let Some(strong) = core.upgrade() else { break };
-                strong.rebalance().await;
+                let wait = if strong.rebalance().await == Round::Settled {
+                    retry = UNSETTLED_RETRY_FIRST;
+                    interval
+                } else {
+                    let wait = retry.min(interval);
+                    retry = retry.saturating_mul(2);
+                    wait
+                };
                 let notified = async { strong.rebalance.now.notified().await };
                 tokio::select! {
                     _ = token.cancelled() => break,
-                    _ = tokio::time::sleep(interval) => {}
+                    _ = tokio::time::sleep(wait) => {}
                     _ = notified => {}
                 }
             }
@@ -62,14 +83,15 @@ impl ConsumerCore {
         self.rebalance.now.notify_one();
     }
 
-    async fn rebalance(self: &Arc<Self>) {
+    async fn rebalance(self: &Arc<Self>) -> Round {
         if self.rebalance.is_paused()
             || self.token.is_cancelled()
             || self.rebalance.manual.load(Ordering::Acquire)
         {
-            return;
+            return Round::Settled;
         }
         let _serial = self.rebalance.serial.lock().await;
+        let mut round = Round::Settled;
         for topic in self.subscriptions.keys() {
             let mut outcome = self.rebalance_topic(topic).await;
             if let Err(ClientError::Broker { remark, .. }) = &outcome {
@@ -79,18 +101,26 @@ impl ConsumerCore {
                     outcome = self.rebalance_topic(topic).await;
                 }
             }
-            if let Err(error) = outcome {
-                warn!(group = %self.settings.group, %topic, %error, "rebalance failed");
+            match outcome {
+                Ok(Round::Settled) => {}
+                Ok(Round::Unsettled) => round = Round::Unsettled,
+                Err(error) => {
+                    warn!(group = %self.settings.group, %topic, %error, "rebalance failed");
+                    round = Round::Unsettled;
+                }
             }
         }
+        round
     }
 
-    async fn rebalance_topic(self: &Arc<Self>, topic: &str) -> Result<()> {
+    async fn rebalance_topic(self: &Arc<Self>, topic: &str) -> Result<Round> {
         let Some(route) = self.instance.update_route(topic).await? else {
-            if !topic.starts_with(RETRY_TOPIC_PREFIX) {
-                warn!(group = %self.settings.group, %topic, "topic does not exist");
+            // A group's retry topic exists only once something was sent back: nothing to wait for.
+            if topic.starts_with(RETRY_TOPIC_PREFIX) {
+                return Ok(Round::Settled);
             }
-            return Ok(());
+            warn!(group = %self.settings.group, %topic, "topic does not exist");
+            return Ok(Round::Unsettled);
         };
         let all = subscribe_queues(topic, &route);
         let mine: BTreeSet<MessageQueue> = if self.is_clustering() {
@@ -104,7 +134,7 @@ impl ConsumerCore {
                 })
                 .map(str::to_owned)
             else {
-                return Ok(());
+                return Ok(Round::Unsettled);
             };
             let consumers = self
                 .instance
@@ -118,12 +148,16 @@ impl ConsumerCore {
         } else {
             all.into_iter().collect()
         };
-        self.update_queue_table(topic, mine).await;
-        Ok(())
+        Ok(self.update_queue_table(topic, mine).await)
     }
 
-    async fn update_queue_table(self: &Arc<Self>, topic: &str, mine: BTreeSet<MessageQueue>) {
+    async fn update_queue_table(
+        self: &Arc<Self>,
+        topic: &str,
+        mine: BTreeSet<MessageQueue>,
+    ) -> Round {
         let now = Instant::now();
+        let mut round = Round::Settled;
         let leaving = self.queues.slots_where(|slot| {
             slot.queue.topic == topic
                 && (!mine.contains(&slot.queue)
@@ -142,6 +176,8 @@ impl ConsumerCore {
             if self.release_queue(&slot).await {
                 self.queues.remove(&slot.queue);
                 info!(group = %self.settings.group, queue = ?slot.queue, "queue released");
+            } else {
+                round = Round::Unsettled;
             }
         }
         // Queues taken over wait, together, for their previous owners to release them.
@@ -159,7 +195,11 @@ impl ConsumerCore {
                 }
             }
             if self.rules.lock_queues && !self.lock_one(&queue).await {
-                debug!(?queue, "queue lock not granted; next rebalance tries again");
+                debug!(
+                    ?queue,
+                    "queue lock not granted; the rebalance tries again soon"
+                );
+                round = Round::Unsettled;
                 continue;
             }
             // A value left over from an earlier assignment may be stale.
@@ -168,6 +208,7 @@ impl ConsumerCore {
                 Ok(offset) => offset,
                 Err(error) => {
                     warn!(?queue, %error, "cannot tell where to start; skipped this round");
+                    round = Round::Unsettled;
                     continue;
                 }
             };
@@ -191,6 +232,7 @@ impl ConsumerCore {
             info!(group = %self.settings.group, ?queue, start, "queue assigned");
             self.start_pulling(slot, start);
         }
+        round
     }
 
     /// Gives a queue up: stop it, persist its offset, forget it (Java
