@@ -637,7 +637,7 @@ pub(crate) fn commit_floor(state: &crate::state::BrokerState, key: &QueueKey) {
             &key.group,
             key.queue_id,
             floor,
-            state.store.max_offset(&key.topic, key.queue_id),
+            state.store.written_max_offset(&key.topic, key.queue_id),
             crate::state::now_ms(),
             crate::offsets::Committer::Progress,
             None,

@@ -283,7 +283,8 @@ pub(super) async fn update_offset(
     } else {
         Committer::Progress
     };
-    let max = state.store.max_offset(topic, queue_id);
+    // What was written, not what a read fence shows: an offset is invalid only past the former.
+    let max = state.store.written_max_offset(topic, queue_id);
     let acked = acked_ranges(request, header.commit_offset);
     let (_, journaled) = state.offsets.commit(
         topic,

@@ -49,7 +49,9 @@ fn check_queue(
         ));
     }
     let min = state.store.min_offset(topic, queue_id);
-    let max = state.store.max_offset(topic, queue_id);
+    // Written, not visible: a read fence that moved back must not fail the ack of a message
+    // popped while it was visible.
+    let max = state.store.written_max_offset(topic, queue_id);
     if offset < min || offset > max || (offset == max && !past_end_ok) {
         return Err(error(
             ResponseCode::NoMessage,

@@ -254,7 +254,11 @@ fn process(
             &header.consumer_group,
             header.queue_id,
             header.commit_offset,
-            result.max_offset,
+            // Behind a read fence the result's max is what readers see; validity is judged
+            // against what was written.
+            state
+                .store
+                .written_max_offset(&header.topic, header.queue_id),
             now_ms(),
             Committer::Progress,
             acked,
