@@ -194,6 +194,10 @@ pub struct BrokerConfig {
     /// the same port; RocketMQ serves it from its proxy on 8081). 0: no gRPC.
     #[serde(alias = "grpcServerPort", rename(serialize = "grpcServerPort"))]
     pub grpc_listen_port: u16,
+    /// Threads serving the gRPC port, each a single-threaded runtime owning the connections
+    /// handed to it (a connection's calls then stay on one thread). 0: one per CPU core, at
+    /// most 8.
+    pub grpc_server_threads: usize,
     /// The HTTP port of the metrics endpoint (`/metrics`, Prometheus / OpenMetrics text) and
     /// the web console (`/`). 0: none (the default for `tidemark broker`; `tidemark dev`
     /// serves it on 8082).
@@ -387,6 +391,7 @@ impl Default for BrokerConfig {
             broker_permission: 6,
             region_id: "DefaultRegion".into(),
             grpc_listen_port: 8081,
+            grpc_server_threads: 0,
             http_listen_port: 0,
             console_read_only: false,
             grpc_tls_certificate: None,

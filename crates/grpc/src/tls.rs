@@ -3,6 +3,7 @@
 //! and trust any certificate; others dial plaintext.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use tidemark_remoting::tls::{ServerTls, Stream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use tracing::debug;
@@ -58,27 +59,63 @@ impl AsyncWrite for Connection {
     }
 }
 
-/// Accepts connections, finishes their first-byte check and handshake off the accept loop,
-/// and yields the ready ones.
-pub fn incoming(
-    listener: TcpListener,
+/// A connection accepted but not yet checked for TLS, on its way to the runtime that serves it.
+pub type Accepted = (std::net::TcpStream, SocketAddr);
+
+/// Accepts connections and hands them round-robin to `servers`, each the queue of one serving
+/// runtime. A connection leaves this runtime's reactor before it goes, so its readiness is
+/// reported on the thread that serves it. Stops when every queue is closed.
+pub async fn accept(listener: TcpListener, servers: Vec<mpsc::Sender<Accepted>>) {
+    let mut next = 0usize;
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(failure) => {
+                debug!(%failure, "gRPC accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if servers.iter().all(mpsc::Sender::is_closed) {
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(failure) => {
+                debug!(%failure, %peer, "gRPC connection dropped before serving");
+                continue;
+            }
+        };
+        // A closed queue (its runtime stopped) passes the connection on to the next one.
+        let mut accepted = (stream, peer);
+        for _ in 0..servers.len() {
+            let server = &servers[next % servers.len()];
+            next = next.wrapping_add(1);
+            match server.send(accepted).await {
+                Ok(()) => break,
+                Err(mpsc::error::SendError(back)) => accepted = back,
+            }
+        }
+    }
+}
+
+/// The connections `accepted` brings to this runtime, checked for TLS (and handshaken) off the
+/// serving loop, ready for tonic.
+pub fn handshakes(
+    mut accepted: mpsc::Receiver<Accepted>,
     tls: Arc<ServerTls>,
 ) -> tokio_stream::wrappers::ReceiverStream<io::Result<Connection>> {
     let (sender, receiver) = mpsc::channel(128);
     tokio::spawn(async move {
-        loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
+        while let Some((stream, peer)) = accepted.recv().await {
+            let stream = match TcpStream::from_std(stream) {
+                Ok(stream) => stream,
                 Err(failure) => {
-                    debug!(%failure, "gRPC accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    debug!(%failure, %peer, "gRPC connection not taken by its runtime");
                     continue;
                 }
             };
-            if sender.is_closed() {
-                return;
-            }
-            let _ = stream.set_nodelay(true);
             let (sender, tls) = (sender.clone(), tls.clone());
             tokio::spawn(async move {
                 if let Some(stream) = tls.accept(stream, peer).await {

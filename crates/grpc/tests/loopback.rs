@@ -47,21 +47,9 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
     sender
         .send(TelemetryCommand {
             status: None,
-            command: Some(telemetry_command::Command::Settings(Settings {
-                client_type: Some(ClientType::SimpleConsumer as i32),
-                pub_sub: Some(settings::PubSub::Subscription(Subscription {
-                    group: Some(resource(group)),
-                    subscriptions: vec![SubscriptionEntry {
-                        topic: Some(resource(topic)),
-                        expression: Some(FilterExpression {
-                            r#type: FilterType::Tag as i32,
-                            expression: "*".into(),
-                        }),
-                    }],
-                    ..Subscription::default()
-                })),
-                ..Settings::default()
-            })),
+            command: Some(telemetry_command::Command::Settings(consumer_settings(
+                group, topic,
+            ))),
         })
         .await
         .expect("queued");

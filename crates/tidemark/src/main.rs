@@ -23,7 +23,7 @@ const IDLE_COLLECT_INTERVAL: std::time::Duration = std::time::Duration::from_sec
 /// thread calls into it again, so a worker that freed a burst of memory (connections closed, a
 /// backlog read) and then went quiet would keep it for as long as it stays quiet.
 #[allow(unsafe_code)] // one FFI call into the allocator this binary already runs on
-fn collect_when_idle() {
+pub(crate) fn collect_when_idle() {
     use std::cell::Cell;
     use std::time::Instant;
     thread_local!(static LAST_COLLECT: Cell<Option<Instant>> = const { Cell::new(None) });

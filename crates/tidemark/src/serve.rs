@@ -38,6 +38,9 @@ pub struct DevArgs {
     /// RocketMQ 5's gRPC port (what 5.x clients' endpoints name; TLS or plaintext); 0: none.
     #[arg(long, default_value_t = 8081)]
     pub grpc_port: u16,
+    /// Threads serving the gRPC port; 0: one per CPU core, at most 8.
+    #[arg(long, default_value_t = 0)]
+    pub grpc_threads: usize,
     /// The metrics endpoint's HTTP port (`/metrics`); 0: none. If it is taken, `tidemark dev`
     /// runs without it and says so.
     #[arg(long, default_value_t = 8082)]
@@ -172,12 +175,26 @@ async fn serve_broker(
         .await
         .context("broker start-up task")??;
     let state = broker.state().clone();
-    let grpc_task = grpc.map(|listener| {
-        let mut stop = stop.clone();
-        tokio::spawn(tidemark_grpc::serve(listener, state.clone(), async move {
-            let _ = stop.wait_for(|stopped| *stopped).await;
-        }))
-    });
+    let grpc_task = match grpc {
+        Some(listener) => {
+            let threads = std::num::NonZeroUsize::new(state.config.grpc_server_threads)
+                .unwrap_or_else(|| {
+                    std::thread::available_parallelism()
+                        .map_or(std::num::NonZeroUsize::MIN, |cores| {
+                            cores.min(std::num::NonZeroUsize::new(8).unwrap_or(cores))
+                        })
+                });
+            let listener = listener.into_std().context("gRPC listener")?;
+            Some(tidemark_grpc::serve_on_threads(
+                listener,
+                state.clone(),
+                threads,
+                crate::collect_when_idle,
+                stop.clone(),
+            )?)
+        }
+        None => None,
+    };
     let http_task = http.map(|listener| {
         let mut stop = stop.clone();
         tokio::spawn(tidemark_console::serve(
@@ -211,7 +228,7 @@ async fn serve_broker(
     }
     serving.await.context("broker task")??;
     if let Some(task) = grpc_task {
-        task.await.context("gRPC task")??;
+        task.await.context("gRPC port")?;
     }
     if let Some(task) = http_task {
         task.await
@@ -269,6 +286,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         listen_ip: args.listen_ip.to_string(),
         listen_port: args.broker_port,
         grpc_listen_port: args.grpc_port,
+        grpc_server_threads: args.grpc_threads,
         http_listen_port: args.http_port,
         console_read_only: args.console_read_only,
         namesrv_addr: namesrv_addr.clone(),
@@ -317,6 +335,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         "listen_ip" => "--listen-ip".to_owned(),
         "max_connections" => "--max-connections".to_owned(),
         "grpc_listen_port" => "--grpc-port".to_owned(),
+        "grpc_server_threads" => "--grpc-threads".to_owned(),
         "http_listen_port" => "--http-port".to_owned(),
         "transaction_check_interval" => "--transaction-check-interval-ms".to_owned(),
         "acl_access_key" => "--acl-access-key".to_owned(),

@@ -284,3 +284,22 @@ pub fn producer_settings(topic: &str) -> Settings {
         ..Settings::default()
     }
 }
+
+/// A simple consumer's settings: `group` subscribing to every tag of `topic`.
+pub fn consumer_settings(group: &str, topic: &str) -> Settings {
+    Settings {
+        client_type: Some(ClientType::SimpleConsumer as i32),
+        pub_sub: Some(settings::PubSub::Subscription(Subscription {
+            group: Some(resource(group)),
+            subscriptions: vec![SubscriptionEntry {
+                topic: Some(resource(topic)),
+                expression: Some(FilterExpression {
+                    r#type: FilterType::Tag as i32,
+                    expression: "*".into(),
+                }),
+            }],
+            ..Subscription::default()
+        })),
+        ..Settings::default()
+    }
+}

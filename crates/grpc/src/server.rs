@@ -1,0 +1,224 @@
+//! Where MessagingService runs: on the caller's runtime ([`serve`]), or on threads of its own,
+//! each a single-threaded runtime that serves the connections handed to it
+//! ([`serve_on_threads`]).
+//!
+//! HTTP/2 runs every call as a task of its own beside its connection's task. On a shared
+//! multi-threaded runtime those hand-offs keep waking the other workers, and a connection often
+//! writes each answer by itself; a connection that stays on one thread runs its calls back to
+//! back and writes their answers together. `bench/grpc.sh` measured about a quarter less server
+//! CPU per sent message that way (README, Benchmarks). The broker work a call does (appending,
+//! acking) runs on the thread of the call.
+
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_broker::BrokerState;
+use tidemark_remoting::tls::ServerTls;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::AbortHandle;
+use tracing::info;
+
+use crate::proto::messaging_service_server::MessagingServiceServer;
+use crate::{housekeeping, tls, transaction, Gateway, GrpcError, Service, SHUTDOWN_GRACE};
+
+/// Accepted connections waiting for their runtime, per runtime.
+const ACCEPT_QUEUE: usize = 128;
+
+/// Serves MessagingService on `listener` for `state`'s broker, on the current runtime, until
+/// `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<BrokerState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), GrpcError> {
+    let shared = Shared::new(state, listener.local_addr()?.port())?;
+    let _background = shared.start_background();
+    let (stopping, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    });
+    let (queue, accepted) = mpsc::channel(ACCEPT_QUEUE);
+    let _acceptor = Aborted(tokio::spawn(tls::accept(listener, vec![queue])).abort_handle());
+    shared.serve_connections(accepted, stop).await
+}
+
+/// Serves MessagingService on `listener` for `state`'s broker on `threads` threads of its own
+/// (each runs `on_park` when it idles), until `stop` turns true. The first thread also accepts
+/// connections, handing them round-robin to every thread, and runs the gateway's own tasks.
+/// The future returned resolves once every thread has stopped, with the first failure.
+pub fn serve_on_threads(
+    listener: std::net::TcpListener,
+    state: Arc<BrokerState>,
+    threads: NonZeroUsize,
+    on_park: fn(),
+    stop: watch::Receiver<bool>,
+) -> Result<impl Future<Output = Result<(), GrpcError>>, GrpcError> {
+    // Tokio takes over only a listener that does not block.
+    listener.set_nonblocking(true)?;
+    let shared = Arc::new(Shared::new(state, listener.local_addr()?.port())?);
+    let (queues, receivers): (Vec<_>, Vec<_>) = (0..threads.get())
+        .map(|_| mpsc::channel::<tls::Accepted>(ACCEPT_QUEUE))
+        .unzip();
+    let mut acceptor = Some((listener, queues));
+    let mut finished = Vec::with_capacity(threads.get());
+    for (index, accepted) in receivers.into_iter().enumerate() {
+        let (done, outcome) = oneshot::channel();
+        finished.push(outcome);
+        let (shared, stop, acceptor) = (shared.clone(), stop.clone(), acceptor.take());
+        std::thread::Builder::new()
+            .name(format!("tidemark-grpc-{index}"))
+            .spawn(move || {
+                let served = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .on_thread_park(on_park)
+                    .build()
+                    .map_err(GrpcError::from)
+                    .and_then(|runtime| {
+                        runtime.block_on(async move {
+                            let _first = match acceptor {
+                                Some((listener, queues)) => {
+                                    let listener = TcpListener::from_std(listener)?;
+                                    let accepting = tokio::spawn(tls::accept(listener, queues));
+                                    Some((
+                                        shared.start_background(),
+                                        Aborted(accepting.abort_handle()),
+                                    ))
+                                }
+                                None => None,
+                            };
+                            shared.serve_connections(accepted, stop).await
+                        })
+                    });
+                let _ = done.send(served);
+            })?;
+    }
+    Ok(async move {
+        let mut outcome = Ok(());
+        for (index, done) in finished.into_iter().enumerate() {
+            let served = done.await.unwrap_or(Err(GrpcError::Thread(index)));
+            if outcome.is_ok() {
+                outcome = served;
+            }
+        }
+        outcome
+    })
+}
+
+/// What every serving runtime shares.
+struct Shared {
+    gateway: Arc<Gateway>,
+    tls: Arc<ServerTls>,
+    /// The largest request accepted: room for the largest body the broker takes plus the
+    /// message's envelope, so an oversize message gets the broker's MESSAGE_BODY_TOO_LARGE
+    /// rather than a transport error.
+    decode_max: usize,
+}
+
+impl Shared {
+    fn new(state: Arc<BrokerState>, port: u16) -> Result<Self, GrpcError> {
+        let settings = state.config.grpc_tls_settings();
+        let configured = settings.files.is_some();
+        let mode = settings.mode;
+        let tls = Arc::new(
+            ServerTls::new(settings, vec![b"h2".to_vec()])
+                .map_err(|failure| GrpcError::Tls(failure.to_string()))?,
+        );
+        let decode_max = state
+            .config
+            .max_message_size
+            .saturating_mul(2)
+            .saturating_add(1 << 20);
+        info!(
+            port,
+            certificate = if configured { "configured" } else { "self-signed" },
+            tls = %mode,
+            "gRPC (RocketMQ 5 MessagingService) serving"
+        );
+        Ok(Self {
+            gateway: Arc::new(Gateway::new(state, port)),
+            tls,
+            decode_max,
+        })
+    }
+
+    /// The gateway's own tasks (renewals, forgetting silent clients, certificate reloads,
+    /// transaction check-backs) on the current runtime, until the answer is dropped.
+    fn start_background(&self) -> Background {
+        let mut tasks = vec![
+            tokio::spawn(housekeeping(self.gateway.clone())).abort_handle(),
+            tokio::spawn(tidemark_remoting::tls::watch_files(
+                self.tls.clone(),
+                Duration::from_secs(2),
+                std::future::pending(),
+            ))
+            .abort_handle(),
+        ];
+        if let Some(queue) = self.gateway.take_broker_requests() {
+            let gateway = self.gateway.clone();
+            tasks.push(
+                tokio::spawn(transaction::serve_broker_requests(gateway, queue)).abort_handle(),
+            );
+        }
+        Background {
+            tasks,
+            gateway: self.gateway.clone(),
+        }
+    }
+
+    /// Serves the connections `accepted` brings until `stop` turns true. Shutdown stops taking
+    /// calls and lets running ones finish; clients keep their Telemetry streams open for as
+    /// long as they live, so after a grace period the server stops regardless (as RocketMQ's
+    /// proxy does).
+    async fn serve_connections(
+        &self,
+        accepted: mpsc::Receiver<tls::Accepted>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<(), GrpcError> {
+        let incoming = tls::handshakes(accepted, self.tls.clone());
+        let mut graceful = stop.clone();
+        let server = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(60)))
+            .add_service(
+                MessagingServiceServer::new(Service::new(self.gateway.clone()))
+                    .max_decoding_message_size(self.decode_max),
+            )
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = graceful.wait_for(|stopped| *stopped).await;
+            });
+        tokio::select! {
+            served = server => served.map_err(GrpcError::from),
+            () = async {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => Ok(()),
+        }
+    }
+}
+
+/// The gateway's own tasks; dropping it stops them and the gateway's forwarding.
+struct Background {
+    tasks: Vec<AbortHandle>,
+    gateway: Arc<Gateway>,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.gateway.cluster.shutdown();
+    }
+}
+
+/// A task that stops when this is dropped.
+struct Aborted(AbortHandle);
+
+impl Drop for Aborted {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
