@@ -18,7 +18,7 @@ use tidemark_broker::BrokerState;
 use tidemark_remoting::tls::ServerTls;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::AbortHandle;
+use tokio::task::JoinSet;
 use tracing::info;
 
 use crate::proto::messaging_service_server::MessagingServiceServer;
@@ -42,7 +42,8 @@ pub async fn serve(
         let _ = stopping.send(true);
     });
     let (queue, accepted) = mpsc::channel(ACCEPT_QUEUE);
-    let _acceptor = Aborted(tokio::spawn(tls::accept(listener, vec![queue])).abort_handle());
+    let mut accepting = JoinSet::new();
+    accepting.spawn(tls::accept(listener, vec![queue]));
     shared.serve_connections(accepted, stop).await
 }
 
@@ -82,11 +83,9 @@ pub fn serve_on_threads(
                             let _first = match acceptor {
                                 Some((listener, queues)) => {
                                     let listener = TcpListener::from_std(listener)?;
-                                    let accepting = tokio::spawn(tls::accept(listener, queues));
-                                    Some((
-                                        shared.start_background(),
-                                        Aborted(accepting.abort_handle()),
-                                    ))
+                                    let mut first = shared.start_background();
+                                    first.tasks.spawn(tls::accept(listener, queues));
+                                    Some(first)
                                 }
                                 None => None,
                             };
@@ -148,20 +147,16 @@ impl Shared {
     /// The gateway's own tasks (renewals, forgetting silent clients, certificate reloads,
     /// transaction check-backs) on the current runtime, until the answer is dropped.
     fn start_background(&self) -> Background {
-        let mut tasks = vec![
-            tokio::spawn(housekeeping(self.gateway.clone())).abort_handle(),
-            tokio::spawn(tidemark_remoting::tls::watch_files(
-                self.tls.clone(),
-                Duration::from_secs(2),
-                std::future::pending(),
-            ))
-            .abort_handle(),
-        ];
+        let mut tasks = JoinSet::new();
+        tasks.spawn(housekeeping(self.gateway.clone()));
+        tasks.spawn(tidemark_remoting::tls::watch_files(
+            self.tls.clone(),
+            Duration::from_secs(2),
+            std::future::pending(),
+        ));
         if let Some(queue) = self.gateway.take_broker_requests() {
             let gateway = self.gateway.clone();
-            tasks.push(
-                tokio::spawn(transaction::serve_broker_requests(gateway, queue)).abort_handle(),
-            );
+            tasks.spawn(transaction::serve_broker_requests(gateway, queue));
         }
         Background {
             tasks,
@@ -199,26 +194,15 @@ impl Shared {
     }
 }
 
-/// The gateway's own tasks; dropping it stops them and the gateway's forwarding.
+/// The gateway's own tasks; dropping it stops them (a `JoinSet` aborts what it holds) and the
+/// gateway's forwarding.
 struct Background {
-    tasks: Vec<AbortHandle>,
+    tasks: JoinSet<()>,
     gateway: Arc<Gateway>,
 }
 
 impl Drop for Background {
     fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
         self.gateway.cluster.shutdown();
-    }
-}
-
-/// A task that stops when this is dropped.
-struct Aborted(AbortHandle);
-
-impl Drop for Aborted {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

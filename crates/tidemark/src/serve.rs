@@ -177,13 +177,14 @@ async fn serve_broker(
     let state = broker.state().clone();
     let grpc_task = match grpc {
         Some(listener) => {
-            let threads = std::num::NonZeroUsize::new(state.config.grpc_server_threads)
-                .unwrap_or_else(|| {
-                    std::thread::available_parallelism()
-                        .map_or(std::num::NonZeroUsize::MIN, |cores| {
-                            cores.min(std::num::NonZeroUsize::new(8).unwrap_or(cores))
-                        })
-                });
+            let threads = match state.config.grpc_server_threads {
+                0 => std::thread::available_parallelism()
+                    .map_or(1, std::num::NonZeroUsize::get)
+                    .min(8),
+                configured => configured,
+            };
+            let threads =
+                std::num::NonZeroUsize::new(threads).unwrap_or(std::num::NonZeroUsize::MIN);
             let listener = listener.into_std().context("gRPC listener")?;
             Some(tidemark_grpc::serve_on_threads(
                 listener,
