@@ -1,5 +1,6 @@
 //! The one way config files reach the disk. A single task owns every write: periodically it
-//! writes the tables whose revision moved (offsets every `flush_consumer_offset_interval`,
+//! writes the tables whose revision moved (offsets every `flush_consumer_offset_interval`, less
+//! often when exporting them takes long,
 //! delay offsets every `flush_delay_offset_interval`, topics and groups on the same tick), and
 //! on request it writes at once and tells the requester when the files are durable (a send
 //! that created a topic awaits that before it is acknowledged). It also compacts the offset
@@ -12,12 +13,12 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tidemark_protocol::json::{JsonBody, WriteOptions};
 use tidemark_storage::io::Storage;
 use tokio::sync::{mpsc, oneshot};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::state::{now_ms, BrokerState};
 use tidemark_storage::atomic_file::{self as persist, PersistError};
@@ -233,6 +234,13 @@ async fn write_off_task(
         })
 }
 
+/// `consumerOffset.json` is only an export (the journal is the truth), but rewriting it whole
+/// costs time in proportion to the table: with a million entries, every tick would spend a
+/// good part of a core on it. The next periodic export waits at least this many times as long
+/// as the last one took (so it uses at most about 5% of a core); small tables are exported on
+/// every tick as before, and requested flushes are never held back.
+const EXPORT_COST_RATIO: u32 = 19;
+
 /// The persister task: serves flush requests and writes changed tables periodically, until
 /// `stop`. The final write at shutdown is the broker's, after every other task ended.
 pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
@@ -252,6 +260,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
     ticker.tick().await;
     let delay_interval_ms = state.config.flush_delay_offset_interval.max(100) as i64;
     let mut delay_written_at = now_ms();
+    let mut offsets_export_due = Instant::now();
     loop {
         tokio::select! {
             _ = &mut stop => break,
@@ -277,11 +286,18 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
                 }
             }
             _ = ticker.tick() => {
-                let mut files = vec![
-                    ConfigFile::ConsumerOffsets,
-                    ConfigFile::Topics,
-                    ConfigFile::SubscriptionGroups,
-                ];
+                if Instant::now() >= offsets_export_due {
+                    let started = Instant::now();
+                    if let Err(failure) =
+                        write_off_task(&state, vec![ConfigFile::ConsumerOffsets]).await
+                    {
+                        warn!(%failure, "consumer offsets not exported; will retry");
+                    }
+                    let took = started.elapsed();
+                    offsets_export_due = Instant::now() + took * EXPORT_COST_RATIO;
+                    debug!(?took, "consumerOffset.json exported");
+                }
+                let mut files = vec![ConfigFile::Topics, ConfigFile::SubscriptionGroups];
                 if now_ms() - delay_written_at >= delay_interval_ms {
                     files.push(ConfigFile::DelayOffsets);
                     delay_written_at = now_ms();

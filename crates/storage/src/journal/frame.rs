@@ -4,7 +4,10 @@
 //! Segment: `TMJRNL01` (8 bytes), the segment number (u64 big-endian), then records.
 //! Record: payload length (u32 BE), CRC-32 of the length bytes and the payload (u32 BE), payload.
 //! The checksum covers the length so a flipped length bit is caught even when the wrong length
-//! still fits in the file. A zero length ends the segment only where the file ends too.
+//! still fits in the file. The writer zero-fills space ahead of its records and always leaves at
+//! least a frame header's worth of it, so the records end where the file ends or where at least
+//! eight zero bytes and nothing else follow. Fewer zeros are a cut frame header (its length
+//! always has a non-zero byte), and a zero length anywhere else is damage.
 //! Snapshot: `TMSNAP01`, the first segment to replay after it (u64 BE), CRC-32 of the payload
 //! (u32 BE), payload.
 
@@ -13,7 +16,7 @@ use std::fmt;
 pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"TMJRNL01";
 pub(crate) const SEGMENT_HEADER_LEN: u64 = 16;
 pub(crate) const SNAPSHOT_MAGIC: &[u8; 8] = b"TMSNAP01";
-const FRAME_HEADER_LEN: usize = 8;
+pub(crate) const FRAME_HEADER_LEN: usize = 8;
 
 /// The largest payload a record may have: a flipped length bit must not make recovery allocate
 /// gigabytes, and no single change of consumer progress comes near it.
@@ -115,6 +118,12 @@ pub(crate) fn scan_segment(
             good_end: at as u64,
             damage: Some(damage),
         };
+        if rest.len() >= FRAME_HEADER_LEN && rest.iter().all(|&byte| byte == 0) {
+            return ScanEnd {
+                good_end: at as u64,
+                damage: None,
+            };
+        }
         if rest.len() < FRAME_HEADER_LEN {
             return stop(Damage::Torn {
                 needed: (FRAME_HEADER_LEN - rest.len()) as u64,
@@ -221,6 +230,25 @@ mod tests {
             .map(|d| (0, d))
             .unzip();
         assert_eq!((seen, end), (Some(0), Some(Damage::BadHeader)));
+    }
+
+    #[test]
+    fn zeros_after_the_last_record_are_space_not_damage() {
+        let mut bytes = segment_with(&[b"one", b"two"]);
+        let end_of_records = bytes.len() as u64;
+        bytes.resize(bytes.len() + 4096, 0);
+        let (seen, end) = scan(&bytes);
+        assert_eq!(seen.len(), 2);
+        assert_eq!(end.good_end, end_of_records);
+        assert_eq!(end.damage, None);
+
+        // A stray byte in that space is not the end of the records.
+        let last = bytes.len() - 100;
+        bytes[last] = 1;
+        let (seen, end) = scan(&bytes);
+        assert_eq!(seen.len(), 2);
+        assert_eq!(end.good_end, end_of_records);
+        assert_eq!(end.damage, Some(Damage::BadLength { length: 0 }));
     }
 
     #[test]

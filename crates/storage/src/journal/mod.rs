@@ -374,6 +374,7 @@ impl Journal {
                 file,
                 segment: next,
                 position: frame::SEGMENT_HEADER_LEN,
+                allocated: frame::SEGMENT_HEADER_LEN,
             },
             options.group_commit_window,
         )

@@ -209,7 +209,14 @@ fn truncation_or_a_bit_flip_anywhere_keeps_exactly_the_records_before_it() {
     let pristine = SimStorage::new();
     let (path, ends) = journal_with(&pristine, 12);
     let length = *ends.last().expect("records");
-    for position in 0..length {
+    let zeros = frame::FRAME_HEADER_LEN as u64;
+    assert!(
+        pristine.read_file(&path).expect("segment").len() as u64 >= length + zeros,
+        "the writer leaves zeros after its records"
+    );
+    // Past the records: the writer's zero-filled space, where a cut leaving at least a frame
+    // header of zeros is a clean end and a flipped bit is damage.
+    for position in 0..length + 2 * zeros {
         for flip in [false, true] {
             let storage = pristine.crash(0);
             if flip {
@@ -229,8 +236,10 @@ fn truncation_or_a_bit_flip_anywhere_keeps_exactly_the_records_before_it() {
                 (0..kept).map(record).collect::<Vec<_>>(),
                 "position {position} flip {flip}"
             );
-            let clean_cut =
-                !flip && (position == frame::SEGMENT_HEADER_LEN || ends.contains(&position));
+            let clean_cut = !flip
+                && (position == frame::SEGMENT_HEADER_LEN
+                    || ends.contains(&position)
+                    || position >= length + zeros);
             match &report.damage {
                 None => assert!(clean_cut, "damage at {position} (flip {flip}) not reported"),
                 Some(damage) => {

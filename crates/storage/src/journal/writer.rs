@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use super::frame::{segment_header, SEGMENT_HEADER_LEN};
+use super::frame::{segment_header, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::{io_error, segment_name, Chunk, JournalError, Shared};
 use crate::io::{Storage, StorageFile};
 
@@ -25,6 +25,34 @@ pub(crate) struct Target {
     pub file: Arc<dyn StorageFile>,
     pub segment: u64,
     pub position: u64,
+    /// The file's length: bytes from `position` up to it are zeros the writer put there.
+    pub allocated: u64,
+}
+
+/// How far ahead of the records the writer zero-fills a segment. Syncing an append that grows
+/// the file must also write the file's size (a second device write per sync); writing into
+/// space that already exists needs only the data, so the size changes once per this many bytes.
+pub(crate) const ZERO_AHEAD: u64 = 1 << 20;
+
+/// Zeros from `target.allocated` to past `needed`, in the same sync as the records that need it
+/// (`needed` includes the frame header of zeros that marks where the records end).
+fn allocate(target: &mut Target, needed: u64, path: &Path) -> Result<(), JournalError> {
+    if needed <= target.allocated {
+        return Ok(());
+    }
+    let end = needed.div_ceil(ZERO_AHEAD) * ZERO_AHEAD + ZERO_AHEAD;
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    let mut at = target.allocated;
+    while at < end {
+        let length = (end - at).min(ZEROS.len() as u64) as usize;
+        target
+            .file
+            .write_at(at, &ZEROS[..length])
+            .map_err(io_error("write", path))?;
+        at += length as u64;
+    }
+    target.allocated = end;
+    Ok(())
 }
 
 /// Creates a segment with its header, durably (file and directory entry).
@@ -121,6 +149,14 @@ fn write(
     let mut position = start;
     let mut written = 0;
     let outcome = (|| {
+        let needed = batch
+            .iter()
+            .map_while(|chunk| match chunk {
+                Chunk::Records(bytes) => Some(bytes.len() as u64),
+                Chunk::NewSegment(_) => None,
+            })
+            .sum::<u64>();
+        allocate(target, start + needed + FRAME_HEADER_LEN as u64, &path)?;
         for chunk in batch.iter() {
             match chunk {
                 Chunk::Records(bytes) => {
@@ -147,6 +183,7 @@ fn write(
         target.file = create_segment(target.storage.as_ref(), &target.dir, &target.name, segment)?;
         target.segment = segment;
         target.position = SEGMENT_HEADER_LEN;
+        target.allocated = SEGMENT_HEADER_LEN;
         shared.writer_segment.store(segment, Ordering::Release);
         batch.pop_front();
         return write(target, batch, shared);
