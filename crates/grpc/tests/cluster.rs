@@ -259,18 +259,7 @@ async fn one_gateway_serves_every_broker_of_the_cluster() {
             ..AckMessageEntry::default()
         })
         .collect();
-    let acked = client
-        .ack_message(with_client_id(
-            AckMessageRequest {
-                group: Some(resource(group)),
-                topic: Some(resource(topic)),
-                entries,
-            },
-            "cluster-client",
-        ))
-        .await
-        .expect("ack")
-        .into_inner();
+    let acked = ack(&mut client, group, topic, entries, "cluster-client").await;
     assert_eq!(code(&acked.status), Code::Ok);
     assert_eq!(acked.entries.len(), 19);
 
@@ -281,22 +270,18 @@ async fn one_gateway_serves_every_broker_of_the_cluster() {
     let system = again[0].system_properties.as_ref().expect("system");
     assert_eq!(Some(system.message_id.clone()), put_back_id);
     assert_eq!(system.delivery_attempt, Some(2));
-    let acked = client
-        .ack_message(with_client_id(
-            AckMessageRequest {
-                group: Some(resource(group)),
-                topic: Some(resource(topic)),
-                entries: vec![AckMessageEntry {
-                    message_id: system.message_id.clone(),
-                    receipt_handle: handle(&again[0]),
-                    ..AckMessageEntry::default()
-                }],
-            },
-            "cluster-client",
-        ))
-        .await
-        .expect("ack")
-        .into_inner();
+    let acked = ack(
+        &mut client,
+        group,
+        topic,
+        vec![AckMessageEntry {
+            message_id: system.message_id.clone(),
+            receipt_handle: handle(&again[0]),
+            ..AckMessageEntry::default()
+        }],
+        "cluster-client",
+    )
+    .await;
     assert_eq!(code(&acked.status), Code::Ok);
     for broker in ["broker-a", "broker-b"] {
         let (status, rest) = receive_at(&mut client, group, topic, Some(broker), 30_000).await;

@@ -181,22 +181,18 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
     // Acknowledge "one"; extend "two"; leave "three" to come back.
     let one = first.iter().find(|m| m.body == b"one").expect("one");
     let two = first.iter().find(|m| m.body == b"two").expect("two");
-    let acked = client
-        .ack_message(with_client_id(
-            AckMessageRequest {
-                group: Some(resource(group)),
-                topic: Some(resource(topic)),
-                entries: vec![AckMessageEntry {
-                    message_id: "id-1".into(),
-                    receipt_handle: handle(one),
-                    lite_topic: None,
-                }],
-            },
-            "consumer-1",
-        ))
-        .await
-        .expect("ack")
-        .into_inner();
+    let acked = ack(
+        &mut client,
+        group,
+        topic,
+        vec![AckMessageEntry {
+            message_id: "id-1".into(),
+            receipt_handle: handle(one),
+            lite_topic: None,
+        }],
+        "consumer-1",
+    )
+    .await;
     assert_eq!(code(&acked.status), Code::Ok);
     let changed = client
         .change_invisible_duration(with_client_id(
@@ -238,24 +234,18 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
         Some(2)
     );
     // An expired handle is refused as RocketMQ refuses it.
-    let expired = client
-        .ack_message(with_client_id(
-            AckMessageRequest {
-                group: Some(resource(group)),
-                topic: Some(resource(topic)),
-                entries: vec![AckMessageEntry {
-                    message_id: "id-3".into(),
-                    receipt_handle: handle(
-                        first.iter().find(|m| m.body == b"three").expect("three"),
-                    ),
-                    lite_topic: None,
-                }],
-            },
-            "consumer-1",
-        ))
-        .await
-        .expect("ack")
-        .into_inner();
+    let expired = ack(
+        &mut client,
+        group,
+        topic,
+        vec![AckMessageEntry {
+            message_id: "id-3".into(),
+            receipt_handle: handle(first.iter().find(|m| m.body == b"three").expect("three")),
+            lite_topic: None,
+        }],
+        "consumer-1",
+    )
+    .await;
     assert_eq!(code(&expired.status), Code::InvalidReceiptHandle);
 
     // Without a client id, a clear status.

@@ -107,18 +107,7 @@ async fn connections_on_different_serving_threads_share_one_broker() {
             }
         })
         .collect();
-    let acked = clients[2]
-        .ack_message(with_client_id(
-            AckMessageRequest {
-                group: Some(resource(group)),
-                topic: Some(resource(topic)),
-                entries,
-            },
-            "consumer-1",
-        ))
-        .await
-        .expect("ack")
-        .into_inner();
+    let acked = ack(&mut clients[2], group, topic, entries, "consumer-1").await;
     assert_eq!(code(&acked.status), Code::Ok, "{acked:?}");
     // Acknowledged on another thread's connection: nothing comes back after invisibility.
     let (_, again) = receive(&mut clients[1], group, topic, 1_000).await;

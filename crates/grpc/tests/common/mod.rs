@@ -127,6 +127,29 @@ pub fn with_client_id<T>(message: T, client_id: &str) -> Request<T> {
     request
 }
 
+/// One AckMessage call for `entries` of `group` on `topic`; its answer (the call itself must
+/// get through).
+pub async fn ack(
+    client: &mut MessagingServiceClient<Channel>,
+    group: &str,
+    topic: &str,
+    entries: Vec<AckMessageEntry>,
+    client_id: &str,
+) -> AckMessageResponse {
+    client
+        .ack_message(with_client_id(
+            AckMessageRequest {
+                group: Some(resource(group)),
+                topic: Some(resource(topic)),
+                entries,
+            },
+            client_id,
+        ))
+        .await
+        .expect("ack")
+        .into_inner()
+}
+
 pub fn resource(name: &str) -> Resource {
     Resource {
         resource_namespace: String::new(),
