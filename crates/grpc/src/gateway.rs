@@ -47,6 +47,13 @@ pub struct Gateway {
 /// Requests from brokers to gRPC clients queued at most (check-backs wait beyond it).
 const BROKER_REQUESTS_QUEUED: usize = 1024;
 
+/// The two ends of the connection a call came on.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pub remote: SocketAddr,
+    pub local: SocketAddr,
+}
+
 /// The client behind one call.
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -90,8 +97,9 @@ impl Gateway {
             .take()
     }
 
-    /// The client behind a call, or the status to answer with (no client id).
-    pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+    /// The client behind a call from `peer` (to `local`), or the status to answer with (no
+    /// client id).
+    pub fn caller<T>(&self, request: &Request<T>, peer: Peer) -> Result<Caller, Status> {
         let client_id = request
             .metadata()
             .get(CLIENT_ID_HEADER)
@@ -99,9 +107,10 @@ impl Gateway {
             .map(str::trim)
             .filter(|id| !id.is_empty())
             .ok_or_else(|| status(Code::ClientIdRequired, "x-mq-client-id is required"))?;
-        let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
-        let peer = request.remote_addr().unwrap_or(unspecified);
-        let local = request.local_addr().unwrap_or(unspecified);
+        let Peer {
+            remote: peer,
+            local,
+        } = peer;
         let principal = match &self.state.acl {
             Some(acl) => crate::auth::authenticate(acl, request.metadata(), peer.ip())
                 .map_err(|reason| status(Code::Unauthorized, reason))?,

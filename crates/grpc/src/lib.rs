@@ -15,6 +15,7 @@ pub mod proto {
     tonic::include_proto!("apache.rocketmq.v2");
 }
 
+mod accept;
 mod ack;
 mod auth;
 mod cluster;
@@ -29,7 +30,6 @@ mod service;
 mod sessions;
 mod status;
 mod telemetry;
-pub mod tls;
 mod transaction;
 
 use std::sync::Arc;
@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use gateway::{Gateway, CLIENT_ID_HEADER};
+pub use gateway::{Gateway, Peer, CLIENT_ID_HEADER};
 pub use route::MESSAGE_TYPE_ATTRIBUTE;
 pub use server::{serve, serve_on_threads};
 pub use service::Service;
@@ -51,8 +51,6 @@ const CLIENT_IDLE_MS: i64 = 120_000;
 
 #[derive(Debug, Error)]
 pub enum GrpcError {
-    #[error("gRPC server: {0}")]
-    Transport(#[from] tonic::transport::Error),
     #[error("gRPC listener: {0}")]
     Io(#[from] std::io::Error),
     #[error("gRPC TLS: {0}")]

@@ -10,19 +10,22 @@
 //! acking) runs on the thread of the call.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::server::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tidemark_broker::BrokerState;
 use tidemark_remoting::tls::ServerTls;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
-use tracing::info;
+use tracing::{debug, info};
 
 use crate::proto::messaging_service_server::MessagingServiceServer;
-use crate::{housekeeping, tls, transaction, Gateway, GrpcError, Service, SHUTDOWN_GRACE};
+use crate::{accept, housekeeping, transaction, Gateway, GrpcError, Peer, Service, SHUTDOWN_GRACE};
 
 /// Accepted connections waiting for their runtime, per runtime.
 const ACCEPT_QUEUE: usize = 128;
@@ -43,7 +46,7 @@ pub async fn serve(
     });
     let (queue, accepted) = mpsc::channel(ACCEPT_QUEUE);
     let mut accepting = JoinSet::new();
-    accepting.spawn(tls::accept(listener, vec![queue]));
+    accepting.spawn(accept::accept(listener, vec![queue]));
     shared.serve_connections(accepted, stop).await
 }
 
@@ -62,7 +65,7 @@ pub fn serve_on_threads(
     listener.set_nonblocking(true)?;
     let shared = Arc::new(Shared::new(state, listener.local_addr()?.port())?);
     let (queues, receivers): (Vec<_>, Vec<_>) = (0..threads.get())
-        .map(|_| mpsc::channel::<tls::Accepted>(ACCEPT_QUEUE))
+        .map(|_| mpsc::channel::<accept::Accepted>(ACCEPT_QUEUE))
         .unzip();
     let mut acceptor = Some((listener, queues));
     let mut finished = Vec::with_capacity(threads.get());
@@ -84,7 +87,7 @@ pub fn serve_on_threads(
                                 Some((listener, queues)) => {
                                     let listener = TcpListener::from_std(listener)?;
                                     let mut first = shared.start_background();
-                                    first.tasks.spawn(tls::accept(listener, queues));
+                                    first.tasks.spawn(accept::accept(listener, queues));
                                     Some(first)
                                 }
                                 None => None,
@@ -170,27 +173,130 @@ impl Shared {
     /// proxy does).
     async fn serve_connections(
         &self,
-        accepted: mpsc::Receiver<tls::Accepted>,
-        mut stop: watch::Receiver<bool>,
+        mut accepted: mpsc::Receiver<accept::Accepted>,
+        stop: watch::Receiver<bool>,
     ) -> Result<(), GrpcError> {
-        let incoming = tls::handshakes(accepted, self.tls.clone());
-        let mut graceful = stop.clone();
-        let server = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(Duration::from_secs(60)))
-            .add_service(
-                MessagingServiceServer::new(Service::new(self.gateway.clone()))
-                    .max_decoding_message_size(self.decode_max),
-            )
-            .serve_with_incoming_shutdown(incoming, async move {
-                let _ = graceful.wait_for(|stopped| *stopped).await;
-            });
-        tokio::select! {
-            served = server => served.map_err(GrpcError::from),
-            () = async {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            } => Ok(()),
+        let http2 = http2_settings();
+        let mut connections = JoinSet::new();
+        let mut watching = stop.clone();
+        // A dropped sender stops the server too.
+        let stopping = async move {
+            let _ = watching.wait_for(|stopped| *stopped).await;
+        };
+        tokio::pin!(stopping);
+        loop {
+            tokio::select! {
+                next = accepted.recv() => {
+                    let Some((stream, peer)) = next else { break };
+                    connections.spawn(serve_connection(
+                        stream,
+                        peer,
+                        self.tls.clone(),
+                        http2.clone(),
+                        self.messaging(),
+                        stop.clone(),
+                    ));
+                }
+                // Finished connections leave the set as they go.
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                () = &mut stopping => break,
+            }
         }
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        Ok(())
+    }
+
+    /// MessagingService for one connection, before it knows its ends.
+    fn messaging(&self) -> Messaging {
+        Messaging {
+            gateway: self.gateway.clone(),
+            decode_max: self.decode_max,
+        }
+    }
+}
+
+/// HTTP/2 as every connection is served: keep-alive pings after a minute of silence, hyper's
+/// defaults otherwise (those tonic's server used).
+fn http2_settings() -> http2::Builder<TokioExecutor> {
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(Duration::from_secs(60)));
+    builder
+}
+
+/// What a connection needs to build its service once its ends are known.
+struct Messaging {
+    gateway: Arc<Gateway>,
+    decode_max: usize,
+}
+
+/// One connection: TLS or plaintext as its first bytes say, then HTTP/2 until the client leaves
+/// or shutdown has let its calls finish.
+///
+/// Calls go straight to the generated `MessagingServiceServer`: tonic's own server would put
+/// a router, a boxed service and per-call layers (timeouts, connection info, tracing spans) in
+/// front of it, which cost about as much per call as the broker's work on a send.
+async fn serve_connection(
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    tls: Arc<ServerTls>,
+    http2: http2::Builder<TokioExecutor>,
+    messaging: Messaging,
+    mut stop: watch::Receiver<bool>,
+) {
+    let stream = match TcpStream::from_std(stream) {
+        Ok(stream) => stream,
+        Err(failure) => {
+            debug!(%failure, %peer, "gRPC connection not taken by its runtime");
+            return;
+        }
+    };
+    let Some(stream) = tls.accept(stream, peer).await else {
+        return;
+    };
+    let ends = Peer {
+        remote: stream.peer_addr().unwrap_or(peer),
+        local: stream
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+    };
+    let service = MessagingServiceServer::new(Service::new(messaging.gateway, ends))
+        .max_decoding_message_size(messaging.decode_max);
+    let connection = http2.serve_connection(TokioIo::new(stream), Calls(service));
+    tokio::pin!(connection);
+    let stopping = async move {
+        let _ = stop.wait_for(|stopped| *stopped).await;
+    };
+    let served = tokio::select! {
+        served = connection.as_mut() => served,
+        () = stopping => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(failure) = served {
+        debug!(%failure, %peer, "gRPC connection ended");
+    }
+}
+
+/// Hands each HTTP/2 request to the generated service (hyper calls through `&self`; the
+/// generated service is an `Arc` inside, so a clone per call is a counter bump).
+struct Calls(MessagingServiceServer<Service>);
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Calls {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = <MessagingServiceServer<Service> as tower_service::Service<
+        http::Request<hyper::body::Incoming>,
+    >>::Future;
+
+    fn call(&self, request: http::Request<hyper::body::Incoming>) -> Self::Future {
+        // The generated service is always ready: it has no poll_ready of its own to honour.
+        tower_service::Service::call(&mut self.0.clone(), request)
     }
 }
 

@@ -8,20 +8,23 @@ use std::sync::Arc;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Streaming};
 
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Peer};
 use crate::proto::messaging_service_server::MessagingService;
 use crate::proto::*;
 use crate::status::{ok, status};
 
-/// The service tonic serves: the gateway behind an `Arc`.
+/// The service one connection is served by: the gateway behind an `Arc`, and the connection's
+/// ends (RocketMQ's proxy reads them per call from the transport; here each connection has its
+/// own service, so a call costs no lookup).
 #[derive(Debug, Clone)]
 pub struct Service {
     gateway: Arc<Gateway>,
+    peer: Peer,
 }
 
 impl Service {
-    pub fn new(gateway: Arc<Gateway>) -> Self {
-        Self { gateway }
+    pub fn new(gateway: Arc<Gateway>, peer: Peer) -> Self {
+        Self { gateway, peer }
     }
 }
 
@@ -46,7 +49,7 @@ fn deadline<T>(request: &Request<T>) -> Option<std::time::Duration> {
 
 macro_rules! caller_or_answer {
     ($self:ident, $request:ident, $response:ident { $($field:ident: $value:expr),* }) => {
-        match $self.gateway.caller(&$request) {
+        match $self.gateway.caller(&$request, $self.peer) {
             Ok(caller) => caller,
             Err(failure) => {
                 return Ok(Response::new($response {
@@ -124,7 +127,7 @@ impl MessagingService for Service {
         &self,
         request: Request<ReceiveMessageRequest>,
     ) -> Answer<Self::ReceiveMessageStream> {
-        let frames = match self.gateway.caller(&request) {
+        let frames = match self.gateway.caller(&request, self.peer) {
             Ok(caller) => {
                 let deadline = deadline(&request);
                 self.gateway
@@ -173,7 +176,7 @@ impl MessagingService for Service {
         &self,
         request: Request<PullMessageRequest>,
     ) -> Answer<Self::PullMessageStream> {
-        let frames = match self.gateway.caller(&request) {
+        let frames = match self.gateway.caller(&request, self.peer) {
             Ok(caller) => {
                 self.gateway
                     .pull_message(&caller, request.into_inner())
@@ -237,14 +240,17 @@ impl MessagingService for Service {
         &self,
         request: Request<Streaming<TelemetryCommand>>,
     ) -> Answer<Self::TelemetryStream> {
-        let caller = self.gateway.caller(&request).map_err(|failure| {
-            // RocketMQ's proxy (ACL 1.0) closes a refused telemetry stream this way.
-            if failure.code == crate::proto::Code::Unauthorized as i32 {
-                tonic::Status::permission_denied(failure.message)
-            } else {
-                tonic::Status::invalid_argument(failure.message)
-            }
-        })?;
+        let caller = self
+            .gateway
+            .caller(&request, self.peer)
+            .map_err(|failure| {
+                // RocketMQ's proxy (ACL 1.0) closes a refused telemetry stream this way.
+                if failure.code == crate::proto::Code::Unauthorized as i32 {
+                    tonic::Status::permission_denied(failure.message)
+                } else {
+                    tonic::Status::invalid_argument(failure.message)
+                }
+            })?;
         let (outbound, receiver) = tokio::sync::mpsc::channel(16);
         tokio::spawn(
             self.gateway
