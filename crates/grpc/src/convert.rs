@@ -238,12 +238,9 @@ pub fn incoming(
         .collect();
     // MD5 in upper-case hex, as Apache's proxy sends it: the clients disagree on how to write
     // a CRC32 (the Java and Go ones hex, the Node.js one decimal), but all check MD5 alike.
-    let checksum: String = {
+    let checksum = {
         use md5::Digest as _;
-        md5::Md5::digest(&body)
-            .iter()
-            .map(|byte| format!("{byte:02X}"))
-            .collect()
+        tidemark_protocol::hex::encode_upper(&md5::Md5::digest(&body))
     };
     let delivery_timestamp = properties
         .get(property::TIMER_OUT_MS)

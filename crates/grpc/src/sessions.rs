@@ -130,17 +130,23 @@ impl Sessions {
         local: SocketAddr,
     ) -> Arc<Session> {
         let now = tidemark_remoting::now_ms();
-        let session = self
-            .lock()
-            .entry(client_id.to_owned())
-            .or_insert_with(|| {
-                Arc::new(Session {
-                    client_id: client_id.to_owned(),
-                    channel: Channel::in_process_to(peer, local, self.broker_requests.clone()),
-                    inner: Mutex::new(SessionState::default()),
+        let mut clients = self.lock();
+        // Looked up before inserting: every call finds its client, and only the first one
+        // needs the id as an owned key.
+        let session = match clients.get(client_id) {
+            Some(session) => session.clone(),
+            None => clients
+                .entry(client_id.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(Session {
+                        client_id: client_id.to_owned(),
+                        channel: Channel::in_process_to(peer, local, self.broker_requests.clone()),
+                        inner: Mutex::new(SessionState::default()),
+                    })
                 })
-            })
-            .clone();
+                .clone(),
+        };
+        drop(clients);
         session.touch(now);
         session
     }

@@ -111,29 +111,37 @@ impl ExtFields {
 
     /// Sets `key`, replacing an earlier value (Java's map semantics: the last write wins).
     pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
-        let (key, value) = (key.as_ref(), value.as_ref());
+        let value = value.as_ref();
+        self.insert_with(key.as_ref(), |text| text.push_str(value));
+    }
+
+    /// [`ExtFields::insert`] with the value written by `write` straight into the fields' text,
+    /// so a typed header's numbers need no string of their own on the way in.
+    pub fn insert_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
         let inner = self.inner.get_or_insert_with(Box::default);
-        match inner.position(key) {
+        let existing = inner.position(key);
+        let (key_start, key_end) = match existing {
+            Some(_) => (0, 0),
+            None => inner.push_text(key),
+        };
+        let value_start = inner.text.len();
+        write(&mut inner.text);
+        let value_end = inner.text.len();
+        match existing {
             Some(index) => {
-                let (value_start, value_end) = inner.push_text(value);
                 let entry = &mut inner.entries[index];
                 entry.value_start = value_start;
                 entry.value_end = value_end;
             }
-            None => {
-                let (key_start, key_end) = inner.push_text(key);
-                let (value_start, value_end) = inner.push_text(value);
-                inner.entries.push(Entry {
-                    key_start,
-                    key_end,
-                    value_start,
-                    value_end,
-                });
-            }
+            None => inner.entries.push(Entry {
+                key_start,
+                key_end,
+                value_start,
+                value_end,
+            }),
         }
     }
 
-    /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<String> {
         let inner = self.inner.as_deref_mut()?;
         let index = inner.position(key)?;
@@ -184,15 +192,23 @@ pub trait ExtValue: Sized {
     /// Whether the empty string is a real value (true only for strings). For other types an
     /// empty value reads as absent, as Java's binary header decoder turns it into null.
     const EMPTY_IS_VALUE: bool = false;
-    fn to_ext(&self) -> String;
+    /// Appends the value's text to `out`.
+    fn write_ext(&self, out: &mut String);
     fn from_ext(text: &str) -> Option<Self>;
+
+    /// The value's text on its own.
+    fn to_ext(&self) -> String {
+        let mut out = String::new();
+        self.write_ext(&mut out);
+        out
+    }
 }
 
 impl ExtValue for String {
     const EXPECTED: &'static str = "a string";
     const EMPTY_IS_VALUE: bool = true;
-    fn to_ext(&self) -> String {
-        self.clone()
+    fn write_ext(&self, out: &mut String) {
+        out.push_str(self);
     }
     fn from_ext(text: &str) -> Option<Self> {
         Some(text.to_owned())
@@ -201,8 +217,8 @@ impl ExtValue for String {
 
 impl ExtValue for i32 {
     const EXPECTED: &'static str = "a 32-bit integer";
-    fn to_ext(&self) -> String {
-        self.to_string()
+    fn write_ext(&self, out: &mut String) {
+        out.push_str(itoa::Buffer::new().format(*self));
     }
     fn from_ext(text: &str) -> Option<Self> {
         text.parse().ok()
@@ -211,8 +227,8 @@ impl ExtValue for i32 {
 
 impl ExtValue for i64 {
     const EXPECTED: &'static str = "a 64-bit integer";
-    fn to_ext(&self) -> String {
-        self.to_string()
+    fn write_ext(&self, out: &mut String) {
+        out.push_str(itoa::Buffer::new().format(*self));
     }
     fn from_ext(text: &str) -> Option<Self> {
         text.parse().ok()
@@ -221,8 +237,8 @@ impl ExtValue for i64 {
 
 impl ExtValue for bool {
     const EXPECTED: &'static str = "a boolean";
-    fn to_ext(&self) -> String {
-        self.to_string()
+    fn write_ext(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
     }
     /// `Boolean.parseBoolean`: only "true" in any case is true; everything else is false
     /// (C++ 2.1 clients send "0"/"1", which Java also reads as false).
@@ -266,9 +282,16 @@ pub trait CommandHeader: Sized {
     /// Reads the header; a missing required field or an unparsable value is an error.
     fn read_from(fields: &ExtFields) -> Result<Self, HeaderError>;
 
+    /// How many fields the header has at most (room reserved for them up front).
+    const FIELDS: usize = 0;
+
     /// The header as a fresh ext-field map.
     fn to_ext_fields(&self) -> ExtFields {
-        let mut fields = ExtFields::new();
+        let mut fields = if Self::FIELDS == 0 {
+            ExtFields::new()
+        } else {
+            ExtFields::with_capacity(Self::FIELDS)
+        };
         self.write_to(&mut fields);
         fields
     }
@@ -296,6 +319,8 @@ macro_rules! command_header {
         }
 
         impl $crate::ext_fields::CommandHeader for $name {
+            const FIELDS: usize = <[&str]>::len(&[$($key),*]);
+
             fn write_to(&self, fields: &mut $crate::ext_fields::ExtFields) {
                 $( $crate::command_header!(@write $kind fields, $key, &self.$field); )*
             }
@@ -315,14 +340,14 @@ macro_rules! command_header {
     (@type defaulted $ty:ty) => { $ty };
 
     (@write required $fields:ident, $key:literal, $value:expr) => {
-        $fields.insert($key, $crate::ext_fields::ExtValue::to_ext($value))
+        $fields.insert_with($key, |out| $crate::ext_fields::ExtValue::write_ext($value, out))
     };
     (@write defaulted $fields:ident, $key:literal, $value:expr) => {
-        $fields.insert($key, $crate::ext_fields::ExtValue::to_ext($value))
+        $fields.insert_with($key, |out| $crate::ext_fields::ExtValue::write_ext($value, out))
     };
     (@write optional $fields:ident, $key:literal, $value:expr) => {
         if let Some(value) = $value {
-            $fields.insert($key, $crate::ext_fields::ExtValue::to_ext(value));
+            $fields.insert_with($key, |out| $crate::ext_fields::ExtValue::write_ext(value, out));
         }
     };
 
@@ -381,6 +406,31 @@ mod tests {
                 expected: "a 64-bit integer"
             })
         );
+    }
+
+    #[test]
+    fn a_header_written_over_fields_replaces_their_values_in_place() {
+        assert_eq!(Sample::FIELDS, 4);
+        let mut fields: ExtFields = [("queueId", "9"), ("extra", "kept")].into_iter().collect();
+        let header = Sample {
+            topic: "T".into(),
+            queue_id: -12,
+            offset: Some(i64::MIN),
+            unit_mode: false,
+        };
+        header.write_to(&mut fields);
+        let written: Vec<(&str, &str)> = fields.iter().collect();
+        assert_eq!(
+            written,
+            [
+                ("queueId", "-12"),
+                ("extra", "kept"),
+                ("topic", "T"),
+                ("offset", "-9223372036854775808"),
+                ("unitMode", "false"),
+            ]
+        );
+        assert_eq!(Sample::read_from(&fields), Ok(header));
     }
 
     #[test]

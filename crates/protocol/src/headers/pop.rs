@@ -217,20 +217,26 @@ pub struct PopReceipt {
 
 impl PopReceipt {
     pub fn encode(&self) -> String {
-        let mut out = format!(
-            "{} {} {} {} {} {} {} {}",
-            self.start_offset,
-            self.pop_time,
-            self.invisible_time,
-            self.revive_qid,
-            self.source.flag(),
-            self.broker_name,
-            self.queue_id,
-            self.queue_offset
-        );
+        // Written by hand rather than with `format!`: every popped message gets one, and the
+        // gRPC gateway writes another for each ack.
+        let mut out = String::with_capacity(80 + self.broker_name.len());
+        let mut number = itoa::Buffer::new();
+        for value in [self.start_offset, self.pop_time, self.invisible_time] {
+            out.push_str(number.format(value));
+            out.push(' ');
+        }
+        out.push_str(number.format(self.revive_qid));
+        out.push(' ');
+        out.push_str(self.source.flag());
+        out.push(' ');
+        out.push_str(&self.broker_name);
+        out.push(' ');
+        out.push_str(number.format(self.queue_id));
+        out.push(' ');
+        out.push_str(number.format(self.queue_offset));
         if let Some(offset) = self.commit_log_offset {
             out.push(' ');
-            out.push_str(&offset.to_string());
+            out.push_str(number.format(offset));
         }
         out
     }
@@ -299,6 +305,7 @@ mod tests {
             PopReceipt::decode("57 1726700000000 60000 3 1 broker-a 0 57 9000").expect("decodes");
         assert_eq!(retry.source.real_topic("G", "T"), "%RETRY%G_T");
         assert_eq!(retry.commit_log_offset, Some(9000));
+        assert_eq!(retry.encode(), "57 1726700000000 60000 3 1 broker-a 0 57 9000");
         assert!(PopReceipt::decode("200 1 30000 999 0 b 1 201")
             .expect("orderly")
             .is_orderly());
