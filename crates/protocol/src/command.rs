@@ -506,7 +506,12 @@ fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError>
         bytes: ext_bytes,
         position: 0,
     };
-    let mut ext_fields = ExtFields::with_capacity(16);
+    // A frame without fields (most responses) allocates nothing for them.
+    let mut ext_fields = if ext_bytes.is_empty() {
+        ExtFields::new()
+    } else {
+        ExtFields::with_capacity(16)
+    };
     while ext_reader.position < ext_bytes.len() {
         let key_length = ext_reader.i16("extFields key length")?;
         let key_length = ext_reader.length("extFields key", i32::from(key_length))?;

@@ -305,7 +305,10 @@ mod tests {
             PopReceipt::decode("57 1726700000000 60000 3 1 broker-a 0 57 9000").expect("decodes");
         assert_eq!(retry.source.real_topic("G", "T"), "%RETRY%G_T");
         assert_eq!(retry.commit_log_offset, Some(9000));
-        assert_eq!(retry.encode(), "57 1726700000000 60000 3 1 broker-a 0 57 9000");
+        assert_eq!(
+            retry.encode(),
+            "57 1726700000000 60000 3 1 broker-a 0 57 9000"
+        );
         assert!(PopReceipt::decode("200 1 30000 999 0 b 1 201")
             .expect("orderly")
             .is_orderly());
