@@ -218,13 +218,17 @@ impl Shared {
     }
 }
 
-/// HTTP/2 as every connection is served: keep-alive pings after a minute of silence, hyper's
-/// defaults otherwise (those tonic's server used).
+/// HTTP/2 as every connection is served: keep-alive pings after a minute of silence, and no
+/// limit on concurrent streams. A 5.x client runs every consumer's long-polling receives and
+/// its acks over one connection; a limit (hyper's default is 200) would queue its acks behind
+/// receives that wait up to half a minute. Apache's proxy (grpc-java) sets none either.
+/// hyper's defaults otherwise, as tonic's server used them.
 fn http2_settings() -> http2::Builder<TokioExecutor> {
     let mut builder = http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
-        .keep_alive_interval(Some(Duration::from_secs(60)));
+        .keep_alive_interval(Some(Duration::from_secs(60)))
+        .max_concurrent_streams(None);
     builder
 }
 

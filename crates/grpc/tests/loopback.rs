@@ -666,3 +666,42 @@ async fn an_enforcing_grpc_port_refuses_plaintext_calls() {
         "a plaintext gRPC call was served in enforcing mode"
     );
 }
+
+/// A 5.x client puts every consumer's long-polling receives and its acks on one connection, so
+/// the port must not cap concurrent streams (Apache's proxy does not); a cap would hold acks
+/// back behind receives that wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_may_open_any_number_of_concurrent_calls() {
+    let server = start().await;
+    // The server only answers once its listener is up; tonic's client retries for us.
+    drop(client(&server).await);
+    let tcp = tokio::net::TcpStream::connect(&server.grpc)
+        .await
+        .expect("connect");
+    let (mut calls, mut connection) = h2::client::handshake(tcp).await.expect("HTTP/2");
+    let request = http::Request::post(format!(
+        "http://{}/apache.rocketmq.v2.MessagingService/Heartbeat",
+        server.grpc
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .header("x-mq-client-id", "bare-h2")
+    .body(())
+    .expect("request");
+    let (answer, mut body) = calls.send_request(request, false).expect("sent");
+    // An empty HeartbeatRequest: no compression, length 0.
+    body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), true)
+        .expect("body sent");
+    let answer = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::select! {
+            answer = answer => answer.expect("answered"),
+            ended = &mut connection => panic!("connection ended first: {ended:?}"),
+        }
+    })
+    .await
+    .expect("answered in time");
+    assert_eq!(answer.status(), http::StatusCode::OK);
+    // The server's SETTINGS came before its answer; with no limit in them the client may open
+    // as many streams as it likes.
+    assert_eq!(connection.max_concurrent_send_streams(), usize::MAX);
+}
