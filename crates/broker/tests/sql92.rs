@@ -240,4 +240,6 @@ async fn sql92_subscriptions_deliver_exactly_what_the_selector_picks() {
         ResponseCode::SubscriptionParseFailed
     );
     client.shutdown();
+    // The broker writes its last files before the directory goes.
+    let _ = cluster.stop_broker().await;
 }

@@ -141,7 +141,7 @@ async fn metrics_agree_with_consume_stats_under_load() {
         .expect("task")
         .expect("broker opens");
     let state = broker.state().clone();
-    tokio::spawn(broker.serve(main, vip, stopped(stopping.clone())));
+    let serving = tokio::spawn(broker.serve(main, vip, stopped(stopping.clone())));
     tokio::spawn(tidemark_console::serve(http, state, stopped(stopping)));
     let client = RemotingClient::new(ClientConfig::default(), None);
 
@@ -351,4 +351,6 @@ async fn metrics_agree_with_consume_stats_under_load() {
     assert!(body.trim_end().ends_with("# EOF"));
     client.shutdown();
     let _ = stop.send(true);
+    // The broker writes its last files before the directory goes.
+    serving.await.expect("broker task").expect("clean stop");
 }

@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
-use tidemark_broker::BrokerConfig;
+use tidemark_broker::{BrokerConfig, BrokerError};
 use tidemark_grpc::proto::messaging_service_client::MessagingServiceClient;
 use tidemark_grpc::proto::*;
 use tidemark_namesrv::{NameServer, NameServerConfig};
 use tokio::net::TcpListener;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 use tonic::Request;
 
@@ -18,10 +20,42 @@ pub struct Server {
     pub broker: String,
     pub namesrv: String,
     pub state: std::sync::Arc<tidemark_broker::BrokerState>,
-    _stop: watch::Sender<bool>,
+    _running: Running,
     /// The name server, when this server brought its own.
     _namesrv: Option<watch::Sender<bool>>,
-    _dir: tempfile::TempDir,
+}
+
+/// The running broker and its store directory. Dropping it stops the broker and removes the
+/// directory only once the broker has written its last files: removing it under a running
+/// broker races those writes, and the directory is left behind in /tmp.
+struct Running {
+    stop: watch::Sender<bool>,
+    serving: Option<JoinHandle<Result<(), BrokerError>>>,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        let serving = self.serving.take();
+        if let (Some(serving), Ok(runtime)) = (serving, Handle::try_current()) {
+            // A current-thread runtime cannot run the broker's shutdown while this blocks; its
+            // tasks are dropped with the runtime instead, and the retries below cover the rest.
+            if runtime.runtime_flavor() == RuntimeFlavor::MultiThread {
+                let _ = tokio::task::block_in_place(|| {
+                    runtime.block_on(tokio::time::timeout(Duration::from_secs(10), serving))
+                });
+            }
+        }
+        for _ in 0..10 {
+            match std::fs::remove_dir_all(self.dir.path()) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                _ => break,
+            }
+        }
+    }
 }
 
 async fn stopped(mut stopping: watch::Receiver<bool>) {
@@ -75,7 +109,7 @@ pub async fn start_broker_with(
         .expect("task")
         .expect("broker opens");
     let state = broker.state().clone();
-    tokio::spawn(broker.serve(main, vip, stopped(stopping.clone())));
+    let serving = tokio::spawn(broker.serve(main, vip, stopped(stopping.clone())));
     let grpc_addr = if grpc {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("bound").to_string();
@@ -93,9 +127,12 @@ pub async fn start_broker_with(
         broker: broker_addr,
         namesrv: namesrv.to_owned(),
         state,
-        _stop: stop,
+        _running: Running {
+            stop,
+            serving: Some(serving),
+            dir,
+        },
         _namesrv: None,
-        _dir: dir,
     }
 }
 
