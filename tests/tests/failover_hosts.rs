@@ -40,11 +40,13 @@ const WAIT: Duration = Duration::from_secs(60);
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 struct Cluster {
-    _dir: tempfile::TempDir,
     controllers: Vec<ServerProcess>,
     _namesrv: ServerProcess,
     a: ServerProcess,
     b: ServerProcess,
+    /// Dropped after every process in it stopped (fields drop in order): removed under running
+    /// brokers, their last writes would leave it behind.
+    _dir: tempfile::TempDir,
     /// Last: dropped after every process in it stopped.
     hosts: Hosts,
 }
