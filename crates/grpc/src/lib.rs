@@ -19,6 +19,7 @@ mod accept;
 mod ack;
 mod auth;
 mod cluster;
+mod connection;
 mod convert;
 mod gateway;
 mod offsets;

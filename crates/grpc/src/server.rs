@@ -2,12 +2,12 @@
 //! each a single-threaded runtime that serves the connections handed to it
 //! ([`serve_on_threads`]).
 //!
-//! HTTP/2 runs every call as a task of its own beside its connection's task. On a shared
-//! multi-threaded runtime those hand-offs keep waking the other workers, and a connection often
-//! writes each answer by itself; a connection that stays on one thread runs its calls back to
-//! back and writes their answers together. `bench/grpc.sh` measured about a quarter less server
-//! CPU per sent message that way (README, Benchmarks). The broker work a call does (appending,
-//! acking) runs on the thread of the call.
+//! A connection's calls run in its own task (connection.rs), and a connection stays on the thread
+//! that took it: calls run back to back and their answers are written together. On a shared
+//! multi-threaded runtime the hand-offs between tasks keep waking the other workers;
+//! `bench/grpc.sh` measured about a quarter less server CPU per sent message on threads of
+//! their own (README, Benchmarks). The broker work a call does (appending, acking) runs on the
+//! thread of the call.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,8 +15,6 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::server::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tidemark_broker::BrokerState;
 use tidemark_remoting::tls::ServerTls;
 use tokio::net::{TcpListener, TcpStream};
@@ -24,8 +22,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, info};
 
-use crate::proto::messaging_service_server::MessagingServiceServer;
-use crate::{accept, housekeeping, transaction, Gateway, GrpcError, Peer, Service, SHUTDOWN_GRACE};
+use crate::{
+    accept, connection, housekeeping, transaction, Gateway, GrpcError, Peer, Service,
+    SHUTDOWN_GRACE,
+};
 
 /// Accepted connections waiting for their runtime, per runtime.
 const ACCEPT_QUEUE: usize = 128;
@@ -176,7 +176,6 @@ impl Shared {
         mut accepted: mpsc::Receiver<accept::Accepted>,
         stop: watch::Receiver<bool>,
     ) -> Result<(), GrpcError> {
-        let http2 = http2_settings();
         let mut connections = JoinSet::new();
         let mut watching = stop.clone();
         // A dropped sender stops the server too.
@@ -192,7 +191,6 @@ impl Shared {
                         stream,
                         peer,
                         self.tls.clone(),
-                        http2.clone(),
                         self.messaging(),
                         stop.clone(),
                     ));
@@ -218,39 +216,20 @@ impl Shared {
     }
 }
 
-/// HTTP/2 as every connection is served: keep-alive pings after a minute of silence, and no
-/// limit on concurrent streams. A 5.x client runs every consumer's long-polling receives and
-/// its acks over one connection; a limit (hyper's default is 200) would queue its acks behind
-/// receives that wait up to half a minute. Apache's proxy (grpc-java) sets none either.
-/// hyper's defaults otherwise, as tonic's server used them.
-fn http2_settings() -> http2::Builder<TokioExecutor> {
-    let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(Duration::from_secs(60)))
-        .max_concurrent_streams(None);
-    builder
-}
-
 /// What a connection needs to build its service once its ends are known.
 struct Messaging {
     gateway: Arc<Gateway>,
     decode_max: usize,
 }
 
-/// One connection: TLS or plaintext as its first bytes say, then HTTP/2 until the client leaves
-/// or shutdown has let its calls finish.
-///
-/// Calls go straight to the generated `MessagingServiceServer`: tonic's own server would put
-/// a router, a boxed service and per-call layers (timeouts, connection info, tracing spans) in
-/// front of it, which cost about as much per call as the broker's work on a send.
+/// One connection: TLS or plaintext as its first bytes say, then HTTP/2 (connection.rs) until
+/// the client leaves or shutdown has let its calls finish.
 async fn serve_connection(
     stream: std::net::TcpStream,
     peer: SocketAddr,
     tls: Arc<ServerTls>,
-    http2: http2::Builder<TokioExecutor>,
     messaging: Messaging,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let stream = match TcpStream::from_std(stream) {
         Ok(stream) => stream,
@@ -263,45 +242,13 @@ async fn serve_connection(
         return;
     };
     let ends = Peer {
-        remote: stream.peer_addr().unwrap_or(peer),
+        remote: peer,
         local: stream
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
     };
-    let service = MessagingServiceServer::new(Service::new(messaging.gateway, ends))
-        .max_decoding_message_size(messaging.decode_max);
-    let connection = http2.serve_connection(TokioIo::new(stream), Calls(service));
-    tokio::pin!(connection);
-    let stopping = async move {
-        let _ = stop.wait_for(|stopped| *stopped).await;
-    };
-    let served = tokio::select! {
-        served = connection.as_mut() => served,
-        () = stopping => {
-            connection.as_mut().graceful_shutdown();
-            connection.await
-        }
-    };
-    if let Err(failure) = served {
-        debug!(%failure, %peer, "gRPC connection ended");
-    }
-}
-
-/// Hands each HTTP/2 request to the generated service (hyper calls through `&self`; the
-/// generated service is an `Arc` inside, so a clone per call is a counter bump).
-struct Calls(MessagingServiceServer<Service>);
-
-impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Calls {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = <MessagingServiceServer<Service> as tower_service::Service<
-        http::Request<hyper::body::Incoming>,
-    >>::Future;
-
-    fn call(&self, request: http::Request<hyper::body::Incoming>) -> Self::Future {
-        // The generated service is always ready: it has no poll_ready of its own to honour.
-        tower_service::Service::call(&mut self.0.clone(), request)
-    }
+    let service = Service::new(messaging.gateway, ends);
+    connection::serve(stream, service, messaging.decode_max, peer, stop).await;
 }
 
 /// The gateway's own tasks; dropping it stops them (a `JoinSet` aborts what it holds) and the
