@@ -2,6 +2,7 @@
 //! when topics change; unregistration at shutdown.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::RemotingClient;
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::state::BrokerState;
@@ -93,7 +95,69 @@ fn learn_master(state: &BrokerState, response: &RemotingCommand) {
     }
 }
 
+/// Rounds of registration with the name servers, counted so that a send which created its
+/// topic can wait until the name servers know the topic. RocketMQ's broker registers such a topic
+/// before it answers the send; a client that asks the name server for the route right after
+/// (a consumer starting, `fetchPublishMessageQueues`) must find it.
+#[derive(Debug)]
+pub struct RegistrationRounds {
+    /// Rounds asked for so far (each ask is a ticket).
+    asked: AtomicU64,
+    /// The highest ticket a finished round covered.
+    covered: watch::Sender<u64>,
+    /// Whether the registration loop runs; nobody waits for a loop that does not.
+    running: AtomicBool,
+}
+
+impl Default for RegistrationRounds {
+    fn default() -> Self {
+        Self {
+            asked: AtomicU64::new(0),
+            covered: watch::Sender::new(0),
+            running: AtomicBool::new(false),
+        }
+    }
+}
+
+impl RegistrationRounds {
+    /// Asks for a round that starts from now; the ticket to [`RegistrationRounds::wait`] for.
+    /// The caller wakes the loop (`topics_changed`).
+    pub fn ask(&self) -> u64 {
+        self.asked.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Until a round that started after `ticket` was asked has finished, at most `bound`; whether
+    /// one did.
+    pub async fn wait(&self, ticket: u64, bound: Duration) -> bool {
+        if !self.running.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut covered = self.covered.subscribe();
+        let waited =
+            tokio::time::timeout(bound, covered.wait_for(|covered| *covered >= ticket)).await;
+        matches!(waited, Ok(Ok(_)))
+    }
+
+    fn finished(&self, covering: u64) {
+        self.covered.send_if_modified(|covered| {
+            let newer = covering > *covered;
+            if newer {
+                *covered = covering;
+            }
+            newer
+        });
+    }
+}
+
 pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    state.registrations.running.store(true, Ordering::SeqCst);
+    run_rounds(&state, stop).await;
+    state.registrations.running.store(false, Ordering::SeqCst);
+    // Whoever still waits is let go.
+    state.registrations.finished(u64::MAX);
+}
+
+async fn run_rounds(state: &Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     let client = RemotingClient::new(state.remoting_client_config(), None);
     let period = Duration::from_millis(
@@ -112,9 +176,12 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             _ = tokio::time::sleep_until(next) => {}
             _ = state.topics_changed.notified() => {}
         }
+        // Every ticket asked before the round starts is covered by it.
+        let covering = state.registrations.asked.load(Ordering::SeqCst);
         if state.role.now().broker_id >= 0 {
-            register_all(&state, &client).await;
+            register_all(state, &client).await;
         }
+        state.registrations.finished(covering);
         let wait = if state.role.is_slave() && state.master.broker_addr().is_none() {
             MASTERLESS_PERIOD.min(period)
         } else {

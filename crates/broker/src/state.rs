@@ -154,6 +154,8 @@ pub struct BrokerState {
     pub persister: Persister,
     /// Woken when topics change, so the broker re-registers at once.
     pub topics_changed: Notify,
+    /// Registration rounds, for a send that must wait until its new topic is registered.
+    pub registrations: crate::registration::RegistrationRounds,
     /// Controller mode: a controller announced a role change (NOTIFY_BROKER_ROLE_CHANGED);
     /// the controller-mode loop asks for the decision at once instead of at its next tick.
     pub role_change_announced: Notify,
@@ -382,6 +384,7 @@ impl BrokerState {
             held_pulls: HeldPulls::default(),
             persister,
             topics_changed: Notify::new(),
+            registrations: crate::registration::RegistrationRounds::default(),
             role_change_announced: Notify::new(),
             boot_timestamp_ms: now,
             stats: BrokerStats::default(),

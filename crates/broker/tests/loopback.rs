@@ -6,6 +6,52 @@
 mod common;
 
 use common::*;
+use tidemark_protocol::headers::GetRouteInfoRequestHeader;
+
+/// RocketMQ's broker registers a topic a send created before it answers the send: a client
+/// that asks the name server for the route next (a consumer starting, a producer listing the
+/// topic's queues) finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_a_send_creates_is_routable_once_the_send_is_answered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    for index in 0..5 {
+        let topic = format!("CreatedBySend{index}");
+        let sent = client
+            .invoke(&cluster.broker, send_request_to(&topic, "m", "", 0), WAIT)
+            .await
+            .expect("answered");
+        assert_eq!(
+            sent.response_code(),
+            ResponseCode::Success,
+            "{:?}",
+            sent.remark
+        );
+        let route = client
+            .invoke(
+                &cluster.namesrv,
+                RemotingCommand::request_with_header(
+                    RequestCode::GetRouteInfoByTopic,
+                    &GetRouteInfoRequestHeader {
+                        topic: topic.clone(),
+                        accept_standard_json_only: None,
+                    },
+                ),
+                WAIT,
+            )
+            .await
+            .expect("answered");
+        assert_eq!(
+            route.response_code(),
+            ResponseCode::Success,
+            "{topic}: {:?}",
+            route.remark
+        );
+    }
+    client.shutdown();
+    let _ = cluster.stop_broker().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_consume_commit_and_restart() {

@@ -136,12 +136,17 @@ impl Cluster {
 }
 
 pub fn send_request(body: &str, tag: &str, queue_id: i32) -> RemotingCommand {
+    send_request_to(TOPIC, body, tag, queue_id)
+}
+
+/// [`send_request`] to `topic`.
+pub fn send_request_to(topic: &str, body: &str, tag: &str, queue_id: i32) -> RemotingCommand {
     let mut properties = Properties::new();
     properties.insert("TAGS", tag);
     properties.insert("UNIQ_KEY", format!("ID-{body}"));
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: "loopback_producer".into(),
-        topic: TOPIC.into(),
+        topic: topic.into(),
         default_topic: "TBW102".into(),
         default_topic_queue_nums: 4,
         queue_id,
