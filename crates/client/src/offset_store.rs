@@ -72,11 +72,16 @@ impl OffsetTable {
     }
 
     /// [`update`](Self::update) (increase-only) and, for what lies above the resulting offset,
-    /// these acknowledged ranges instead of the ones held.
+    /// these acknowledged ranges added to the ones held. Added, not replacing: two batches
+    /// settle concurrently and may call here in the other order than they computed their
+    /// ranges, and an offset once done stays done (only a move back forgets the ranges).
     pub fn update_with_acked(&mut self, queue: &MessageQueue, offset: i64, acked: AckedRanges) {
         self.update(queue, offset, true);
         let now = self.offsets.get(queue).copied().unwrap_or(offset);
-        let acked = acked.above(now);
+        let acked = match self.acked.get(queue) {
+            Some(held) => held.union(&acked).above(now),
+            None => acked.above(now),
+        };
         if acked.is_empty() {
             self.acked.remove(queue);
         } else {

@@ -243,6 +243,32 @@ async fn acknowledged_ranges_travel_with_the_offset_both_ways() {
     assert_eq!(next.acked(&mq(0)), AckedRanges::from_ranges([(6, 9)]));
 }
 
+/// Two batches settle concurrently and record their ranges in the other order than they
+/// computed them: the earlier, smaller ranges arrive last and must not shrink what is done
+/// (they did, and a stuck queue's report then stayed short of what its consumer had finished).
+#[tokio::test]
+async fn a_late_settlement_does_not_shrink_the_acknowledged_ranges() {
+    let broker = Arc::new(FakeBroker::default());
+    let store = OffsetStore::remote("G", broker.clone());
+    let assigned: BTreeSet<MessageQueue> = [mq(0)].into();
+    store.update_with_acked(&mq(0), 0, AckedRanges::from_ranges([(1, 1501)]));
+    store.update_with_acked(&mq(0), 0, AckedRanges::from_ranges([(1, 1348)]));
+    assert_eq!(store.acked(&mq(0)), AckedRanges::from_ranges([(1, 1501)]));
+    store.report_changes(&assigned).await.expect("report");
+    assert_eq!(
+        broker.acked.lock().expect("lock").get(&mq(0)),
+        Some(&AckedRanges::from_ranges([(1, 1501)]))
+    );
+    // Moving the offset on still drops what it passed; moving it back forgets them all.
+    store.update_with_acked(&mq(0), 1400, AckedRanges::new());
+    assert_eq!(
+        store.acked(&mq(0)),
+        AckedRanges::from_ranges([(1401, 1501)])
+    );
+    store.update(&mq(0), 0, false);
+    assert!(store.acked(&mq(0)).is_empty());
+}
+
 #[tokio::test]
 async fn the_last_word_on_a_queue_waits_for_the_broker() {
     let broker = Arc::new(FakeBroker::default());
