@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
@@ -44,6 +45,9 @@ const MAX_SEND_BUFFER: usize = 1 << 20;
 /// [`KEEPALIVE_TIMEOUT`]: a client that vanished without a FIN stops holding its long polls.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// At most this much of a streamed answer's ready messages is joined into one write.
+const JOIN_MAX: usize = 64 << 10;
 
 /// gRPC's message prefix: a compression flag and the length.
 const PREFIX: usize = 5;
@@ -256,12 +260,44 @@ async fn send_stream(
                 return Err(reset.map_or_else(|failure| failure, h2::Error::from));
             }
         };
-        match next {
-            Some(Ok(frame)) => send_frame(stream, frame).await?,
+        let (frame, ended) = match next {
+            Some(Ok(frame)) => join_ready(frame, &mut messages),
             Some(Err(status)) => return Ok(Err(status)),
             None => return Ok(Ok(())),
+        };
+        send_frame(stream, frame).await?;
+        match ended {
+            Some(Some(Err(status))) => return Ok(Err(status)),
+            Some(None) => return Ok(Ok(())),
+            Some(Some(Ok(_))) | None => {}
         }
     }
+}
+
+/// `first` and the messages after it that `messages` has ready now, up to [`JOIN_MAX`] bytes,
+/// as one piece of the answer's body (gRPC frames each message itself, so several may share a
+/// DATA frame). h2 writes every DATA frame of 256 bytes or more with a write of its own: a
+/// received batch of 32 messages went out in 32 writes. Also what ended the stream meanwhile
+/// (`Some(None)`: its end; `Some(Some(Err))`: a closing status), which must not be polled again.
+fn join_ready(
+    first: Bytes,
+    messages: &mut FramedStream,
+) -> (Bytes, Option<Option<Result<Bytes, Status>>>) {
+    let mut joined: Option<BytesMut> = None;
+    let mut ended = None;
+    while joined.as_ref().map_or(first.len(), BytesMut::len) < JOIN_MAX {
+        match messages.next().now_or_never() {
+            Some(Some(Ok(more))) => joined
+                .get_or_insert_with(|| BytesMut::from(&first[..]))
+                .extend_from_slice(&more),
+            Some(end) => {
+                ended = Some(end);
+                break;
+            }
+            None => break,
+        }
+    }
+    (joined.map_or(first, BytesMut::freeze), ended)
 }
 
 /// Queues one framed message on the stream, waiting for window first when it is large.
