@@ -243,6 +243,39 @@ async fn send_one(server: &Server, id: &str) {
     assert_eq!(code(&sent.status), Code::Ok);
 }
 
+/// A receive of up to `batch` messages of every tag, invisible for a minute, long-polling for
+/// `long_poll_s` seconds.
+fn receive_request(
+    group: &str,
+    topic: &str,
+    batch: i32,
+    long_poll_s: i64,
+) -> ReceiveMessageRequest {
+    ReceiveMessageRequest {
+        group: Some(resource(group)),
+        message_queue: Some(MessageQueue {
+            topic: Some(resource(topic)),
+            id: -1,
+            ..MessageQueue::default()
+        }),
+        filter_expression: Some(FilterExpression {
+            r#type: FilterType::Tag as i32,
+            expression: "*".into(),
+        }),
+        batch_size: batch,
+        invisible_duration: Some(prost_types::Duration {
+            seconds: 60,
+            nanos: 0,
+        }),
+        auto_renew: false,
+        long_polling_timeout: Some(prost_types::Duration {
+            seconds: long_poll_s,
+            nanos: 0,
+        }),
+        attempt_id: None,
+    }
+}
+
 const RESET_TOPIC: &str = "ResetTopic";
 const RESET_GROUP: &str = "reset_group";
 
@@ -258,29 +291,7 @@ async fn a_receive_the_client_resets_ends_and_the_connection_goes_on() {
     assert_eq!((status, messages.len()), (Code::Ok, 1));
 
     let (mut calls, mut connection) = connect(&server).await;
-    let receive_request = ReceiveMessageRequest {
-        group: Some(resource(RESET_GROUP)),
-        message_queue: Some(MessageQueue {
-            topic: Some(resource(RESET_TOPIC)),
-            id: -1,
-            ..MessageQueue::default()
-        }),
-        filter_expression: Some(FilterExpression {
-            r#type: FilterType::Tag as i32,
-            expression: "*".into(),
-        }),
-        batch_size: 4,
-        invisible_duration: Some(prost_types::Duration {
-            seconds: 60,
-            nanos: 0,
-        }),
-        auto_renew: false,
-        long_polling_timeout: Some(prost_types::Duration {
-            seconds: 20,
-            nanos: 0,
-        }),
-        attempt_id: None,
-    };
+    let receive_request = receive_request(RESET_GROUP, RESET_TOPIC, 4, 20);
     let mut head = request(&server, "ReceiveMessage");
     let headers = head.headers_mut();
     headers.insert("grpc-timeout", "25S".parse().expect("header"));
@@ -333,29 +344,7 @@ async fn a_received_batch_is_one_data_frame() {
             .into_inner();
         assert_eq!(code(&sent.status), Code::Ok);
     }
-    let receive_request = ReceiveMessageRequest {
-        group: Some(resource("batch_group")),
-        message_queue: Some(MessageQueue {
-            topic: Some(resource(BATCH_TOPIC)),
-            id: -1,
-            ..MessageQueue::default()
-        }),
-        filter_expression: Some(FilterExpression {
-            r#type: FilterType::Tag as i32,
-            expression: "*".into(),
-        }),
-        batch_size: 8,
-        invisible_duration: Some(prost_types::Duration {
-            seconds: 60,
-            nanos: 0,
-        }),
-        auto_renew: false,
-        long_polling_timeout: Some(prost_types::Duration {
-            seconds: 5,
-            nanos: 0,
-        }),
-        attempt_id: None,
-    };
+    let receive_request = receive_request("batch_group", BATCH_TOPIC, 8, 5);
     let (mut calls, mut connection) = connect(&server).await;
     let mut head = request(&server, "ReceiveMessage");
     head.headers_mut()
