@@ -18,16 +18,12 @@ async fn a_topic_a_send_creates_is_routable_once_the_send_is_answered() {
     let client = RemotingClient::new(ClientConfig::default(), None);
     for index in 0..5 {
         let topic = format!("CreatedBySend{index}");
-        let sent = client
-            .invoke(&cluster.broker, send_request_to(&topic, "m", "", 0), WAIT)
-            .await
-            .expect("answered");
-        assert_eq!(
-            sent.response_code(),
-            ResponseCode::Success,
-            "{:?}",
-            sent.remark
-        );
+        send_ok(
+            &client,
+            &cluster.broker,
+            send_request_to(&topic, "m", "", 0),
+        )
+        .await;
         let route = client
             .invoke(
                 &cluster.namesrv,
@@ -61,16 +57,7 @@ async fn produce_consume_commit_and_restart() {
     let broker = cluster.broker.clone();
     for index in 0..6 {
         let tag = if index % 2 == 0 { "TagA" } else { "TagB" };
-        let response = client
-            .invoke(&broker, send_request(&format!("m{index}"), tag, 0), WAIT)
-            .await
-            .expect("answered");
-        assert_eq!(
-            response.response_code(),
-            ResponseCode::Success,
-            "{:?}",
-            response.remark
-        );
+        let response = send_ok(&client, &broker, send_request(&format!("m{index}"), tag, 0)).await;
         let header: SendMessageResponseHeader = response
             .decode_header()
             .expect("complete send response header");

@@ -162,13 +162,12 @@ async fn popped_messages_are_acknowledged_once_and_the_rest_come_back_as_retries
     let cluster = Cluster::start(dir.path()).await;
     let client = RemotingClient::new(ClientConfig::default(), None);
     for index in 0..10 {
-        let response = call(
+        send_ok(
             &client,
             &cluster.broker,
             send_request(&format!("m{index}"), "TagA", index % 4),
         )
         .await;
-        assert_eq!(response.response_code(), ResponseCode::Success);
     }
 
     // Bad requests get clear answers.
@@ -552,13 +551,12 @@ async fn a_deleted_and_remade_topic_is_popped_from_its_new_start() {
     let cluster = Cluster::start(dir.path()).await;
     let client = RemotingClient::new(ClientConfig::default(), None);
     for index in 0..3 {
-        let sent = call(
+        send_ok(
             &client,
             &cluster.broker,
             send_request(&format!("old-{index}"), "TagA", 0),
         )
         .await;
-        assert_eq!(sent.response_code(), ResponseCode::Success);
     }
     let old = pop_until(&client, &cluster.broker, 3, 60_000).await;
     assert_eq!(bodies(&old), vec!["old-0", "old-1", "old-2"]);
@@ -627,13 +625,12 @@ async fn a_slave_copies_the_masters_pop_state_and_goes_on_from_it_as_master() {
         start_broker_with_ha(config(master_dir.path(), &namesrv)).await;
     let client = RemotingClient::new(ClientConfig::default(), None);
     for index in 0..30 {
-        let response = call(
+        send_ok(
             &client,
             &master,
             send_request(&format!("m{index}"), "TagA", 0),
         )
         .await;
-        assert_eq!(response.response_code(), ResponseCode::Success);
     }
     let handed = pop_until(&client, &master, 30, 120_000).await;
     assert_eq!(handed.len(), 30, "every message handed out once");

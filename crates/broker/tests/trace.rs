@@ -52,16 +52,7 @@ async fn the_trace_topic_is_created_at_start_and_serves_trace_records() {
         + "\u{2}";
     let mut request = with_property(send_request(&data, "", 0), "KEYS", "ID-1");
     request.ext_fields.insert("b", DEFAULT_TRACE_TOPIC);
-    let sent = client
-        .invoke(&broker, request, WAIT)
-        .await
-        .expect("answered");
-    assert_eq!(
-        sent.response_code(),
-        ResponseCode::Success,
-        "{:?}",
-        sent.remark
-    );
+    send_ok(&client, &broker, request).await;
     let records = pull_all(&client, &broker, DEFAULT_TRACE_TOPIC, 0, 1).await;
     assert_eq!(records.len(), 1);
     let decoded = decode_trace_data(&String::from_utf8_lossy(&records[0].body));

@@ -139,6 +139,25 @@ pub fn send_request(body: &str, tag: &str, queue_id: i32) -> RemotingCommand {
     send_request_to(TOPIC, body, tag, queue_id)
 }
 
+/// Sends `request` (a send of a message) and asserts the broker stored it; its answer.
+pub async fn send_ok(
+    client: &RemotingClient,
+    broker: &str,
+    request: RemotingCommand,
+) -> RemotingCommand {
+    let sent = client
+        .invoke(broker, request, WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(
+        sent.response_code(),
+        ResponseCode::Success,
+        "{:?}",
+        sent.remark
+    );
+    sent
+}
+
 /// [`send_request`] to `topic`.
 pub fn send_request_to(topic: &str, body: &str, tag: &str, queue_id: i32) -> RemotingCommand {
     let mut properties = Properties::new();
