@@ -1,4 +1,4 @@
-//! Generates the apache.rocketmq.v2 messages and the MessagingService server from our own
+//! Generates the apache.rocketmq.v2 messages and the MessagingService client from our own
 //! `.proto` files, compiled by `protox` (pure Rust: no protoc binary to download or install).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -12,7 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile(files, ["proto"])?;
     tonic_prost_build::configure()
         .build_client(true)
-        .build_server(true)
+        .build_server(false)
         .compile_fds(descriptors)?;
     Ok(())
 }

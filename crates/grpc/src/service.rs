@@ -1,6 +1,10 @@
-//! `MessagingService`: each RPC finds its client and hands the call to the gateway module that
-//! owns it. Application outcomes are in the responses' `Status`; a gRPC error status means the
-//! call itself was malformed (tonic answers undecodable requests itself).
+//! `MessagingService`'s methods: each RPC finds its client and hands the call to the gateway
+//! module that owns it. Application outcomes are in the responses' `Status`; a gRPC error status
+//! means the call itself was malformed (`connection` answers undecodable requests itself).
+//!
+//! Plain methods, not tonic's generated server trait: its methods return boxed futures, a
+//! heap allocation and a copy of the call's state on every call, and `connection` is the only
+//! caller.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,7 +13,6 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Streaming};
 
 use crate::gateway::{Gateway, Peer};
-use crate::proto::messaging_service_server::MessagingService;
 use crate::proto::*;
 use crate::status::{ok, status};
 
@@ -61,9 +64,11 @@ macro_rules! caller_or_answer {
     };
 }
 
-#[tonic::async_trait]
-impl MessagingService for Service {
-    async fn query_route(&self, request: Request<QueryRouteRequest>) -> Answer<QueryRouteResponse> {
+impl Service {
+    pub(crate) async fn query_route(
+        &self,
+        request: Request<QueryRouteRequest>,
+    ) -> Answer<QueryRouteResponse> {
         let caller = caller_or_answer!(
             self,
             request,
@@ -78,14 +83,17 @@ impl MessagingService for Service {
         Ok(Response::new(answer))
     }
 
-    async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Answer<HeartbeatResponse> {
+    pub(crate) async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Answer<HeartbeatResponse> {
         let caller = caller_or_answer!(self, request, HeartbeatResponse {});
         Ok(Response::new(HeartbeatResponse {
             status: Some(self.gateway.heartbeat(&caller).await),
         }))
     }
 
-    async fn send_message(
+    pub(crate) async fn send_message(
         &self,
         request: Request<SendMessageRequest>,
     ) -> Answer<SendMessageResponse> {
@@ -103,7 +111,7 @@ impl MessagingService for Service {
         ))
     }
 
-    async fn query_assignment(
+    pub(crate) async fn query_assignment(
         &self,
         request: Request<QueryAssignmentRequest>,
     ) -> Answer<QueryAssignmentResponse> {
@@ -121,12 +129,10 @@ impl MessagingService for Service {
         ))
     }
 
-    type ReceiveMessageStream = BoxStream<ReceiveMessageResponse>;
-
-    async fn receive_message(
+    pub(crate) async fn receive_message(
         &self,
         request: Request<ReceiveMessageRequest>,
-    ) -> Answer<Self::ReceiveMessageStream> {
+    ) -> Answer<BoxStream<ReceiveMessageResponse>> {
         let frames = match self.gateway.caller(&request, self.peer) {
             Ok(caller) => {
                 let deadline = deadline(&request);
@@ -138,12 +144,15 @@ impl MessagingService for Service {
                 content: Some(receive_message_response::Content::Status(failure)),
             }],
         };
-        let stream: Self::ReceiveMessageStream =
+        let stream: BoxStream<ReceiveMessageResponse> =
             Box::pin(tokio_stream::iter(frames.into_iter().map(Ok)));
         Ok(Response::new(stream))
     }
 
-    async fn ack_message(&self, request: Request<AckMessageRequest>) -> Answer<AckMessageResponse> {
+    pub(crate) async fn ack_message(
+        &self,
+        request: Request<AckMessageRequest>,
+    ) -> Answer<AckMessageResponse> {
         let caller = caller_or_answer!(
             self,
             request,
@@ -158,7 +167,7 @@ impl MessagingService for Service {
         ))
     }
 
-    async fn forward_message_to_dead_letter_queue(
+    pub(crate) async fn forward_message_to_dead_letter_queue(
         &self,
         request: Request<ForwardMessageToDeadLetterQueueRequest>,
     ) -> Answer<ForwardMessageToDeadLetterQueueResponse> {
@@ -170,12 +179,10 @@ impl MessagingService for Service {
         ))
     }
 
-    type PullMessageStream = BoxStream<PullMessageResponse>;
-
-    async fn pull_message(
+    pub(crate) async fn pull_message(
         &self,
         request: Request<PullMessageRequest>,
-    ) -> Answer<Self::PullMessageStream> {
+    ) -> Answer<BoxStream<PullMessageResponse>> {
         let frames = match self.gateway.caller(&request, self.peer) {
             Ok(caller) => {
                 self.gateway
@@ -186,12 +193,12 @@ impl MessagingService for Service {
                 content: Some(pull_message_response::Content::Status(failure)),
             }],
         };
-        let stream: Self::PullMessageStream =
+        let stream: BoxStream<PullMessageResponse> =
             Box::pin(tokio_stream::iter(frames.into_iter().map(Ok)));
         Ok(Response::new(stream))
     }
 
-    async fn update_offset(
+    pub(crate) async fn update_offset(
         &self,
         request: Request<UpdateOffsetRequest>,
     ) -> Answer<UpdateOffsetResponse> {
@@ -203,14 +210,17 @@ impl MessagingService for Service {
         ))
     }
 
-    async fn get_offset(&self, request: Request<GetOffsetRequest>) -> Answer<GetOffsetResponse> {
+    pub(crate) async fn get_offset(
+        &self,
+        request: Request<GetOffsetRequest>,
+    ) -> Answer<GetOffsetResponse> {
         let caller = caller_or_answer!(self, request, GetOffsetResponse { offset: 0 });
         Ok(Response::new(
             self.gateway.get_offset(&caller, request.into_inner()).await,
         ))
     }
 
-    async fn query_offset(
+    pub(crate) async fn query_offset(
         &self,
         request: Request<QueryOffsetRequest>,
     ) -> Answer<QueryOffsetResponse> {
@@ -222,7 +232,7 @@ impl MessagingService for Service {
         ))
     }
 
-    async fn end_transaction(
+    pub(crate) async fn end_transaction(
         &self,
         request: Request<EndTransactionRequest>,
     ) -> Answer<EndTransactionResponse> {
@@ -234,12 +244,10 @@ impl MessagingService for Service {
         ))
     }
 
-    type TelemetryStream = BoxStream<TelemetryCommand>;
-
-    async fn telemetry(
+    pub(crate) async fn telemetry(
         &self,
         request: Request<Streaming<TelemetryCommand>>,
-    ) -> Answer<Self::TelemetryStream> {
+    ) -> Answer<BoxStream<TelemetryCommand>> {
         let caller = self
             .gateway
             .caller(&request, self.peer)
@@ -257,12 +265,12 @@ impl MessagingService for Service {
                 .clone()
                 .telemetry(caller, request.into_inner(), outbound),
         );
-        let stream: Self::TelemetryStream =
+        let stream: BoxStream<TelemetryCommand> =
             Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver));
         Ok(Response::new(stream))
     }
 
-    async fn notify_client_termination(
+    pub(crate) async fn notify_client_termination(
         &self,
         request: Request<NotifyClientTerminationRequest>,
     ) -> Answer<NotifyClientTerminationResponse> {
@@ -275,7 +283,7 @@ impl MessagingService for Service {
         }))
     }
 
-    async fn change_invisible_duration(
+    pub(crate) async fn change_invisible_duration(
         &self,
         request: Request<ChangeInvisibleDurationRequest>,
     ) -> Answer<ChangeInvisibleDurationResponse> {
@@ -293,7 +301,7 @@ impl MessagingService for Service {
         ))
     }
 
-    async fn recall_message(
+    pub(crate) async fn recall_message(
         &self,
         request: Request<RecallMessageRequest>,
     ) -> Answer<RecallMessageResponse> {
@@ -313,7 +321,7 @@ impl MessagingService for Service {
         }))
     }
 
-    async fn sync_lite_subscription(
+    pub(crate) async fn sync_lite_subscription(
         &self,
         request: Request<SyncLiteSubscriptionRequest>,
     ) -> Answer<SyncLiteSubscriptionResponse> {
