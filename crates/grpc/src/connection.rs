@@ -122,34 +122,28 @@ pub(crate) async fn serve<T>(
         // and run every call that can make progress. What the calls queued is written by a
         // second poll of the connection at the end, not by another poll of this task (with
         // one sender, 1.2 polls per sent message instead of 2.2). Streams that second poll
-        // accepts run in the next poll, after the
-        // runtime has run its other tasks: requests arriving meanwhile join them, and acks
-        // reach the journal in larger groups. (Rounds back to back in one poll cost 15 % more
+        // accepts run in the next poll, after the runtime has run its other tasks: requests
+        // arriving meanwhile join them, and acks reach the journal in larger groups. (Rounds back to back in one poll cost 15 % more
         // CPU per received and acked message in `bench/grpc-ab.sh`, with four times the
         // fdatasyncs.)
-        if wake.due.swap(false, Ordering::SeqCst) {
-            let accepted = accept_streams(
-                &mut connection,
-                &mut calls,
-                service,
-                decode_max,
-                peer,
-                &mut connection_cx,
-            );
-            if accepted.is_none() {
-                return Poll::Ready(());
-            }
+        macro_rules! accept {
+            () => {
+                accept_streams(
+                    &mut connection,
+                    &mut calls,
+                    service,
+                    decode_max,
+                    peer,
+                    &mut connection_cx,
+                )
+            };
+        }
+        if wake.due.swap(false, Ordering::SeqCst) && accept!().is_none() {
+            return Poll::Ready(());
         }
         while let Poll::Ready(Some(())) = calls.poll_next_unpin(cx) {}
         if wake.due.swap(false, Ordering::SeqCst) {
-            match accept_streams(
-                &mut connection,
-                &mut calls,
-                service,
-                decode_max,
-                peer,
-                &mut connection_cx,
-            ) {
+            match accept!() {
                 None => return Poll::Ready(()),
                 Some(true) => cx.waker().wake_by_ref(),
                 Some(false) => {}
