@@ -111,6 +111,15 @@ struct Inner {
 }
 
 impl Inner {
+    /// Whether a deadline at `at` would come before every one the revive service knows of.
+    /// Only then is it woken: it already sleeps until the first deadline and looks again after,
+    /// and waking it for every pop cost a blocking pass per pop.
+    fn sooner_than_every_deadline(&self, at: i64) -> bool {
+        self.deadlines
+            .first()
+            .is_none_or(|(first, _, _)| at < *first)
+    }
+
     fn index(&mut self) {
         self.deadlines.clear();
         for (key, queue) in &self.state.queues {
@@ -177,6 +186,7 @@ impl Claim<'_> {
     /// Records what this pop handed out (and where the cursor is now).
     pub fn record(&self, popped: &Popped) -> Journaled {
         let mut inner = self.table.lock();
+        let sooner = inner.sooner_than_every_deadline(popped.visible_at);
         // An orderly redelivery replaces the entry's old deadline.
         let replaced: Vec<(i64, i64)> = match inner.state.queues.get(&self.key) {
             Some(queue) => popped
@@ -199,7 +209,7 @@ impl Claim<'_> {
         }
         let journaled = self.table.journal(&state::popped_record(&self.key, popped));
         drop(inner);
-        if !popped.offsets.is_empty() {
+        if sooner && !popped.offsets.is_empty() {
             self.table.wake.notify_one();
         }
         journaled
@@ -326,6 +336,7 @@ impl PopTable {
             .queues
             .get(key)
             .and_then(|queue| queue.in_flight.get(&offset).copied());
+        let sooner = inner.sooner_than_every_deadline(visible_at);
         let changed =
             inner
                 .state
@@ -347,7 +358,9 @@ impl PopTable {
             _ => Journaled::Pending(self.journal.last_ticket()),
         };
         drop(inner);
-        self.wake.notify_one();
+        if sooner && changed.is_some() {
+            self.wake.notify_one();
+        }
         (changed, journaled)
     }
 

@@ -123,3 +123,32 @@ fn a_replica_replaces_the_state_durably_and_a_bad_one_changes_nothing() {
     assert!(slave.is_in_flight(&key, 2));
     assert!(!slave.is_in_flight(&key, 1));
 }
+
+/// The revive service sleeps until the first deadline: a pop or change whose deadline comes
+/// later wakes nothing, an earlier one wakes it.
+#[test]
+fn only_a_sooner_deadline_wakes_the_revive_service() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = open(dir.path());
+    // A stored permit makes `notified()` ready at once.
+    let woken = |table: &PopTable| {
+        let notified = std::pin::pin!(table.wake().notified());
+        notified
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_ready()
+    };
+    let key = QueueKey::new("G", "T", 0);
+    pop(&table, &key, 2, 100, &[0, 1]);
+    assert!(woken(&table), "the first deadline wakes it");
+    pop(&table, &key, 4, 200, &[2, 3]);
+    assert!(!woken(&table), "1 200 comes after 1 100");
+    pop(&table, &key, 5, 50, &[4]);
+    assert!(woken(&table), "1 050 comes before 1 100");
+    table.change_invisibility(&key, 2, 200, 300, 90_000);
+    assert!(!woken(&table), "a later deadline for one in flight");
+    table.change_invisibility(&key, 3, 200, 300, 60);
+    assert!(woken(&table), "an earlier one");
+    table.close();
+}
