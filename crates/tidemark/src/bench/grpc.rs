@@ -2,7 +2,8 @@
 //! (MessagingService) instead of remoting, so the two protocols' cost per message can be set
 //! side by side in one run. Senders send one message per SendMessage call; consumers receive
 //! batches of 32 (ReceiveMessage) and acknowledge every message with its own AckMessage, all of
-//! a batch's in flight at once — as the 5.x SimpleConsumer does.
+//! a batch's in flight at once — as the 5.x SimpleConsumer does. Those calls go out as the Java
+//! client writes them ([`WireClient`]); setup (route, assignment, settings) uses tonic's client.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use tidemark_grpc::tonic;
 use tidemark_grpc::tonic::transport::Channel;
 use tidemark_grpc::tonic::Request;
 
+use super::grpc_wire::WireClient;
 use super::{group_or_fresh, progress, Common, ConsumeArgs, Stats};
 
 /// A receive's deadline: room for the 1 s long poll asked for, and for RocketMQ's proxy, which
@@ -133,10 +135,10 @@ pub async fn produce(
         ..Settings::default()
     };
     let telemetry = hello(&mut shared, &client_id, settings).await?;
+    let wire = WireClient::connect(endpoint, &client_id).await?;
     for sender in 0..producers.max(1) {
-        let mut client = shared.clone();
+        let client = wire.clone();
         let (stats, topic, body) = (stats.clone(), common.topic.clone(), body.clone());
-        let client_id = client_id.clone();
         tasks.push(tokio::spawn(async move {
             let mut sequence = 0u64;
             while Instant::now() < deadline {
@@ -155,21 +157,22 @@ pub async fn produce(
                 };
                 let started = Instant::now();
                 let sent = client
-                    .send_message(request(
-                        SendMessageRequest {
+                    .call::<_, SendMessageResponse>(
+                        "SendMessage",
+                        &SendMessageRequest {
                             messages: vec![message],
                         },
-                        &client_id,
                         Duration::from_secs(5),
-                    ))
+                    )
                     .await;
                 match sent {
-                    Ok(response)
-                        if response
-                            .get_ref()
-                            .status
-                            .as_ref()
-                            .is_some_and(|status| status.code == Code::Ok as i32) =>
+                    Ok(answers)
+                        if answers.first().is_some_and(|answer| {
+                            answer
+                                .status
+                                .as_ref()
+                                .is_some_and(|status| status.code == Code::Ok as i32)
+                        }) =>
                     {
                         stats.record(size, started.elapsed())
                     }
@@ -235,9 +238,12 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
             !assignments.is_empty(),
             "no queue of {topic} is assigned to group {group}"
         );
+        let wire = WireClient::connect(&endpoint, &client_id).await?;
         let stats = stats.clone();
         loops.push(tokio::spawn(async move {
             let _telemetry = telemetry;
+            // Setup went over tonic's client; it stays open with the telemetry stream.
+            let _setup = client;
             let mut turn = 0usize;
             while Instant::now() < deadline {
                 turn += 1;
@@ -260,19 +266,18 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
                     }),
                     attempt_id: None,
                 };
-                let mut stream = match client
-                    .clone()
-                    .receive_message(request(receive, &client_id, RECEIVE_DEADLINE))
+                let frames = match wire
+                    .call::<_, ReceiveMessageResponse>("ReceiveMessage", &receive, RECEIVE_DEADLINE)
                     .await
                 {
-                    Ok(response) => response.into_inner(),
+                    Ok(frames) => frames,
                     Err(_) => {
                         stats.error();
                         continue;
                     }
                 };
                 let mut handles = Vec::new();
-                while let Ok(Some(frame)) = stream.message().await {
+                for frame in frames {
                     match frame.content {
                         Some(receive_message_response::Content::Message(message)) => {
                             let system = message.system_properties.unwrap_or_default();
@@ -296,14 +301,14 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
                 }
                 let mut acks = tokio::task::JoinSet::new();
                 for (message_id, handle, bytes) in handles {
-                    let (mut client, stats, client_id) =
-                        (client.clone(), stats.clone(), client_id.clone());
+                    let (wire, stats) = (wire.clone(), stats.clone());
                     let (group, topic) = (group.clone(), topic.clone());
                     acks.spawn(async move {
                         let started = Instant::now();
-                        let acked = client
-                            .ack_message(request(
-                                AckMessageRequest {
+                        let acked = wire
+                            .call::<_, AckMessageResponse>(
+                                "AckMessage",
+                                &AckMessageRequest {
                                     group: Some(resource(&group)),
                                     topic: Some(resource(&topic)),
                                     entries: vec![AckMessageEntry {
@@ -312,17 +317,17 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
                                         lite_topic: None,
                                     }],
                                 },
-                                &client_id,
                                 Duration::from_secs(5),
-                            ))
+                            )
                             .await;
                         match acked {
-                            Ok(response)
-                                if response
-                                    .get_ref()
-                                    .status
-                                    .as_ref()
-                                    .is_some_and(|status| status.code == Code::Ok as i32) =>
+                            Ok(answers)
+                                if answers.first().is_some_and(|answer| {
+                                    answer
+                                        .status
+                                        .as_ref()
+                                        .is_some_and(|status| status.code == Code::Ok as i32)
+                                }) =>
                             {
                                 stats.record(bytes, started.elapsed())
                             }

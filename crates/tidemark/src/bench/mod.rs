@@ -8,6 +8,7 @@
 mod commit;
 mod consume;
 mod grpc;
+mod grpc_wire;
 mod prepare;
 mod produce;
 mod rtt;
