@@ -31,6 +31,11 @@ fn resource(name: &str) -> Resource {
     }
 }
 
+/// Whether a call's status says it succeeded.
+fn answered_ok(status: Option<&Status>) -> bool {
+    status.is_some_and(|status| status.code == Code::Ok as i32)
+}
+
 fn request<T>(message: T, client_id: &str, timeout: Duration) -> Request<T> {
     let mut request = Request::new(message);
     if let Ok(value) = client_id.parse() {
@@ -167,12 +172,9 @@ pub async fn produce(
                     .await;
                 match sent {
                     Ok(answers)
-                        if answers.first().is_some_and(|answer| {
-                            answer
-                                .status
-                                .as_ref()
-                                .is_some_and(|status| status.code == Code::Ok as i32)
-                        }) =>
+                        if answers
+                            .first()
+                            .is_some_and(|answer| answered_ok(answer.status.as_ref())) =>
                     {
                         stats.record(size, started.elapsed())
                     }
@@ -322,12 +324,9 @@ pub async fn consume(args: &ConsumeArgs) -> anyhow::Result<()> {
                             .await;
                         match acked {
                             Ok(answers)
-                                if answers.first().is_some_and(|answer| {
-                                    answer
-                                        .status
-                                        .as_ref()
-                                        .is_some_and(|status| status.code == Code::Ok as i32)
-                                }) =>
+                                if answers
+                                    .first()
+                                    .is_some_and(|answer| answered_ok(answer.status.as_ref())) =>
                             {
                                 stats.record(bytes, started.elapsed())
                             }

@@ -23,20 +23,12 @@ use tidemark_protocol::message::civil_from_days;
 const WINDOW: u32 = 1 << 20;
 
 /// A bench client's HTTP/2 connection; clones share it.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct WireClient {
     sender: SendRequest<Bytes>,
     authority: String,
     client_id: HeaderValue,
     calls: std::sync::Arc<AtomicU64>,
-}
-
-impl std::fmt::Debug for WireClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WireClient")
-            .field("authority", &self.authority)
-            .finish_non_exhaustive()
-    }
 }
 
 impl WireClient {
