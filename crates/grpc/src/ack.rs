@@ -25,16 +25,24 @@ const INVISIBLE_MAX_MS: i64 = 12 * 3_600_000;
 
 impl Gateway {
     /// The broker's current receipt behind a handle a client holds (renewed ones are
-    /// translated), if it is still valid now.
-    fn receipt(&self, handle: &str) -> Result<PopReceipt, Status> {
-        let receipt = match self.renewals.current(handle) {
-            Some(current) => current,
-            None => PopReceipt::decode(handle).map_err(|problem| {
-                status(
-                    Code::InvalidReceiptHandle,
-                    format!("receipt handle unreadable: {problem}"),
-                )
-            })?,
+    /// translated), if it is still valid now, and that receipt's text (for an ack or a change
+    /// of invisibility, which name it to the broker).
+    fn receipt(&self, handle: &str) -> Result<(PopReceipt, String), Status> {
+        let (receipt, text) = match self.renewals.current(handle) {
+            Some(current) => {
+                let text = current.encode();
+                (current, text)
+            }
+            None => {
+                let receipt = PopReceipt::decode(handle).map_err(|problem| {
+                    status(
+                        Code::InvalidReceiptHandle,
+                        format!("receipt handle unreadable: {problem}"),
+                    )
+                })?;
+                // The handle is the broker's receipt text as it was handed out.
+                (receipt, handle.to_owned())
+            }
         };
         if receipt.visible_again_at() <= tidemark_remoting::now_ms() {
             return Err(status(
@@ -42,19 +50,19 @@ impl Gateway {
                 "receipt handle is expired",
             ));
         }
-        Ok(receipt)
+        Ok((receipt, text))
     }
 
     async fn ack_one(&self, caller: &Caller, group: &str, topic: &str, handle: &str) -> Status {
-        let receipt = match self.receipt(handle) {
-            Ok(receipt) => receipt,
+        let (receipt, text) = match self.receipt(handle) {
+            Ok(held) => held,
             Err(status) => return status,
         };
         let header = AckMessageRequestHeader {
             consumer_group: group.to_owned(),
             topic: receipt.source.real_topic(group, topic),
             queue_id: receipt.queue_id,
-            extra_info: receipt.encode(),
+            extra_info: text,
             offset: receipt.queue_offset,
             broker_name: None,
         };
@@ -87,13 +95,13 @@ impl Gateway {
             };
         }
         let mut entries = Vec::with_capacity(request.entries.len());
-        for entry in &request.entries {
+        for entry in request.entries {
             let result = self
                 .ack_one(caller, &group, &topic, &entry.receipt_handle)
                 .await;
             entries.push(AckMessageResultEntry {
-                message_id: entry.message_id.clone(),
-                receipt_handle: entry.receipt_handle.clone(),
+                message_id: entry.message_id,
+                receipt_handle: entry.receipt_handle,
                 status: Some(result),
             });
         }
@@ -126,15 +134,15 @@ impl Gateway {
                 String::new(),
             );
         }
-        let receipt = match self.receipt(&request.receipt_handle) {
-            Ok(receipt) => receipt,
+        let (receipt, text) = match self.receipt(&request.receipt_handle) {
+            Ok(held) => held,
             Err(failure) => return answer(failure, String::new()),
         };
         let header = ChangeInvisibleTimeRequestHeader {
             consumer_group: group.clone(),
             topic: receipt.source.real_topic(&group, &topic),
             queue_id: receipt.queue_id,
-            extra_info: receipt.encode(),
+            extra_info: text,
             offset: receipt.queue_offset,
             invisible_time: invisible_ms,
             broker_name: None,
@@ -189,7 +197,7 @@ impl Gateway {
         let group = full_name(request.group.as_ref());
         let topic = full_name(request.topic.as_ref());
         let receipt = match self.receipt(&request.receipt_handle) {
-            Ok(receipt) => receipt,
+            Ok((receipt, _)) => receipt,
             Err(failure) => return answer(failure),
         };
         let Some(commit_log_offset) = receipt.commit_log_offset else {

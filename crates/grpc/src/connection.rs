@@ -54,6 +54,8 @@ const JOIN_MAX: usize = 64 << 10;
 /// gRPC's message prefix: a compression flag and the length.
 const PREFIX: usize = 5;
 
+const GRPC_STATUS: http::header::HeaderName = http::header::HeaderName::from_static("grpc-status");
+
 fn grpc() -> HeaderValue {
     HeaderValue::from_static("application/grpc")
 }
@@ -325,10 +327,15 @@ async fn serve_call(
     };
     if let Ok(status) = outcome {
         let mut trailers = HeaderMap::with_capacity(3);
-        let status = status
-            .err()
-            .unwrap_or_else(|| Status::new(tonic::Code::Ok, ""));
-        if status.add_header(&mut trailers).is_ok() {
+        let written = match status {
+            // What tonic writes for OK, without building a status for it on every call.
+            Ok(()) => {
+                trailers.insert(GRPC_STATUS, HeaderValue::from_static("0"));
+                true
+            }
+            Err(status) => status.add_header(&mut trailers).is_ok(),
+        };
+        if written {
             let _ = stream.send_trailers(trailers);
         }
     }

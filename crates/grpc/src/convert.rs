@@ -220,63 +220,71 @@ fn message_type(properties: &Properties) -> MessageType {
 /// How a consumer receives a stored record of `topic` (the topic it subscribed to; retries
 /// read as that topic too).
 pub fn incoming(
-    record: &MessageRecord,
+    record: MessageRecord,
     topic: &Resource,
     receipt_handle: Option<String>,
     invisible_ms: Option<i64>,
 ) -> Message {
+    // Every received message passes here: the record is taken so that its properties move
+    // into the answer instead of being copied.
     let body = record
         .uncompressed_body()
         .unwrap_or_else(|_| record.body.clone());
-    let properties = &record.properties;
-    let offset_msg_id = encode_offset_msg_id(record.store_host, record.physical_offset);
-    let message_id = properties.unique_key().map_or(offset_msg_id, str::to_owned);
-    let user_properties = properties
-        .iter()
-        .filter(|(name, _)| !SYSTEM_PROPERTIES.contains(name))
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
-        .collect();
     // MD5 in upper-case hex, as Apache's proxy sends it: the clients disagree on how to write
     // a CRC32 (the Java and Go ones hex, the Node.js one decimal), but all check MD5 alike.
     let checksum = {
         use md5::Digest as _;
         tidemark_protocol::hex::encode_upper(&md5::Md5::digest(&body))
     };
+    let mut properties = record.properties;
     let delivery_timestamp = properties
         .get(property::TIMER_OUT_MS)
         .or_else(|| properties.get(property::TIMER_DELIVER_MS))
         .and_then(|at| at.parse::<i64>().ok())
         .map(timestamp);
+    let message_type = message_type(&properties) as i32;
+    // Each of these is a system property, so taking it out leaves the user's ones unchanged.
+    let message_id = properties
+        .remove(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        .unwrap_or_else(|| encode_offset_msg_id(record.store_host, record.physical_offset));
+    let tag = properties.remove(property::TAGS);
+    let keys = properties
+        .get(property::KEYS)
+        .map(|keys| {
+            keys.split(property::KEY_SEPARATOR)
+                .filter(|key| !key.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let message_group = properties.remove(MESSAGE_GROUP);
+    let trace_context = properties.remove("TRACE_CONTEXT");
+    let user_properties = properties
+        .into_entries()
+        .filter(|(name, _)| !SYSTEM_PROPERTIES.contains(&name.as_str()))
+        .collect();
     let system = SystemProperties {
-        tag: properties.tags().map(str::to_owned),
-        keys: properties
-            .get(property::KEYS)
-            .map(|keys| {
-                keys.split(property::KEY_SEPARATOR)
-                    .filter(|key| !key.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        tag,
+        keys,
         message_id,
         body_digest: Some(Digest {
             r#type: DigestType::Md5 as i32,
             checksum,
         }),
         body_encoding: Encoding::Identity as i32,
-        message_type: message_type(properties) as i32,
+        message_type,
         born_timestamp: Some(timestamp(record.born_timestamp)),
-        born_host: record.born_host.ip().to_string(),
+        born_host: text_of(record.born_host.ip()),
         store_timestamp: Some(timestamp(record.store_timestamp)),
-        store_host: record.store_host.to_string(),
+        store_host: text_of(record.store_host),
         delivery_timestamp,
         receipt_handle,
         queue_id: record.queue_id,
         queue_offset: Some(record.queue_offset),
         invisible_duration: invisible_ms.map(duration),
         delivery_attempt: Some(record.reconsume_times.saturating_add(1)),
-        message_group: properties.get(MESSAGE_GROUP).map(str::to_owned),
-        trace_context: properties.get("TRACE_CONTEXT").map(str::to_owned),
+        message_group,
+        trace_context,
         orphaned_transaction_recovery_duration: None,
         dead_letter_queue: None,
         lite_topic: None,
@@ -288,6 +296,15 @@ pub fn incoming(
         system_properties: Some(system),
         body: body.to_vec(),
     }
+}
+
+/// An address as text in one allocation (`to_string` grows its buffer piece by piece).
+fn text_of(address: impl std::fmt::Display) -> String {
+    use std::fmt::Write as _;
+    // The longest socket address, `[IPv6%scope]:port`, fits.
+    let mut text = String::with_capacity(64);
+    let _ = write!(text, "{address}");
+    text
 }
 
 #[cfg(test)]

@@ -308,7 +308,7 @@ impl Gateway {
                     Ok(records) => {
                         for record in records {
                             frames.push(frame(Content::Message(incoming(
-                                &record, &resource, None, None,
+                                record, &resource, None, None,
                             ))));
                         }
                     }

@@ -255,6 +255,9 @@ impl Gateway {
         let starts = parse_pop_info(pop.start_offset_info.as_deref());
         let counts = parse_pop_info(pop.order_count_info.as_deref());
         let mut frames = vec![frame(Content::Status(ok()))];
+        // The pop answer's per-queue entries are looked up by key for every message: one
+        // buffer serves every lookup.
+        let mut key = String::with_capacity(64);
         for record in records {
             let source = if record.topic == topic {
                 PopSource::Topic
@@ -265,7 +268,10 @@ impl Gateway {
             };
             let receipt = PopReceipt {
                 start_offset: starts
-                    .get(&format!("{} {}", source.flag(), record.queue_id))
+                    .get(pop_info_key(
+                        &mut key,
+                        format_args!("{} {}", source.flag(), record.queue_id),
+                    ))
                     .copied()
                     .unwrap_or(record.queue_offset),
                 pop_time: pop.pop_time,
@@ -278,23 +284,25 @@ impl Gateway {
                 commit_log_offset: Some(record.physical_offset),
             };
             let handle = receipt.encode();
-            let mut message = incoming(
-                &record,
-                &topic_resource,
-                Some(handle.clone()),
-                Some(invisible_ms),
-            );
-            if let Some(count) = counts.get(&format!(
-                "{} qo{}%{}",
-                source.flag(),
-                record.queue_id,
-                record.queue_offset
-            )) {
+            let count = counts
+                .get(pop_info_key(
+                    &mut key,
+                    format_args!(
+                        "{} qo{}%{}",
+                        source.flag(),
+                        record.queue_id,
+                        record.queue_offset
+                    ),
+                ))
+                .copied();
+            let renewed = request.auto_renew.then(|| handle.clone());
+            let mut message = incoming(record, &topic_resource, Some(handle), Some(invisible_ms));
+            if let Some(count) = count {
                 if let Some(system) = message.system_properties.as_mut() {
-                    system.delivery_attempt = Some((*count as i32).saturating_add(1));
+                    system.delivery_attempt = Some((count as i32).saturating_add(1));
                 }
             }
-            if request.auto_renew {
+            if let Some(handle) = renewed {
                 self.renewals.add(
                     handle,
                     Renewal {
@@ -376,6 +384,14 @@ impl Gateway {
             }
         }
     }
+}
+
+/// `key` rewritten as `text`, for a lookup in a parsed pop info map.
+fn pop_info_key<'a>(key: &'a mut String, text: std::fmt::Arguments<'_>) -> &'a str {
+    use std::fmt::Write as _;
+    key.clear();
+    let _ = key.write_fmt(text);
+    key
 }
 
 #[cfg(test)]

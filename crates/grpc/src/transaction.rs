@@ -137,7 +137,7 @@ impl Gateway {
             status: Some(ok()),
             command: Some(Command::RecoverOrphanedTransactionCommand(
                 RecoverOrphanedTransactionCommand {
-                    message: Some(incoming(&record, &resource, None, None)),
+                    message: Some(incoming(record, &resource, None, None)),
                     transaction_id: transaction_id(
                         &broker,
                         header.commit_log_offset,

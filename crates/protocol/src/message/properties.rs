@@ -81,7 +81,10 @@ impl Properties {
     /// Parses a properties string as `MessageDecoder.string2messageProperties` does: a
     /// segment is kept only when it has a non-empty name and a non-empty value.
     pub fn parse(text: &str) -> Self {
-        let mut properties = Properties::new();
+        // Sized up front: a received message's properties are parsed on every delivery.
+        let mut properties = Properties {
+            entries: Vec::with_capacity(text.matches(PROPERTY_SEPARATOR).count() + 1),
+        };
         for segment in text.split(PROPERTY_SEPARATOR) {
             if let Some((name, value)) = segment.split_once(NAME_VALUE_SEPARATOR) {
                 if !name.is_empty() && !value.is_empty() {
@@ -138,6 +141,11 @@ impl Properties {
         self.entries
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()))
+    }
+
+    /// Every property, moved out.
+    pub fn into_entries(self) -> impl Iterator<Item = (String, String)> {
+        self.entries.into_iter()
     }
 
     pub fn len(&self) -> usize {
