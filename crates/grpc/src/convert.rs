@@ -128,27 +128,45 @@ pub enum Refused {
     BadBody(String),
 }
 
-/// Reads a client's message in RocketMQ's property names (as the proxy maps them).
-pub fn outgoing(message: &Message) -> Result<Outgoing, Refused> {
-    let system = message.system_properties.clone().unwrap_or_default();
-    if system.message_id.is_empty() {
+/// Reads a client's message in RocketMQ's property names (as the proxy maps them). The message
+/// is taken: its strings and body move into what is stored.
+pub fn outgoing(message: Message) -> Result<Outgoing, Refused> {
+    let Message {
+        user_properties,
+        system_properties,
+        body,
+        ..
+    } = message;
+    let SystemProperties {
+        tag,
+        keys,
+        message_id,
+        message_group,
+        delivery_timestamp,
+        trace_context,
+        message_type,
+        body_encoding,
+        born_timestamp,
+        ..
+    } = system_properties.unwrap_or_default();
+    if message_id.is_empty() {
         return Err(Refused::NoMessageId);
     }
-    let mut properties = Properties::new();
-    for (name, value) in &message.user_properties {
+    // The user's properties and at most seven system ones.
+    let mut properties = Properties::with_capacity(user_properties.len() + 7);
+    for (name, value) in user_properties {
         if SYSTEM_PROPERTIES.contains(&name.as_str()) {
-            return Err(Refused::ReservedProperty(name.clone()));
+            return Err(Refused::ReservedProperty(name));
         }
-        properties.insert(name.as_str(), value.as_str());
+        properties.insert(name, value);
     }
-    if let Some(tag) = system.tag.as_deref().filter(|tag| !tag.is_empty()) {
+    if let Some(tag) = tag.filter(|tag| !tag.is_empty()) {
         if tag.contains('|') || tag.chars().any(char::is_control) {
-            return Err(Refused::BadTag(tag.to_owned()));
+            return Err(Refused::BadTag(tag));
         }
         properties.insert(property::TAGS, tag);
     }
-    let keys: Vec<&str> = system
-        .keys
+    let keys: Vec<&str> = keys
         .iter()
         .map(String::as_str)
         .filter(|key| !key.is_empty())
@@ -156,45 +174,35 @@ pub fn outgoing(message: &Message) -> Result<Outgoing, Refused> {
     if !keys.is_empty() {
         properties.insert(property::KEYS, keys.join(property::KEY_SEPARATOR));
     }
-    properties.insert(
-        property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-        system.message_id.as_str(),
-    );
-    if let Some(group) = system
-        .message_group
-        .as_deref()
-        .filter(|group| !group.is_empty())
-    {
-        properties.insert(MESSAGE_GROUP, group);
+    properties.insert(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, message_id);
+    let message_group = message_group.filter(|group| !group.is_empty());
+    if let Some(group) = &message_group {
+        properties.insert(MESSAGE_GROUP, group.as_str());
     }
-    if let Some(at) = &system.delivery_timestamp {
+    if let Some(at) = &delivery_timestamp {
         properties.insert(property::TIMER_DELIVER_MS, epoch_ms(at).to_string());
     }
-    if let Some(context) = system.trace_context.as_deref().filter(|c| !c.is_empty()) {
+    if let Some(context) = trace_context.filter(|context| !context.is_empty()) {
         properties.insert("TRACE_CONTEXT", context);
     }
-    let transactional = system.message_type == MessageType::Transaction as i32;
+    let transactional = message_type == MessageType::Transaction as i32;
     if transactional {
         properties.insert(TRANSACTION_PREPARED, "true");
     }
-    let body = if system.body_encoding == Encoding::Gzip as i32 {
+    let body = if body_encoding == Encoding::Gzip as i32 {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&message.body[..])
+        flate2::read::GzDecoder::new(&body[..])
             .read_to_end(&mut out)
             .map_err(|failure| Refused::BadBody(format!("gzip body unreadable: {failure}")))?;
         Bytes::from(out)
     } else {
-        Bytes::from(message.body.clone())
+        Bytes::from(body)
     };
     Ok(Outgoing {
         body,
         properties,
-        message_group: system
-            .message_group
-            .clone()
-            .filter(|group| !group.is_empty()),
-        born_timestamp: system
-            .born_timestamp
+        message_group,
+        born_timestamp: born_timestamp
             .as_ref()
             .map_or_else(tidemark_remoting::now_ms, epoch_ms),
         transactional,
@@ -329,7 +337,7 @@ mod tests {
 
     #[test]
     fn client_messages_map_onto_rocketmq_properties() {
-        let out = outgoing(&message(
+        let out = outgoing(message(
             SystemProperties {
                 tag: Some("TagA".into()),
                 keys: vec!["k1".into(), "k2".into()],
@@ -351,7 +359,7 @@ mod tests {
         );
         assert_eq!(out.properties.get("color"), Some("red"));
         assert_eq!(
-            outgoing(&message(SystemProperties::default(), &[])).err(),
+            outgoing(message(SystemProperties::default(), &[])).err(),
             Some(Refused::NoMessageId)
         );
         let reserved = message(
@@ -362,7 +370,7 @@ mod tests {
             &[("UNIQ_KEY", "spoof")],
         );
         assert!(matches!(
-            outgoing(&reserved),
+            outgoing(reserved),
             Err(Refused::ReservedProperty(_))
         ));
         let bad_tag = message(
@@ -373,7 +381,7 @@ mod tests {
             },
             &[],
         );
-        assert!(matches!(outgoing(&bad_tag), Err(Refused::BadTag(_))));
+        assert!(matches!(outgoing(bad_tag), Err(Refused::BadTag(_))));
     }
 
     #[test]

@@ -42,7 +42,7 @@ impl Gateway {
             };
         }
         let mut entries = Vec::with_capacity(request.messages.len());
-        for message in &request.messages {
+        for message in request.messages {
             entries.push(self.send_one(caller, message).await);
         }
         SendMessageResponse {
@@ -53,7 +53,7 @@ impl Gateway {
         }
     }
 
-    async fn send_one(&self, caller: &Caller, message: &crate::proto::Message) -> SendResultEntry {
+    async fn send_one(&self, caller: &Caller, message: crate::proto::Message) -> SendResultEntry {
         let topic = full_name(message.topic.as_ref());
         let message_id = message
             .system_properties
@@ -74,6 +74,16 @@ impl Gateway {
                 ),
             );
         }
+        let kind = message
+            .system_properties
+            .as_ref()
+            .and_then(|system| MessageType::try_from(system.message_type).ok())
+            .unwrap_or(MessageType::Normal);
+        let recovery = message
+            .system_properties
+            .as_ref()
+            .and_then(|system| system.orphaned_transaction_recovery_duration.as_ref())
+            .map(|recovery| recovery.seconds);
         let outgoing = match outgoing(message) {
             Ok(outgoing) => outgoing,
             Err(Refused::NoMessageId) => {
@@ -99,14 +109,10 @@ impl Gateway {
             outgoing
                 .properties
                 .insert(property::PRODUCER_GROUP, topic.clone());
-            if let Some(recovery) = message
-                .system_properties
-                .as_ref()
-                .and_then(|system| system.orphaned_transaction_recovery_duration.as_ref())
-            {
+            if let Some(seconds) = recovery {
                 outgoing.properties.insert(
                     property::CHECK_IMMUNITY_TIME_IN_SECONDS,
-                    recovery.seconds.max(1).to_string(),
+                    seconds.max(1).to_string(),
                 );
             }
         }
@@ -115,11 +121,6 @@ impl Gateway {
             Err(failure) => return entry(failure, message_id, 0),
         };
         if let Some(config) = &config {
-            let kind = message
-                .system_properties
-                .as_ref()
-                .and_then(|system| MessageType::try_from(system.message_type).ok())
-                .unwrap_or(MessageType::Normal);
             let accepted = accepted_types(config.attributes.as_ref());
             if kind != MessageType::Unspecified && !accepted.contains(&kind) {
                 return refuse(

@@ -192,6 +192,15 @@ fn put_str(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(text.as_bytes());
 }
 
+/// A record's buffer: its kind, then room for `key` and `more` bytes, so that writing it takes
+/// one allocation (every pop and every ack writes one).
+fn record_for(kind: u8, key: &QueueKey, more: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + 2 + key.group.len() + 2 + key.topic.len() + 4 + more);
+    out.push(kind);
+    put_key(&mut out, key);
+    out
+}
+
 fn put_key(out: &mut Vec<u8>, key: &QueueKey) {
     put_str(out, &key.group);
     put_str(out, &key.topic);
@@ -199,8 +208,7 @@ fn put_key(out: &mut Vec<u8>, key: &QueueKey) {
 }
 
 pub fn popped_record(key: &QueueKey, popped: &Popped) -> Vec<u8> {
-    let mut out = vec![POPPED];
-    put_key(&mut out, key);
+    let mut out = record_for(POPPED, key, 3 * 8 + 1 + 2 + 8 * popped.offsets.len());
     for value in [popped.next, popped.pop_time, popped.visible_at] {
         out.extend_from_slice(&value.to_be_bytes());
     }
@@ -217,8 +225,7 @@ pub fn popped_record(key: &QueueKey, popped: &Popped) -> Vec<u8> {
 }
 
 pub fn finished_record(key: &QueueKey, offset: i64, pop_time: i64) -> Vec<u8> {
-    let mut out = vec![FINISHED];
-    put_key(&mut out, key);
+    let mut out = record_for(FINISHED, key, 2 * 8);
     out.extend_from_slice(&offset.to_be_bytes());
     out.extend_from_slice(&pop_time.to_be_bytes());
     out
@@ -231,8 +238,7 @@ pub fn changed_record(
     new_pop_time: i64,
     visible_at: i64,
 ) -> Vec<u8> {
-    let mut out = vec![CHANGED];
-    put_key(&mut out, key);
+    let mut out = record_for(CHANGED, key, 4 * 8);
     for value in [offset, old_pop_time, new_pop_time, visible_at] {
         out.extend_from_slice(&value.to_be_bytes());
     }
@@ -240,8 +246,7 @@ pub fn changed_record(
 }
 
 pub fn reset_record(key: &QueueKey, offset: i64) -> Vec<u8> {
-    let mut out = vec![RESET];
-    put_key(&mut out, key);
+    let mut out = record_for(RESET, key, 8);
     out.extend_from_slice(&offset.to_be_bytes());
     out
 }

@@ -243,13 +243,19 @@ impl PopReceipt {
 
     /// Reads a receipt; an error names the field that is missing or unreadable.
     pub fn decode(text: &str) -> Result<PopReceipt, String> {
-        let fields: Vec<&str> = text.split(' ').collect();
-        if fields.len() < 8 || fields.len() > 9 {
-            return Err(format!(
-                "a receipt has 8 or 9 fields, this one {}",
-                fields.len()
-            ));
+        // Every ack reads one (the gRPC gateway's two): the fields stay on the stack.
+        let mut slots = [""; 9];
+        let mut count = 0;
+        for field in text.split(' ') {
+            if let Some(slot) = slots.get_mut(count) {
+                *slot = field;
+            }
+            count += 1;
         }
+        if !(8..=9).contains(&count) {
+            return Err(format!("a receipt has 8 or 9 fields, this one {count}"));
+        }
+        let fields = &slots[..count];
         fn number<T: std::str::FromStr>(
             fields: &[&str],
             index: usize,
@@ -260,17 +266,17 @@ impl PopReceipt {
                 .map_err(|_| format!("receipt field {name} {:?} is not a number", fields[index]))
         }
         Ok(PopReceipt {
-            start_offset: number(&fields, 0, "start offset")?,
-            pop_time: number(&fields, 1, "pop time")?,
-            invisible_time: number(&fields, 2, "invisible time")?,
-            revive_qid: number(&fields, 3, "revive queue id")?,
+            start_offset: number(fields, 0, "start offset")?,
+            pop_time: number(fields, 1, "pop time")?,
+            invisible_time: number(fields, 2, "invisible time")?,
+            revive_qid: number(fields, 3, "revive queue id")?,
             source: PopSource::from_flag(fields[4])
                 .ok_or_else(|| format!("receipt source flag {:?} is not 0, 1 or 2", fields[4]))?,
             broker_name: fields[5].to_owned(),
-            queue_id: number(&fields, 6, "queue id")?,
-            queue_offset: number(&fields, 7, "queue offset")?,
+            queue_id: number(fields, 6, "queue id")?,
+            queue_offset: number(fields, 7, "queue offset")?,
             commit_log_offset: match fields.get(8) {
-                Some(_) => Some(number(&fields, 8, "commit-log offset")?),
+                Some(_) => Some(number(fields, 8, "commit-log offset")?),
                 None => None,
             },
         })

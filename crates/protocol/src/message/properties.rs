@@ -78,6 +78,12 @@ impl Properties {
         Self::default()
     }
 
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(capacity),
+        }
+    }
+
     /// Parses a properties string as `MessageDecoder.string2messageProperties` does: a
     /// segment is kept only when it has a non-empty name and a non-empty value.
     pub fn parse(text: &str) -> Self {
