@@ -230,7 +230,10 @@ impl Cluster {
                 }
                 route
             }
-            None => self.shared.refresh(topic).await,
+            // Boxed, as every cold path a call may take to another process: a name server
+            // lookup's state would otherwise sit inline in every call's future (which is moved
+            // into a box of its own on every call).
+            None => Box::pin(self.shared.refresh(topic)).await,
         }
     }
 
@@ -306,7 +309,11 @@ impl Cluster {
             return Target::Remote(address);
         }
         // The broker may have joined (or its master returned) since the route was cached.
-        match self.shared.refresh(topic).await.as_deref().and_then(master) {
+        match Box::pin(self.shared.refresh(topic))
+            .await
+            .as_deref()
+            .and_then(master)
+        {
             Some(address) => Target::Remote(address),
             None => Target::Unreachable,
         }
@@ -345,7 +352,7 @@ impl Cluster {
         request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
-        self.shared.client.invoke(address, request, timeout).await
+        Box::pin(self.shared.client.invoke(address, request, timeout)).await
     }
 
     pub fn shutdown(&self) {

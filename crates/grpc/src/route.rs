@@ -111,7 +111,9 @@ impl Gateway {
         match created {
             Some((config, fresh)) => {
                 if fresh {
-                    if let Err(failure) = self.state.persist_metadata_now().await {
+                    // Boxed: a topic is created once, but this state would sit in every
+                    // send's future.
+                    if let Err(failure) = Box::pin(self.state.persist_metadata_now()).await {
                         return Err(status(
                             Code::InternalServerError,
                             format!("topic {name} created but not persisted: {failure}"),
