@@ -256,15 +256,7 @@ pub fn incoming(
         .remove(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         .unwrap_or_else(|| encode_offset_msg_id(record.store_host, record.physical_offset));
     let tag = properties.remove(property::TAGS);
-    let keys = properties
-        .get(property::KEYS)
-        .map(|keys| {
-            keys.split(property::KEY_SEPARATOR)
-                .filter(|key| !key.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let keys = properties.keys().map(str::to_owned).collect();
     let message_group = properties.remove(MESSAGE_GROUP);
     let trace_context = properties.remove("TRACE_CONTEXT");
     let user_properties = properties

@@ -55,9 +55,8 @@ impl Gateway {
 
     async fn send_one(&self, caller: &Caller, message: crate::proto::Message) -> SendResultEntry {
         let topic = full_name(message.topic.as_ref());
-        let message_id = message
-            .system_properties
-            .as_ref()
+        let system = message.system_properties.as_ref();
+        let message_id = system
             .map(|system| system.message_id.clone())
             .unwrap_or_default();
         let refuse = |code: Code, text: String| entry(status(code, text), message_id.clone(), 0);
@@ -74,14 +73,10 @@ impl Gateway {
                 ),
             );
         }
-        let kind = message
-            .system_properties
-            .as_ref()
+        let kind = system
             .and_then(|system| MessageType::try_from(system.message_type).ok())
             .unwrap_or(MessageType::Normal);
-        let recovery = message
-            .system_properties
-            .as_ref()
+        let recovery = system
             .and_then(|system| system.orphaned_transaction_recovery_duration.as_ref())
             .map(|recovery| recovery.seconds);
         let outgoing = match outgoing(message) {

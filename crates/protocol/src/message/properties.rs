@@ -88,9 +88,8 @@ impl Properties {
     /// segment is kept only when it has a non-empty name and a non-empty value.
     pub fn parse(text: &str) -> Self {
         // Sized up front: a received message's properties are parsed on every delivery.
-        let mut properties = Properties {
-            entries: Vec::with_capacity(text.matches(PROPERTY_SEPARATOR).count() + 1),
-        };
+        let mut properties =
+            Properties::with_capacity(text.matches(PROPERTY_SEPARATOR).count() + 1);
         for segment in text.split(PROPERTY_SEPARATOR) {
             if let Some((name, value)) = segment.split_once(NAME_VALUE_SEPARATOR) {
                 if !name.is_empty() && !value.is_empty() {
