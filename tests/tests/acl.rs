@@ -11,6 +11,11 @@ use tidemark_client::{
     concurrent_fn, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer,
     PushConsumer,
 };
+use tidemark_protocol::headers::{
+    GetMaxOffsetRequestHeader, OffsetResponseHeader, SendMessageRequestHeaderV2,
+};
+use tidemark_protocol::message::{encode_batch, BatchEntry, Properties};
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Credentials;
 use tidemark_tests::{init_logging, tidemark_binary, wait_until, wait_until_async, DevServer};
 
@@ -315,4 +320,178 @@ async fn the_console_asks_for_an_account_and_acts_as_it() {
     let (status, answer) = console_request(port, "POST", "/topics", admin, &form).await;
     assert_eq!(status, 303, "{answer}\n{}", server.tail_text());
     println!("console: 401 without or with a wrong account; alice sees pages, her topic-create refused; admin's done");
+}
+
+/// A raw remoting caller signing as `account`, for requests no client would build.
+fn signed_caller(account: (&str, &str)) -> tidemark_remoting::RemotingClient {
+    let mut config = tidemark_remoting::ClientConfig::default();
+    config.channel.signer = Some(Arc::new(Credentials::new(account.0, account.1)));
+    tidemark_remoting::RemotingClient::new(config, None)
+}
+
+/// A short-form send (SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE) writing to `short_topic`, with a
+/// long-form `topic` field naming `long_topic` beside it.
+fn short_form_send(code: RequestCode, short_topic: &str, long_topic: &str) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2 {
+        producer_group: "acl-producers".into(),
+        topic: short_topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 0,
+        sys_flag: 0,
+        born_timestamp: 1,
+        flag: 0,
+        properties: Some(String::new()),
+        reconsume_times: Some(0),
+        unit_mode: false,
+        max_reconsume_times: None,
+        batch: code == RequestCode::SendBatchMessage,
+        broker_name: None,
+    };
+    let mut request = RemotingCommand::request_with_header(code, &header);
+    request.ext_fields.insert("topic", long_topic);
+    let body = if code == RequestCode::SendBatchMessage {
+        let entries: Vec<BatchEntry> = (0..5)
+            .map(|i| BatchEntry {
+                flag: 0,
+                body: format!("batched-{i}").into(),
+                properties: Properties::new(),
+            })
+            .collect();
+        encode_batch(&entries).expect("encode batch")
+    } else {
+        "single".into()
+    };
+    request.with_body(body)
+}
+
+/// How many messages `topic`'s queues hold, asked as the admin account.
+async fn stored(admin: &tidemark_remoting::RemotingClient, broker: &str, topic: &str) -> i64 {
+    let mut total = 0;
+    for queue_id in 0..16 {
+        let header = GetMaxOffsetRequestHeader {
+            topic: topic.into(),
+            queue_id,
+            committed: None,
+            broker_name: None,
+        };
+        let request = RemotingCommand::request_with_header(RequestCode::GetMaxOffset, &header);
+        let response = admin
+            .invoke(broker, request, Duration::from_secs(5))
+            .await
+            .expect("GET_MAX_OFFSET answered");
+        if response.response_code() == ResponseCode::Success {
+            total += response
+                .decode_header::<OffsetResponseHeader>()
+                .map_or(0, |header| header.offset);
+        }
+    }
+    total
+}
+
+/// A batch is checked on the topic it writes (the short form's `b`), whatever a long-form
+/// `topic` field beside it says: refused, nothing stored, no topic created. Before the fix the
+/// ACL read `topic` for SEND_BATCH_MESSAGE and these batches were stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_are_checked_on_the_topic_they_write() {
+    init_logging();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("plain_acl.yml");
+    std::fs::write(&file, rules("")).expect("write ACL file");
+    let file_arg = file.display().to_string();
+    let server = DevServer::start(
+        "acl-batch",
+        &[
+            "--acl-file",
+            &file_arg,
+            "--acl-access-key",
+            "admin-key",
+            "--acl-secret-key",
+            "admin-secret",
+        ],
+    );
+    let (ns, broker) = (server.namesrv_addr(), server.broker_addr());
+    let created = admin(
+        &ns,
+        ("admin-key", "admin-secret"),
+        &["topic-create", "-b", &broker, "-t", "audit", "--json"],
+    );
+    assert!(created.status.success(), "{created:?}");
+    let admin_caller = signed_caller(("admin-key", "admin-secret"));
+    let alice = signed_caller(("alice-key", "alice-secret"));
+
+    // The Rust client's batch, as alice: allowed on orders, refused on audit.
+    let producer = Producer::builder("acl-producers")
+        .client_config(client(&ns, Some(("alice-key", "alice-secret"))))
+        .start()
+        .await
+        .expect("producer");
+    let batch = |topic: &str| {
+        (0..5)
+            .map(|i| Message::new(topic, format!("m{i}")))
+            .collect()
+    };
+    producer
+        .send_batch(batch("orders"))
+        .await
+        .expect("a batch to a permitted topic is stored");
+    let refused = producer.send_batch(batch("audit")).await;
+    producer.shutdown().await;
+    let refused = refused.expect_err("a batch to a denied topic").to_string();
+    assert!(refused.contains("topic:audit"), "{refused}");
+
+    // Raw short-form sends naming a permitted topic in the long-form field.
+    let fresh = tidemark_tests::unique("acl-fresh");
+    for code in [RequestCode::SendBatchMessage, RequestCode::SendMessageV2] {
+        for target in ["audit", fresh.as_str()] {
+            let response = alice
+                .invoke(
+                    &broker,
+                    short_form_send(code, target, "orders"),
+                    Duration::from_secs(5),
+                )
+                .await
+                .expect("answered");
+            assert_eq!(
+                response.response_code(),
+                ResponseCode::NoPermission,
+                "{code:?} to {target} with topic=orders: {response:?}"
+            );
+            assert!(
+                response
+                    .remark
+                    .as_deref()
+                    .is_some_and(|remark| remark.contains(&format!("topic:{target}"))),
+                "{response:?}"
+            );
+        }
+    }
+    assert_eq!(stored(&admin_caller, &broker, "audit").await, 0);
+    let configs = admin_caller
+        .invoke(
+            &broker,
+            RemotingCommand::request(RequestCode::GetAllTopicConfig),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("GET_ALL_TOPIC_CONFIG answered");
+    let configs = String::from_utf8_lossy(&configs.body);
+    assert!(configs.contains("\"audit\""), "{configs}");
+    assert!(!configs.contains(&fresh), "a refused batch created {fresh}");
+    // The same raw batch to the permitted topic is stored: the refusals were the ACL's.
+    let response = alice
+        .invoke(
+            &broker,
+            short_form_send(RequestCode::SendBatchMessage, "orders", "audit"),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::Success,
+        "{response:?}"
+    );
+    assert_eq!(stored(&admin_caller, &broker, "orders").await, 10);
+    println!("refused: alice batches and V2 sends to audit/{fresh}; stored: her batches to orders");
 }

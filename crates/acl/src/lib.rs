@@ -18,5 +18,5 @@ pub use access::{AccessControl, AclError, Principal};
 pub use address::AddressPattern;
 pub use guard::{watch_file, AclGuard};
 pub use perm::Perm;
-pub use resources::{admin_only, needed, Resource};
+pub use resources::{admin_only, needed, Resource, Unreadable};
 pub use rules::{Account, AccountUpdate, AclRules, RulesError};

@@ -18,6 +18,7 @@ use tidemark_protocol::headers::{
     SearchOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::message::topic_of;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 
 use super::{bad_header, error, success};
@@ -457,7 +458,15 @@ pub(super) fn view_message(state: &BrokerState, request: &RemotingCommand) -> Re
         .ok()
         .map(|offset| state.store.read_record(offset))
     {
-        Some(Ok(Some(record))) => success().with_body(record),
+        // A named topic is what the ACL checked: a record of another topic is not served.
+        Some(Ok(Some(record)))
+            if header
+                .topic
+                .as_deref()
+                .is_none_or(|topic| topic.is_empty() || topic_of(&record) == Some(topic)) =>
+        {
+            success().with_body(record)
+        }
         Some(Err(failure)) => error(ResponseCode::SystemError, format!("read failed: {failure}")),
         _ => error(
             ResponseCode::SystemError,
@@ -699,7 +708,8 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
     // The commit log and the consume queues share the store root, so one figure serves both.
     table.insert("commitLogDiskRatio".to_owned(), disk_ratio.clone());
     table.insert("consumeQueueDiskRatio".to_owned(), disk_ratio);
-    let config = &state.config;
+    // The live values: retention follows them, so the figures shown must too.
+    let config = state.live.get();
     for (key, percent) in [
         ("diskMaxUsedSpaceRatio", config.disk_max_used_space_ratio),
         (

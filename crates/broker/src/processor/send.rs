@@ -6,9 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tidemark_protocol::body::perm;
 use tidemark_protocol::code::version;
-use tidemark_protocol::headers::{
-    SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
-};
+use tidemark_protocol::headers::{SendMessageRequestHeader, SendMessageResponseHeader};
 use tidemark_protocol::message::{decode_batch, encode_offset_msg_id, property, Properties};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
@@ -23,23 +21,12 @@ use crate::metadata::{
 };
 use crate::state::{now_ms, BrokerState};
 
-fn decode_header(
-    request: &RemotingCommand,
-) -> Result<SendMessageRequestHeader, tidemark_protocol::HeaderError> {
-    match request.request_code() {
-        RequestCode::SendMessage => request.decode_header::<SendMessageRequestHeader>(),
-        _ => request
-            .decode_header::<SendMessageRequestHeaderV2>()
-            .map(SendMessageRequestHeader::from),
-    }
-}
-
 pub(super) async fn send(
     state: &Arc<BrokerState>,
     channel: &Channel,
     request: &RemotingCommand,
 ) -> RemotingCommand {
-    let mut header = match decode_header(request) {
+    let mut header = match SendMessageRequestHeader::decode_request(request) {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
@@ -203,7 +190,7 @@ struct Prepared {
 /// region and trace switch (a traced consumer reads them from the message; the 5.x client writes
 /// no consume trace for a message without a region).
 fn stamp(state: &BrokerState, properties: &mut Properties) {
-    properties.insert(property::MSG_REGION, state.config.region_id.clone());
+    properties.insert(property::MSG_REGION, state.live.get().region_id.clone());
     properties.insert(
         property::TRACE_SWITCH,
         state.live.get().trace_on.to_string(),
@@ -254,13 +241,13 @@ fn single_message(
     } else if !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
         let now = now_ms();
         let timer = super::routing::timer_deliver_ms(&message.properties, now);
-        if !matches!(timer, Ok(None)) && !state.config.timer_wheel_enable {
+        if !matches!(timer, Ok(None)) && !state.live.get().timer_wheel_enable {
             return Err(error(
                 ResponseCode::SystemError,
                 "accurate timer message is not enabled, timerWheelEnable is false",
             ));
         }
-        let max_delay_ms = state.config.timer_max_delay_sec.saturating_mul(1000) as i64;
+        let max_delay_ms = state.live.get().timer_max_delay_sec.saturating_mul(1000) as i64;
         match timer {
             Ok(Some(deliver)) if deliver.saturating_sub(now) > max_delay_ms => {
                 return Err(timer_illegal(max_delay_ms));
@@ -366,8 +353,8 @@ pub(super) async fn acknowledge(
             .wait_replicated(
                 end,
                 state.store.commit_log_positions().1,
-                state.config.ha_slave_fallbehind_max,
-                std::time::Duration::from_millis(state.config.slave_timeout),
+                state.live.get().ha_slave_fallbehind_max,
+                std::time::Duration::from_millis(state.live.get().slave_timeout),
             )
             .await;
         code = match waited {
@@ -382,7 +369,7 @@ pub(super) async fn acknowledge(
         queue_offset: first.queue_offset,
         transaction_id,
         batch_uniq_id: None,
-        msg_region: state.config.region_id.clone(),
+        msg_region: state.live.get().region_id.clone(),
         trace_on: state.live.get().trace_on,
     })
 }

@@ -1,6 +1,8 @@
 //! SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and their response.
 
 use crate::command_header;
+use crate::error::HeaderError;
+use crate::{RemotingCommand, RequestCode};
 
 command_header! {
     /// `SendMessageRequestHeader`, the long-key form of SEND_MESSAGE (10).
@@ -43,6 +45,22 @@ command_header! {
         optional max_reconsume_times: i32 = "l",
         defaulted batch: bool = "m" (false),
         optional broker_name: String = "n",
+    }
+}
+
+impl SendMessageRequestHeader {
+    /// The header of a send in the form its request code carries: SEND_MESSAGE (10) and
+    /// SEND_REPLY_MESSAGE (324) use the long keys; SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE
+    /// (320) and SEND_REPLY_MESSAGE_V2 (325) the one-letter keys, whatever long keys sit beside
+    /// them. The broker's send handler and the ACL both read a send through here, so the topic
+    /// that is checked is the topic that is written.
+    pub fn decode_request(request: &RemotingCommand) -> Result<Self, HeaderError> {
+        match request.request_code() {
+            RequestCode::SendMessage | RequestCode::SendReplyMessage => request.decode_header(),
+            _ => request
+                .decode_header::<SendMessageRequestHeaderV2>()
+                .map(Self::from),
+        }
     }
 }
 

@@ -13,8 +13,8 @@ pub use ids::{
 };
 pub use properties::{find_property, property, Properties};
 pub use record::{
-    body_crc, decode_records, magic_code_of, properties_of, store_timestamp_of, total_size_of,
-    transaction_fields_of, DecodeOptions, MessageRecord, RecordRef, RecordVersion,
+    body_crc, decode_records, magic_code_of, properties_of, store_timestamp_of, topic_of,
+    total_size_of, transaction_fields_of, DecodeOptions, MessageRecord, RecordRef, RecordVersion,
     BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POSITION,
     QUEUE_OFFSET_POSITION,
 };

@@ -187,6 +187,15 @@ pub fn transaction_fields_of(record: &[u8]) -> Option<(i32, i64)> {
 /// The encoded properties string of a stored record, read in place (no decode of the rest);
 /// `None` when the record is malformed.
 pub fn properties_of(record: &[u8]) -> Option<&str> {
+    topic_and_properties_of(record).map(|(_, properties)| properties)
+}
+
+/// The topic of a stored record, read in place; `None` when the record is malformed.
+pub fn topic_of(record: &[u8]) -> Option<&str> {
+    topic_and_properties_of(record).map(|(topic, _)| topic)
+}
+
+fn topic_and_properties_of(record: &[u8]) -> Option<(&str, &str)> {
     let version = match u32::from_be_bytes(field(record, 4)?) {
         MAGIC_CODE_V1 => RecordVersion::V1,
         MAGIC_CODE_V2 => RecordVersion::V2,
@@ -212,12 +221,16 @@ pub fn properties_of(record: &[u8]) -> Option<&str> {
             topic_length_at + 2,
         ),
     };
+    let topic = record.get(topic_at..topic_at.checked_add(topic_length)?)?;
     let properties_length_at = topic_at.checked_add(topic_length)?;
     let properties_length =
         usize::try_from(i16::from_be_bytes(field(record, properties_length_at)?)).ok()?;
     let properties_at = properties_length_at + 2;
     let properties = record.get(properties_at..properties_at.checked_add(properties_length)?)?;
-    std::str::from_utf8(properties).ok()
+    Some((
+        std::str::from_utf8(topic).ok()?,
+        std::str::from_utf8(properties).ok()?,
+    ))
 }
 
 /// The `N` bytes at `at`, if `bytes` holds them.
