@@ -28,6 +28,7 @@ import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.constant.PermName;
 import org.apache.rocketmq.common.filter.ExpressionType;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageBatch;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.protocol.ResponseCode;
@@ -37,6 +38,7 @@ import org.apache.rocketmq.common.protocol.route.TopicRouteData;
 import org.apache.rocketmq.common.sysflag.PullSysFlag;
 import org.apache.rocketmq.common.topic.TopicValidator;
 import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -176,6 +178,90 @@ class Scenario25AclTest extends SuiteBase {
         DefaultMQProducer p = clients.signedWith(ALICE).producer();
         expectRefused("b alice-key SEND " + TOPIC_DENIED, "No default permission for topic:" + TOPIC_DENIED,
             p, TOPIC_DENIED, () -> p.send(Msgs.message(TOPIC_DENIED, "acl", "denied")), sendAtBroker(p, TOPIC_DENIED));
+    }
+
+    /**
+     * Case j: the client's own batch ({@link MessageBatch}: SEND_BATCH_MESSAGE, 320, with the short
+     * header whose topic is field {@code b}) is checked on the topic it writes, also when a signing
+     * hook adds a long-form {@code topic} field naming a permitted topic: refused, nothing stored,
+     * no topic created. Apache 4.9 checks no batch at all and stores both (the reference run shows
+     * it); Tidemark refuses them as it refuses the same messages sent one by one.
+     */
+    @Test
+    @Order(2)
+    void aBatchIsCheckedOnTheTopicItWrites() throws Exception {
+        RPCHook conflicting = new RPCHook() {
+            @Override
+            public void doBeforeRequest(String remoteAddr, RemotingCommand request) {
+                request.addExtField("topic", TOPIC_OK);
+                ALICE.doBeforeRequest(remoteAddr, request);
+            }
+
+            @Override
+            public void doAfterResponse(String remoteAddr, RemotingCommand request, RemotingCommand response) {
+                ALICE.doAfterResponse(remoteAddr, request, response);
+            }
+        };
+        DefaultMQProducer plain = clients.signedWith(ALICE).producer();
+        DefaultMQProducer withTopicField = clients.signedWith(conflicting).producer();
+        DefaultMQAdminExt admin = clients.signedWith(ADMIN).admin();
+        String fresh = Names.unique("aclFresh");
+        long before = storedIn(admin, TOPIC_DENIED);
+        for (DefaultMQProducer p : List.of(plain, withTopicField)) {
+            String how = p == plain ? "" : " (topic=" + TOPIC_OK + " beside b)";
+            if (againstApacheReference()) {
+                Object sent = batchAtBroker(p, TOPIC_DENIED).call();
+                System.out.println("scenario25 j alice-key SEND_BATCH_MESSAGE " + TOPIC_DENIED + how
+                    + ": allowed by Apache 4.9 (it checks no batch): " + sent);
+                continue;
+            }
+            for (String topic : List.of(TOPIC_DENIED, fresh)) {
+                Answer broker = refusal(batchAtBroker(p, topic));
+                System.out.println("scenario25 j alice-key SEND_BATCH_MESSAGE " + topic + how + ": refused; broker "
+                    + broker);
+                assertRefusedWith("permission for topic:" + topic, broker, "alice's batch to " + topic + how);
+            }
+        }
+        if (!againstApacheReference()) {
+            assertEquals(before, storedIn(admin, TOPIC_DENIED), "a refused batch was stored");
+            boolean created = api(admin).getAllTopicConfig(tidemark.brokerAddr(), 5000).getTopicConfigTable()
+                .containsKey(fresh);
+            assertTrue(!created, "a refused batch created topic " + fresh);
+            // The same batch to the permitted topic is stored: the refusals were the ACL's.
+            batchAtBroker(plain, TOPIC_OK).call();
+        }
+    }
+
+    /** Messages in {@code topic}'s queues, as the admin account sees them. */
+    private static long storedIn(DefaultMQAdminExt admin, String topic) throws Exception {
+        return admin.examineTopicStats(topic).getOffsetTable().values().stream()
+            .mapToLong(o -> o.getMaxOffset() - o.getMinOffset()).sum();
+    }
+
+    /** One {@link MessageBatch} of 5 straight to the broker, as the client sends a batch. */
+    private static Callable<Object> batchAtBroker(DefaultMQProducer p, String topic) {
+        return () -> {
+            List<Message> messages = new java.util.ArrayList<>();
+            for (int i = 0; i < 5; i++) {
+                messages.add(Msgs.message(topic, "acl", "batch-" + i + "-" + System.nanoTime()));
+            }
+            MessageBatch batch = MessageBatch.generateFromList(messages);
+            batch.setBody(batch.encode());
+            SendMessageRequestHeader h = new SendMessageRequestHeader();
+            h.setProducerGroup(p.getProducerGroup());
+            h.setTopic(topic);
+            h.setDefaultTopic(TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC);
+            h.setDefaultTopicQueueNums(4);
+            h.setQueueId(0);
+            h.setSysFlag(0);
+            h.setBornTimestamp(System.currentTimeMillis());
+            h.setFlag(batch.getFlag());
+            h.setProperties(MessageDecoder.messageProperties2String(batch.getProperties()));
+            h.setReconsumeTimes(0);
+            h.setBatch(true);
+            return api(p).sendMessage(tidemark.brokerAddr(), brokerName, batch, h, 5000, CommunicationMode.SYNC,
+                null, null);
+        };
     }
 
     @Test
