@@ -642,15 +642,9 @@ impl BrokerConfig {
     }
 
     fn delete_when_hour(&self) -> Result<u32, ConfigError> {
-        // RocketMQ allows "04;05"; the first hour is used.
-        let first = self.delete_when.split(';').next().unwrap_or("04").trim();
-        first
-            .parse::<u32>()
-            .ok()
-            .filter(|hour| *hour < 24)
-            .ok_or_else(|| {
-                ConfigError::Invalid(format!("delete_when {:?} is not an hour", self.delete_when))
-            })
+        crate::live_keys::first_hour(&self.delete_when).ok_or_else(|| {
+            ConfigError::Invalid(format!("delete_when {:?} is not an hour", self.delete_when))
+        })
     }
 
     /// The ACL file checked when `acl_enable` is on.
@@ -725,28 +719,28 @@ impl BrokerConfig {
         Ok(levels)
     }
 
-    /// The store's settings derived from the broker's.
+    /// The store's settings derived from the broker's. Retention and the flush interval are
+    /// the values it opens with; the broker's store reads them live (`LiveConfig` is its
+    /// `TuningSource`), through the same mapping.
     pub fn store_config(&self) -> StoreConfig {
+        let tuning = crate::live_keys::LiveSettings::of(self).store_tuning();
         StoreConfig {
             commit_log_segment_bytes: self.mapped_file_size_commit_log,
             consume_queue_entries_per_file: (self.mapped_file_size_consume_queue / 20).max(1),
             flush: match self.flush_disk_type {
                 FlushDiskType::AsyncFlush => FlushPolicy::Async {
-                    interval_ms: self.flush_interval_commit_log,
+                    interval_ms: tuning.flush_interval_ms,
                 },
                 FlushDiskType::SyncFlush => FlushPolicy::Sync,
             },
             message_size_max_bytes: self.max_message_size,
-            file_reserved_hours: self.file_reserved_time,
-            delete_when_hour: self.delete_when_hour().unwrap_or(4),
-            disk_usage_ratio_max: f64::from(self.disk_max_used_space_ratio.min(100)) / 100.0,
-            disk_usage_ratio_clean_forcibly: f64::from(
-                self.disk_space_clean_forcibly_ratio.min(100),
-            ) / 100.0,
-            disk_usage_ratio_warning: f64::from(self.disk_space_warning_level_ratio.min(100))
-                / 100.0,
-            clean_file_forcibly: self.clean_file_forcibly_enable,
-            retention_check_interval_ms: self.clean_resource_interval.max(100),
+            file_reserved_hours: tuning.file_reserved_hours,
+            delete_when_hour: tuning.delete_when_hour,
+            disk_usage_ratio_max: tuning.disk_usage_ratio_max,
+            disk_usage_ratio_clean_forcibly: tuning.disk_usage_ratio_clean_forcibly,
+            disk_usage_ratio_warning: tuning.disk_usage_ratio_warning,
+            clean_file_forcibly: tuning.clean_file_forcibly,
+            retention_check_interval_ms: tuning.retention_check_interval_ms,
             delay_levels_ms: self.delay_levels_ms().unwrap_or_default(),
             index: tidemark_store::index::IndexConfig {
                 enabled: self.message_index_enable,

@@ -255,6 +255,7 @@ async fn heartbeat(
     broker_id: i64,
 ) {
     let (_, written, _) = state.store.commit_log_positions();
+    let live = state.live.get();
     let header = BrokerHeartbeatRequestHeader {
         cluster_name: state.config.broker_cluster_name.clone(),
         broker_addr: state.config.broker_addr(),
@@ -264,9 +265,9 @@ async fn heartbeat(
         max_offset: Some(i64::try_from(written).unwrap_or(i64::MAX)),
         confirm_offset: Some(i64::try_from(written).unwrap_or(i64::MAX)),
         heartbeat_timeout_mills: Some(
-            i64::try_from(state.config.controller_heartbeat_timeout_ms).unwrap_or(i64::MAX),
+            i64::try_from(live.controller_heartbeat_timeout_ms).unwrap_or(i64::MAX),
         ),
-        election_priority: Some(state.config.broker_election_priority),
+        election_priority: Some(live.broker_election_priority),
     };
     for controller in controllers {
         let request = RemotingCommand::request_with_header(RequestCode::BrokerHeartbeat, &header);

@@ -91,11 +91,20 @@ pub async fn serve_master(
     }
 }
 
+/// How long a silent HA connection is kept (`ha_housekeeping_interval`, live: read at each
+/// wait, so a change reaches the connections already open).
+fn housekeeping(state: &BrokerState) -> Duration {
+    Duration::from_millis(state.live.get().ha_housekeeping_interval)
+}
+
+/// How often an idle HA connection shows it is alive (`ha_send_heartbeat_interval`, live).
+fn heartbeat(state: &BrokerState) -> Duration {
+    Duration::from_millis(state.live.get().ha_send_heartbeat_interval)
+}
+
 async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Result<()> {
     stream.tcp().set_nodelay(true)?;
     let (mut reader, mut writer) = stream.into_halves();
-    let housekeeping = Duration::from_millis(state.config.ha_housekeeping_interval);
-    let heartbeat = Duration::from_millis(state.config.ha_send_heartbeat_interval);
     let (reported_tx, mut reported) = watch::channel::<Option<u64>>(None);
 
     let reading = {
@@ -105,7 +114,8 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
             let mut identified = false;
             let mut slave_id: Option<i64> = None;
             let outcome = loop {
-                let read = tokio::time::timeout(housekeeping, reader.read_buf(&mut buffer)).await;
+                let read =
+                    tokio::time::timeout(housekeeping(&state), reader.read_buf(&mut buffer)).await;
                 match read {
                     Err(_) => break Err(std::io::Error::other("slave silent too long")),
                     Ok(Ok(0)) => break Ok(()),
@@ -168,9 +178,9 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
         let (min, _, _) = state.store.commit_log_positions();
         let mut next = first.max(min);
         let mut last_write = tokio::time::Instant::now();
-        let batch = state.config.ha_transfer_batch_size.max(1);
         loop {
             let new_data = state.ha.new_data();
+            let batch = state.live.get().ha_transfer_batch_size.max(1);
             let chunk = state
                 .store
                 .replication_chunk(next, batch)
@@ -185,7 +195,7 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
                     last_write = tokio::time::Instant::now();
                 }
                 None => {
-                    if last_write.elapsed() >= heartbeat {
+                    if last_write.elapsed() >= heartbeat(state) {
                         writer.write_all(&transfer_header(next, 0)).await?;
                         last_write = tokio::time::Instant::now();
                     }
@@ -263,8 +273,6 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
         .map_err(|_| std::io::Error::other("connect timed out"))??;
     info!(%addr, tls = stream.is_tls(), "following the master's commit log");
     let (mut reader, mut writer) = stream.into_halves();
-    let heartbeat = Duration::from_millis(state.config.ha_send_heartbeat_interval);
-    let housekeeping = Duration::from_millis(state.config.ha_housekeeping_interval);
     let mut reported = state.store.commit_log_positions().1;
     if let Some(id) = crate::controller_mode::own_controller_id(state) {
         let mut hello = HELLO.to_be_bytes().to_vec();
@@ -275,9 +283,10 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
     let mut last_report = tokio::time::Instant::now();
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     loop {
+        let heartbeat = heartbeat(state);
         let wait = heartbeat.saturating_sub(last_report.elapsed());
         tokio::select! {
-            read = tokio::time::timeout(housekeeping, reader.read_buf(&mut buffer)) => {
+            read = tokio::time::timeout(housekeeping(state), reader.read_buf(&mut buffer)) => {
                 match read {
                     Err(_) => return Err(std::io::Error::other("master silent too long")),
                     Ok(Ok(0)) => return Err(std::io::Error::other("master closed the connection")),

@@ -15,6 +15,7 @@ pub mod filter;
 pub mod ha;
 pub mod ha_progress;
 pub mod live_config;
+pub mod live_keys;
 mod long_poll;
 pub mod metadata;
 pub mod offsets;
@@ -47,6 +48,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 pub use config::{BrokerConfig, BrokerRole, ConfigError, FlushDiskType, SecretText};
+use live_config::LiveConfig;
 pub use processor::BrokerHandler;
 pub use state::BrokerState;
 
@@ -85,9 +87,16 @@ impl Broker {
     /// serving, or from a blocking task.
     pub fn open(config: BrokerConfig) -> Result<Broker, BrokerError> {
         config.validate()?;
-        let (store, report) = MessageStore::open(config.store_config())?;
+        // Before the store: the store reads retention from the live settings, which a broker
+        // configured in code may have changed in an earlier run.
+        let live = Arc::new(LiveConfig::new(
+            &config,
+            Arc::new(tidemark_storage::io::FsStorage),
+            state::now_ms(),
+        ));
+        let (store, report) = MessageStore::open_tuned(config.store_config(), live.clone())?;
         info!(mode = ?report.mode, end = report.commit_log_end, records = report.records_recovered, "store opened");
-        let state = BrokerState::load(config, Arc::new(store))?;
+        let state = BrokerState::load(config, Arc::new(store), live)?;
         Ok(Broker {
             state: Arc::new(state),
         })

@@ -1,17 +1,18 @@
 //! Broker settings an operator changes while the broker runs (UPDATE_BROKER_CONFIG, mqadmin
 //! `updateBrokerConfig`), and the whole configuration as GET_BROKER_CONFIG shows it.
 //!
-//! Only the keys in [`LIVE_KEYS`] change at run time: each is read where it is used, through
-//! [`LiveConfig::get`], so a new value takes effect on the next request. Every other key is read
-//! once while the broker starts; an update naming one is refused with RocketMQ's black-list
-//! answer, and an unknown key is refused rather than ignored as RocketMQ ignores it. An update is
-//! all or nothing: every key is checked before anything changes, the file is rewritten, then the
-//! values apply.
+//! The live keys ([`live_keys`], declared in [`crate::live_keys`]) are read where they are used,
+//! through [`LiveConfig::get`] (the store through its [`TuningSource`]), so a new value takes
+//! effect at the next request, retention pass or round of a periodic task. Every other key
+//! shapes something built once at start; an update naming one is refused with RocketMQ's
+//! black-list answer and the reason, and an unknown key is refused rather than ignored as
+//! RocketMQ ignores it. An update is all or nothing: every key is checked before anything
+//! changes, the file is rewritten, then the values apply.
 //!
 //! Updates are written back to the file the broker was started with (`BrokerConfig::
-//! config_file`), editing only the updated keys' lines so comments and layout stay; a broker
-//! configured in code keeps them in `<store root>/config/liveBrokerConfig.properties`, read
-//! again at the next start.
+//! config_file`), editing only the updated keys' lines so comments and layout stay, and only
+//! when the file still loads afterwards; a broker configured in code keeps them in
+//! `<store root>/config/liveBrokerConfig.properties`, read again at the next start.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -20,179 +21,25 @@ use tidemark_protocol::body::DataVersion;
 use tidemark_protocol::json::JsonBody;
 use tidemark_storage::io::Storage;
 
+use tidemark_store::{StoreTuning, TuningSource};
+
 use crate::config::BrokerConfig;
+pub use crate::live_keys::LiveSettings;
+use crate::live_keys::{live_key, start_only_reason, LiveKey, LIVE};
 
-/// The keys an update may change, by RocketMQ's property name (snake_case spellings are taken
-/// too).
-pub const LIVE_KEYS: [&str; 11] = [
-    "brokerPermission",
-    "autoCreateSubscriptionGroup",
-    "enablePropertyFilter",
-    "longPollingEnable",
-    "shortPollingTimeMills",
-    "consumerStuckThresholdMs",
-    "rejectTransactionMessage",
-    "transactionTimeOut",
-    "transactionCheckMax",
-    "traceOn",
-    "slaveReadEnable",
-];
-
-/// The current values of the live keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LiveSettings {
-    pub broker_permission: i32,
-    pub auto_create_subscription_group: bool,
-    pub enable_property_filter: bool,
-    pub long_polling_enable: bool,
-    pub short_polling_time_mills: u64,
-    pub consumer_stuck_threshold_ms: u64,
-    pub reject_transaction_message: bool,
-    pub transaction_timeout: u64,
-    pub transaction_check_max: u32,
-    pub trace_on: bool,
-    pub slave_read_enable: bool,
-}
-
-impl LiveSettings {
-    fn of(config: &BrokerConfig) -> Self {
-        Self {
-            broker_permission: config.broker_permission,
-            auto_create_subscription_group: config.auto_create_subscription_group,
-            enable_property_filter: config.enable_property_filter,
-            long_polling_enable: config.long_polling_enable,
-            short_polling_time_mills: config.short_polling_time_mills,
-            consumer_stuck_threshold_ms: config.consumer_stuck_threshold_ms,
-            reject_transaction_message: config.reject_transaction_message,
-            transaction_timeout: config.transaction_timeout,
-            transaction_check_max: config.transaction_check_max,
-            trace_on: config.trace_on,
-            slave_read_enable: config.slave_read_enable,
-        }
-    }
-
-    /// Sets one live key (RocketMQ's name) from its text.
-    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        match key {
-            "brokerPermission" => {
-                let permission = parse::<i32>(value)?;
-                if !(0..8).contains(&permission) {
-                    return Err("a permission is 0..7 (2 write, 4 read, 6 both)".to_owned());
-                }
-                self.broker_permission = permission;
-            }
-            "autoCreateSubscriptionGroup" => self.auto_create_subscription_group = boolean(value)?,
-            "enablePropertyFilter" => self.enable_property_filter = boolean(value)?,
-            "longPollingEnable" => self.long_polling_enable = boolean(value)?,
-            "shortPollingTimeMills" => self.short_polling_time_mills = positive(value)?,
-            "consumerStuckThresholdMs" => self.consumer_stuck_threshold_ms = positive(value)?,
-            "rejectTransactionMessage" => self.reject_transaction_message = boolean(value)?,
-            "transactionTimeOut" => self.transaction_timeout = positive(value)?,
-            "transactionCheckMax" => {
-                self.transaction_check_max =
-                    u32::try_from(positive(value)?).map_err(|_| "too large".to_owned())?
-            }
-            "traceOn" => self.trace_on = boolean(value)?,
-            "slaveReadEnable" => self.slave_read_enable = boolean(value)?,
-            _ => return Err("not a live key".to_owned()),
-        }
-        Ok(())
-    }
-
-    /// The live keys as (RocketMQ name, text).
-    fn entries(&self) -> [(&'static str, String); 11] {
-        [
-            ("brokerPermission", self.broker_permission.to_string()),
-            (
-                "autoCreateSubscriptionGroup",
-                self.auto_create_subscription_group.to_string(),
-            ),
-            (
-                "enablePropertyFilter",
-                self.enable_property_filter.to_string(),
-            ),
-            ("longPollingEnable", self.long_polling_enable.to_string()),
-            (
-                "shortPollingTimeMills",
-                self.short_polling_time_mills.to_string(),
-            ),
-            (
-                "consumerStuckThresholdMs",
-                self.consumer_stuck_threshold_ms.to_string(),
-            ),
-            (
-                "rejectTransactionMessage",
-                self.reject_transaction_message.to_string(),
-            ),
-            ("transactionTimeOut", self.transaction_timeout.to_string()),
-            (
-                "transactionCheckMax",
-                self.transaction_check_max.to_string(),
-            ),
-            ("traceOn", self.trace_on.to_string()),
-            ("slaveReadEnable", self.slave_read_enable.to_string()),
-        ]
-    }
-}
-
-fn parse<T: std::str::FromStr>(value: &str) -> Result<T, String> {
-    value
-        .trim()
-        .parse()
-        .map_err(|_| format!("{value:?} is not a number"))
-}
-
-fn positive(value: &str) -> Result<u64, String> {
-    match parse::<u64>(value)? {
-        0 => Err("must be above 0".to_owned()),
-        number => Ok(number),
-    }
-}
-
-fn boolean(value: &str) -> Result<bool, String> {
-    match value.trim() {
-        text if text.eq_ignore_ascii_case("true") => Ok(true),
-        text if text.eq_ignore_ascii_case("false") => Ok(false),
-        _ => Err(format!("{value:?} is not true or false")),
-    }
-}
-
-/// snake_case → camelCase, for keys written the TOML way.
-fn camel(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    let mut upper = false;
-    for c in key.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// The live key `key` names (RocketMQ's name, or its snake_case form).
-fn live_key(key: &str) -> Option<&'static str> {
-    let wanted = if key.contains('_') {
-        camel(key)
-    } else {
-        key.to_owned()
-    };
-    // transaction_timeout is RocketMQ's transactionTimeOut.
-    LIVE_KEYS.into_iter().find(|live| {
-        *live == wanted || (live.eq_ignore_ascii_case(&wanted) && *live == "transactionTimeOut")
-    })
+/// The names of the keys an update may change, as GET_BROKER_CONFIG shows them (snake_case
+/// and RocketMQ's other spellings are taken too).
+pub fn live_keys() -> impl Iterator<Item = &'static str> {
+    LIVE.iter().map(|key| key.name)
 }
 
 /// Why an update was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpdateError {
-    /// RocketMQ's answer for a key that may not change (code NO_PERMISSION).
-    #[error("Can not update config in black list. {key} is read when the broker starts; change it in the configuration file and restart (live keys: {})", LIVE_KEYS.join(", "))]
-    ReadOnly { key: String },
+    /// RocketMQ's answer for a key that may not change (code NO_PERMISSION); RocketMQ's tools
+    /// look for the prefix.
+    #[error("Can not update config in black list. {key} cannot change while the broker runs: {reason}. Change it in the configuration file and restart.")]
+    ReadOnly { key: String, reason: &'static str },
     #[error("unknown broker config key {key:?}")]
     Unknown { key: String },
     #[error("invalid value for {key}: {reason}")]
@@ -202,13 +49,15 @@ pub enum UpdateError {
 }
 
 /// The live settings, their data version and where updates are written. Owns its lock; what it
-/// returns is a copy.
+/// returns is a snapshot that later updates leave alone.
 #[derive(Debug)]
 pub struct LiveConfig {
     inner: Mutex<Inner>,
     /// Where updates are written, and whether it is a TOML file.
     file: PathBuf,
     toml: bool,
+    /// Whether `file` is the broker's configuration file, which must still load after an update.
+    checked: bool,
     storage: Arc<dyn Storage>,
     /// Serialises updates (check, write, apply), so two never interleave their file writes.
     updating: tokio::sync::Mutex<()>,
@@ -216,7 +65,8 @@ pub struct LiveConfig {
 
 #[derive(Debug)]
 struct Inner {
-    settings: LiveSettings,
+    /// Shared with readers: a request takes the snapshot without copying its text values.
+    settings: Arc<LiveSettings>,
     version: DataVersion,
 }
 
@@ -258,7 +108,7 @@ impl LiveConfig {
         };
         Self {
             inner: Mutex::new(Inner {
-                settings,
+                settings: Arc::new(settings),
                 version: DataVersion {
                     counter: 0,
                     timestamp: now_ms,
@@ -267,6 +117,7 @@ impl LiveConfig {
             }),
             file,
             toml,
+            checked: config.config_file.is_some(),
             storage,
             updating: tokio::sync::Mutex::new(()),
         }
@@ -277,8 +128,8 @@ impl LiveConfig {
     }
 
     /// The current values.
-    pub fn get(&self) -> LiveSettings {
-        self.lock().settings
+    pub fn get(&self) -> Arc<LiveSettings> {
+        self.lock().settings.clone()
     }
 
     /// The data version as JSON (GET_BROKER_CONFIG's `version`).
@@ -298,7 +149,7 @@ impl LiveConfig {
                 _ => Default::default(),
             };
         for (key, value) in self.get().entries() {
-            entries.insert(key.to_owned(), value);
+            entries.insert(key.name.to_owned(), value);
         }
         // Facts RocketMQ's broker config carries that tools read (mqadmin `exportConfigs` fails
         // without them): Tidemark runs no filter servers, and serves no TLS yet.
@@ -320,18 +171,14 @@ impl LiveConfig {
         &self,
         updates: &[(String, String)],
         now_ms: i64,
-    ) -> Result<(LiveSettings, LiveSettings), UpdateError> {
+    ) -> Result<(Arc<LiveSettings>, Arc<LiveSettings>), UpdateError> {
         let _updating = self.updating.lock().await;
         let before = self.get();
-        let mut after = before;
-        let mut changed = Vec::new();
+        let mut after = LiveSettings::clone(&before);
+        let mut changed: Vec<LiveKey> = Vec::new();
         for (key, value) in updates {
             let Some(live) = live_key(key) else {
-                return Err(if is_config_key(key) {
-                    UpdateError::ReadOnly { key: key.clone() }
-                } else {
-                    UpdateError::Unknown { key: key.clone() }
-                });
+                return Err(refusal(key));
             };
             after
                 .set(live, value)
@@ -339,29 +186,70 @@ impl LiveConfig {
                     key: key.clone(),
                     reason,
                 })?;
-            changed.push(live);
+            changed.push(*live);
         }
-        let lines: Vec<(&'static str, String)> = after
+        let lines: Vec<(LiveKey, String)> = after
             .entries()
             .into_iter()
             .filter(|(key, _)| changed.contains(key))
             .collect();
         let (file, toml, storage) = (self.file.clone(), self.toml, self.storage.clone());
-        let written =
-            tokio::task::spawn_blocking(move || rewrite_file(&*storage, &file, toml, &lines))
-                .await
-                .map_err(|failure| failure.to_string())
-                .and_then(|result| result);
-        if let Err(reason) = written {
-            return Err(UpdateError::Persist {
-                path: self.file.clone(),
-                reason,
-            });
+        let checked = self.checked;
+        let written = tokio::task::spawn_blocking(move || {
+            rewrite_file(&*storage, &file, toml, checked, &lines)
+        })
+        .await
+        .unwrap_or_else(|failure| Err(Unwritten::Failed(failure.to_string())));
+        match written {
+            Ok(()) => {}
+            Err(Unwritten::WouldNotLoad(reason)) => {
+                let keys: Vec<&str> = changed.iter().map(|key| key.name).collect();
+                return Err(UpdateError::Invalid {
+                    key: keys.join(", "),
+                    reason: format!(
+                        "{} would not load at the next start with it: {reason}",
+                        self.file.display()
+                    ),
+                });
+            }
+            Err(Unwritten::Failed(reason)) => {
+                return Err(UpdateError::Persist {
+                    path: self.file.clone(),
+                    reason,
+                })
+            }
         }
+        let after = Arc::new(after);
         let mut inner = self.lock();
-        inner.settings = after;
+        inner.settings = after.clone();
         inner.version = inner.version.next(now_ms);
         Ok((before, after))
+    }
+}
+
+/// The store reads retention and its flush interval here, at each pass and round.
+impl TuningSource for LiveConfig {
+    fn store_tuning(&self) -> StoreTuning {
+        self.get().store_tuning()
+    }
+}
+
+/// Why `key`, not a live key, is refused.
+fn refusal(key: &str) -> UpdateError {
+    match start_only_reason(key) {
+        Some(reason) => UpdateError::ReadOnly {
+            key: key.to_owned(),
+            reason,
+        },
+        // A key added to the configuration without a word on whether it may change: it is
+        // read at start until someone makes it live.
+        None if is_config_key(key) => UpdateError::ReadOnly {
+            key: key.to_owned(),
+            reason: "it is read when the broker starts",
+        },
+        None => UpdateError::Unknown {
+            key: key.to_owned(),
+        },
     }
 }
 
@@ -376,7 +264,7 @@ fn value_text(value: toml::Value) -> String {
     }
 }
 
-/// Whether `key` is any key of the broker's configuration (in either spelling).
+/// Whether `key` is any key of the broker's configuration (in any spelling it accepts).
 fn is_config_key(key: &str) -> bool {
     let mut table = toml::Table::new();
     // A value of the wrong type still names a known key; only an unknown one fails this way.
@@ -395,28 +283,88 @@ fn read(storage: &dyn Storage, path: &Path) -> Result<Option<Vec<u8>>, String> {
     .map_err(|failure| failure.to_string())
 }
 
+/// Why an update was not written.
+enum Unwritten {
+    /// The configuration file would not load with the new lines (a value a properties file
+    /// reads back as another type, say); nothing was written.
+    WouldNotLoad(String),
+    Failed(String),
+}
+
+/// Rewrites `path` with `lines`; with `checked` (the broker's own configuration file) only
+/// when the result still loads, so an update can never keep the broker from starting again.
 fn rewrite_file(
     storage: &dyn Storage,
     path: &Path,
     toml: bool,
-    lines: &[(&'static str, String)],
-) -> Result<(), String> {
+    checked: bool,
+    lines: &[(LiveKey, String)],
+) -> Result<(), Unwritten> {
     let text = match read(storage, path) {
-        Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?,
+        Ok(Some(bytes)) => {
+            String::from_utf8(bytes).map_err(|_| Unwritten::Failed("not UTF-8".to_owned()))?
+        }
         Ok(None) => String::new(),
-        Err(failure) => return Err(failure),
+        Err(failure) => return Err(Unwritten::Failed(failure)),
     };
     let rewritten = rewrite(&text, toml, lines);
+    if checked {
+        loads(&rewritten, toml).map_err(Unwritten::WouldNotLoad)?;
+    }
     tidemark_storage::atomic_file::write_atomically(storage, path, rewritten.as_bytes(), true)
-        .map_err(|failure| failure.to_string())
+        .map_err(|failure| Unwritten::Failed(failure.to_string()))
+}
+
+/// Whether `text` reads as a configuration, as `BrokerConfig::load` reads it.
+fn loads(text: &str, toml: bool) -> Result<(), String> {
+    let table = if toml {
+        text.parse::<toml::Table>()
+            .map_err(|error| error.to_string())?
+    } else {
+        crate::config_file::properties_to_table(text)
+    };
+    toml::Value::Table(table)
+        .try_into::<BrokerConfig>()
+        .map(|_| ())
+        .map_err(|error| error.to_string())
+}
+
+/// The name a properties file gives `key` when it adds the line: RocketMQ's, when the
+/// configuration reads that spelling, else the field's (Tidemark's own keys).
+fn properties_name(key: &LiveKey) -> &'static str {
+    std::iter::once(key.name)
+        .chain(key.aliases.iter().copied())
+        .find(|name| is_config_key(name))
+        .unwrap_or(key.field)
+}
+
+/// `text` as a TOML basic string: quoted, with `"`, `\\` and control characters escaped.
+fn toml_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// `text` with each key's line given the new value (in the spelling the file uses), or the key
-/// added: at the end of a properties file, before the first table of a TOML file.
-pub(crate) fn rewrite(text: &str, toml: bool, updates: &[(&'static str, String)]) -> String {
+/// added: at the end of a properties file, before the first table of a TOML file. Text values
+/// are quoted in TOML.
+pub(crate) fn rewrite(text: &str, toml: bool, updates: &[(LiveKey, String)]) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     for (key, value) in updates {
-        let snake = snake(key);
+        let value = if toml && key.text {
+            toml_string(value)
+        } else {
+            value.clone()
+        };
         let mut found = false;
         for line in lines.iter_mut() {
             let trimmed = line.trim_start();
@@ -432,7 +380,7 @@ pub(crate) fn rewrite(text: &str, toml: bool, updates: &[(&'static str, String)]
                 continue;
             };
             let name = name.trim();
-            if live_key(name) == Some(*key) {
+            if live_key(name) == Some(key) {
                 *line = if toml {
                     format!("{name} = {value}")
                 } else {
@@ -450,9 +398,9 @@ pub(crate) fn rewrite(text: &str, toml: bool, updates: &[(&'static str, String)]
                 .iter()
                 .position(|line| line.trim_start().starts_with('['))
                 .unwrap_or(lines.len());
-            lines.insert(first_table, format!("{snake} = {value}"));
+            lines.insert(first_table, format!("{} = {value}", key.field));
         } else {
-            lines.push(format!("{key}={value}"));
+            lines.push(format!("{}={value}", properties_name(key)));
         }
     }
     let mut out = lines.join("\n");
@@ -460,39 +408,12 @@ pub(crate) fn rewrite(text: &str, toml: bool, updates: &[(&'static str, String)]
     out
 }
 
-/// camelCase → snake_case (RocketMQ's transactionTimeOut is transaction_timeout).
-fn snake(key: &str) -> String {
-    if key == "transactionTimeOut" {
-        return "transaction_timeout".to_owned();
-    }
-    let mut out = String::with_capacity(key.len() + 4);
-    for c in key.chars() {
-        if c.is_ascii_uppercase() {
-            out.push('_');
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn keys_are_found_in_either_spelling() {
-        assert_eq!(live_key("brokerPermission"), Some("brokerPermission"));
-        assert_eq!(live_key("broker_permission"), Some("brokerPermission"));
-        assert_eq!(live_key("transaction_timeout"), Some("transactionTimeOut"));
-        assert_eq!(live_key("listenPort"), None);
-        assert!(is_config_key("listenPort"));
-        assert!(is_config_key("store_path_root_dir"));
-        assert!(!is_config_key("noSuchKey"));
-        for key in LIVE_KEYS {
-            assert_eq!(live_key(&snake(key)), Some(key), "{key}");
-        }
+    fn key(name: &str) -> LiveKey {
+        *live_key(name).expect("live")
     }
 
     #[test]
@@ -503,11 +424,14 @@ mod tests {
                 properties,
                 false,
                 &[
-                    ("brokerPermission", "4".into()),
-                    ("traceOn", "false".into())
+                    (key("brokerPermission"), "4".into()),
+                    (key("traceOn"), "false".into()),
+                    // Tidemark's own key, which the properties file reads in snake_case only.
+                    (key("consumerStuckThresholdMs"), "5".into()),
                 ]
             ),
-            "# broker\nbrokerName=b\nbrokerPermission=4\ntraceOn=false\n"
+            "# broker\nbrokerName=b\nbrokerPermission=4\ntraceOn=false\n\
+             consumer_stuck_threshold_ms=5\n"
         );
         let toml = "# broker\nbroker_name = \"b\"\nlong_polling_enable = true\n\n[extra]\nx = 1\n";
         assert_eq!(
@@ -515,12 +439,22 @@ mod tests {
                 toml,
                 true,
                 &[
-                    ("longPollingEnable", "false".into()),
-                    ("brokerPermission", "2".into())
+                    (key("longPollingEnable"), "false".into()),
+                    (key("brokerPermission"), "2".into()),
+                    (key("deleteWhen"), "05".into()),
                 ]
             ),
-            "# broker\nbroker_name = \"b\"\nlong_polling_enable = false\n\nbroker_permission = 2\n[extra]\nx = 1\n"
+            "# broker\nbroker_name = \"b\"\nlong_polling_enable = false\n\nbroker_permission = 2\n\
+             delete_when = \"05\"\n[extra]\nx = 1\n"
         );
+    }
+
+    /// What an update writes, the file reads back: checked before anything is written.
+    #[test]
+    fn a_line_the_file_would_not_read_back_is_caught() {
+        assert!(loads("deleteWhen=05\nfileReservedTime=48\n", false).is_ok());
+        // A properties file reads 7 as a number, and regionId is text.
+        assert!(loads("regionId=7\n", false).is_err());
     }
 
     #[test]

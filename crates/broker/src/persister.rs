@@ -241,6 +241,11 @@ async fn write_off_task(
 /// every tick as before, and requested flushes are never held back.
 const EXPORT_COST_RATIO: u32 = 19;
 
+/// How often the persister's tick runs: `flush_consumer_offset_interval`, as it is now.
+fn tick_interval(state: &BrokerState) -> Duration {
+    Duration::from_millis(state.live.get().flush_consumer_offset_interval.max(100))
+}
+
 /// The persister task: serves flush requests and writes changed tables periodically, until
 /// `stop`. The final write at shutdown is the broker's, after every other task ended.
 pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
@@ -255,10 +260,9 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         return;
     };
     tokio::pin!(stop);
-    let interval = Duration::from_millis(state.config.flush_consumer_offset_interval.max(100));
+    let mut interval = tick_interval(&state);
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
-    let delay_interval_ms = state.config.flush_delay_offset_interval.max(100) as i64;
     let mut delay_written_at = now_ms();
     let mut offsets_export_due = Instant::now();
     loop {
@@ -298,6 +302,8 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
                     debug!(?took, "consumerOffset.json exported");
                 }
                 let mut files = vec![ConfigFile::Topics, ConfigFile::SubscriptionGroups];
+                let delay_interval_ms =
+                    state.live.get().flush_delay_offset_interval.max(100) as i64;
                 if now_ms() - delay_written_at >= delay_interval_ms {
                     files.push(ConfigFile::DelayOffsets);
                     delay_written_at = now_ms();
@@ -310,6 +316,12 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
                     Ok(Err(failure)) => warn!(%failure, "offset journal not compacted; will retry"),
                     Err(failure) => warn!(%failure, "offset journal compaction stopped"),
                     Ok(Ok(_)) => {}
+                }
+                // flushConsumerOffsetInterval is live: a changed one paces the next tick.
+                let wanted = tick_interval(&state);
+                if wanted != interval {
+                    interval = wanted;
+                    ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
                 }
             }
         }

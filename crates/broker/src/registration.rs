@@ -160,12 +160,6 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
 async fn run_rounds(state: &Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     let client = RemotingClient::new(state.remoting_client_config(), None);
-    let period = Duration::from_millis(
-        state
-            .config
-            .register_name_server_period
-            .clamp(10_000, 60_000),
-    );
     // A slave without a live master asks again soon: its master's return must not wait a
     // whole registration period before slave synchronisation resumes.
     const MASTERLESS_PERIOD: Duration = Duration::from_secs(2);
@@ -182,6 +176,14 @@ async fn run_rounds(state: &Arc<BrokerState>, stop: impl Future<Output = ()>) {
             register_all(state, &client).await;
         }
         state.registrations.finished(covering);
+        // Read each round: registerNameServerPeriod is live.
+        let period = Duration::from_millis(
+            state
+                .live
+                .get()
+                .register_name_server_period
+                .clamp(10_000, 60_000),
+        );
         let wait = if state.role.is_slave() && state.master.broker_addr().is_none() {
             MASTERLESS_PERIOD.min(period)
         } else {

@@ -34,14 +34,17 @@ const FIRST_RUN_AFTER: Duration = Duration::from_secs(3);
 pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     let client = RemotingClient::new(state.remoting_client_config(), None);
-    let period = Duration::from_millis(state.config.slave_sync_interval_ms.max(100));
-    let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period);
+    // Read at each round: slaveSyncIntervalMs is live.
+    let period = |state: &BrokerState| {
+        Duration::from_millis(state.live.get().slave_sync_interval_ms.max(100))
+    };
+    let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period(&state));
     loop {
         tokio::select! {
             _ = &mut stop => break,
             _ = tokio::time::sleep_until(next) => {}
         }
-        next = tokio::time::Instant::now() + period;
+        next = tokio::time::Instant::now() + period(&state);
         if !state.role.is_slave() {
             // Controller mode, while this broker is master.
             continue;

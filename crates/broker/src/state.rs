@@ -124,11 +124,12 @@ impl MasterLink {
 /// Everything request handlers and background tasks share.
 #[derive(Debug)]
 pub struct BrokerState {
-    /// The configuration the broker started with; the keys that change at run time are read
-    /// from `live` instead.
+    /// The configuration the broker started with; the keys that change at run time
+    /// (`live_config::live_keys`) are read from `live` instead.
     pub config: BrokerConfig,
-    /// The settings UPDATE_BROKER_CONFIG changes while the broker runs.
-    pub live: crate::live_config::LiveConfig,
+    /// The settings UPDATE_BROKER_CONFIG changes while the broker runs (shared with the store,
+    /// which reads retention there).
+    pub live: Arc<crate::live_config::LiveConfig>,
     pub store: Arc<MessageStore>,
     pub topics: TopicTable,
     pub groups: SubscriptionGroupTable,
@@ -220,18 +221,21 @@ impl BrokerState {
         });
     }
 
-    /// Loads the config files (refusing corrupt ones unless told otherwise) around an open store.
+    /// Loads the config files (refusing corrupt ones unless told otherwise) around an open store
+    /// and the live settings it was opened with.
     pub fn load(
         config: BrokerConfig,
         store: Arc<MessageStore>,
+        live: Arc<crate::live_config::LiveConfig>,
     ) -> Result<BrokerState, BrokerError> {
-        Self::load_with(config, store, Arc::new(FsStorage))
+        Self::load_with(config, store, live, Arc::new(FsStorage))
     }
 
     /// [`load`](Self::load), with config files on `storage` (tests use the simulated one).
     pub fn load_with(
         config: BrokerConfig,
         store: Arc<MessageStore>,
+        live: Arc<crate::live_config::LiveConfig>,
         storage: Arc<dyn Storage>,
     ) -> Result<BrokerState, BrokerError> {
         let persister = Persister::new(storage.clone(), &config.store_path_root_dir);
@@ -362,9 +366,9 @@ impl BrokerState {
         let transactions = if config.is_slave() {
             crate::transaction::Transactions::default()
         } else {
-            crate::transaction::recovery::recover(&store, store_host, config.transaction_timeout)?.0
+            let timeout = live.get().transaction_timeout;
+            crate::transaction::recovery::recover(&store, store_host, timeout)?.0
         };
-        let live = crate::live_config::LiveConfig::new(&config, storage.clone(), now);
         let state = BrokerState {
             config,
             live,

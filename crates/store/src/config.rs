@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Result, StoreError};
+use crate::tuning::StoreTuning;
 
 /// When an append counts as stored, and so what survives a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +39,12 @@ pub struct StoreConfig {
     /// `maxMessageSize`: the largest message body, 4 MiB. A stored record may be up to
     /// [`RECORD_OVERHEAD_MAX`] larger (header, topic, properties), as in RocketMQ 4.9.4+.
     pub message_size_max_bytes: usize,
-    /// `fileReservedTime`: segments older than this may be deleted (72 h).
+    /// `fileReservedTime`: segments older than this may be deleted (72 h). This and the
+    /// retention fields below are the values the store opens with; a [`TuningSource`]
+    /// (see [`MessageStore::open_tuned`]) may change them while it runs.
+    ///
+    /// [`TuningSource`]: crate::TuningSource
+    /// [`MessageStore::open_tuned`]: crate::MessageStore::open_tuned
     pub file_reserved_hours: u64,
     /// `deleteWhen`: the hour of day (local to the caller's clock, UTC here) when expired
     /// segments are deleted (4).
@@ -137,9 +143,28 @@ impl StoreConfig {
             .saturating_add(RECORD_OVERHEAD_MAX)
     }
 
-    pub(crate) fn background_flush_interval(&self) -> Duration {
+    /// The settings above that may change while the store runs, as it opens with them.
+    pub fn tuning(&self) -> StoreTuning {
+        StoreTuning {
+            file_reserved_hours: self.file_reserved_hours,
+            delete_when_hour: self.delete_when_hour,
+            disk_usage_ratio_max: self.disk_usage_ratio_max,
+            disk_usage_ratio_clean_forcibly: self.disk_usage_ratio_clean_forcibly,
+            disk_usage_ratio_warning: self.disk_usage_ratio_warning,
+            clean_file_forcibly: self.clean_file_forcibly,
+            retention_check_interval_ms: self.retention_check_interval_ms,
+            flush_interval_ms: match self.flush {
+                FlushPolicy::Async { interval_ms } => interval_ms,
+                FlushPolicy::Sync => self.consume_queue_flush_interval_ms,
+            },
+        }
+    }
+
+    /// How long the flush thread waits between rounds: the live interval under `Async`; under
+    /// `Sync` (appends sync themselves) the consume queues' interval, fixed.
+    pub(crate) fn background_flush_interval(&self, tuning: &StoreTuning) -> Duration {
         match self.flush {
-            FlushPolicy::Async { interval_ms } => Duration::from_millis(interval_ms.max(1)),
+            FlushPolicy::Async { .. } => Duration::from_millis(tuning.flush_interval_ms.max(1)),
             FlushPolicy::Sync => Duration::from_millis(self.consume_queue_flush_interval_ms.max(1)),
         }
     }

@@ -19,6 +19,7 @@ pub mod recovery;
 pub mod retention;
 mod store;
 pub mod sync_times;
+pub mod tuning;
 
 /// The file-system seam, re-exported: the store's modules and its users name it `io`.
 pub use tidemark_storage::{io, sim};
@@ -33,3 +34,4 @@ pub use store::{Appended, Durable, GetResult, GetStatus, MessageStore, NewMessag
 pub use sync_times::SyncTimesSnapshot;
 /// The STORETIMESTAMP field of a raw record (read in place by the protocol crate's layout).
 pub use tidemark_protocol::message::store_timestamp_of;
+pub use tuning::{StoreTuning, TuningSource};

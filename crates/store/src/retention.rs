@@ -9,9 +9,9 @@ use tidemark_protocol::message::store_timestamp_of;
 use tracing::{error, info, warn};
 
 use crate::commit_log::CommitLog;
-use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::error::{Result, StoreError};
+use crate::tuning::{StoreTuning, TuningSource};
 
 /// Segments one pass deletes at most (RocketMQ's `DELETE_FILES_BATCH_MAX`); the pass repeats
 /// every `retention_check_interval_ms`.
@@ -66,18 +66,18 @@ impl DiskGuard {
     /// Records a measurement and moves the write refusal with RocketMQ's hysteresis: refuse
     /// above the warning level, accept again at or below the forced-clean level, and keep the
     /// current state in between.
-    pub(crate) fn record(&self, usage: f64, config: &StoreConfig) {
+    pub(crate) fn record(&self, usage: f64, tuning: &StoreTuning) {
         self.usage_bits.store(usage.to_bits(), Ordering::Relaxed);
-        if usage > config.disk_usage_ratio_warning {
+        if usage > tuning.disk_usage_ratio_warning {
             if !self.refusing.swap(true, Ordering::AcqRel) {
                 error!(
                     usage,
-                    disk_usage_ratio_warning = config.disk_usage_ratio_warning,
+                    disk_usage_ratio_warning = tuning.disk_usage_ratio_warning,
                     "disk nearly full: refusing writes until usage falls below {}",
-                    config.disk_usage_ratio_clean_forcibly
+                    tuning.disk_usage_ratio_clean_forcibly
                 );
             }
-        } else if usage <= config.disk_usage_ratio_clean_forcibly
+        } else if usage <= tuning.disk_usage_ratio_clean_forcibly
             && self.refusing.swap(false, Ordering::AcqRel)
         {
             info!(
@@ -87,12 +87,14 @@ impl DiskGuard {
         }
     }
 
-    pub(crate) fn refusal(&self, config: &StoreConfig) -> Option<StoreError> {
+    /// Why an append is refused, if it is. The source is asked only then: appends read one
+    /// atomic, not the live settings.
+    pub(crate) fn refusal(&self, tuning: &dyn TuningSource) -> Option<StoreError> {
         self.refusing
             .load(Ordering::Acquire)
             .then(|| StoreError::DiskNearlyFull {
                 usage: self.usage().usage_ratio,
-                limit: config.disk_usage_ratio_warning,
+                limit: tuning.store_tuning().disk_usage_ratio_warning,
             })
     }
 
@@ -109,7 +111,8 @@ pub(crate) fn hour_of_day(now_ms: i64) -> u32 {
     (now_ms.div_euclid(3_600_000).rem_euclid(24)) as u32
 }
 
-/// One retention pass, by RocketMQ's rules (`CleanCommitLogService`).
+/// One retention pass, by RocketMQ's rules (`CleanCommitLogService`), with the settings as
+/// they are now (`tuning`, read once per pass).
 ///
 /// A segment has expired when it was closed (the first record of the next segment was stored)
 /// more than `file_reserved_hours` before `now_ms`. Expired segments are deleted at the
@@ -121,14 +124,17 @@ pub(crate) fn hour_of_day(now_ms: i64) -> u32 {
 /// Consume queues then drop files that point only at deleted data and move their minimums.
 pub(crate) fn delete_expired(
     commit_log: &CommitLog,
-    config: &StoreConfig,
+    tuning: &StoreTuning,
     queues: Vec<Arc<ConsumeQueue>>,
     now_ms: i64,
     hour_of_day: u32,
     disk_usage: &mut dyn FnMut() -> f64,
 ) -> Result<RetentionReport> {
-    let reserved_ms = config.file_reserved_hours as i64 * 3_600_000;
-    let in_delete_hour = hour_of_day == config.delete_when_hour;
+    // An operator's value may be absurdly large: it then never expires, and never overflows.
+    let reserved_ms = i64::try_from(tuning.file_reserved_hours)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(3_600_000);
+    let in_delete_hour = hour_of_day == tuning.delete_when_hour;
     let mut report = RetentionReport::default();
     let mut usage = disk_usage();
     while report.segments_deleted.len() < SEGMENTS_PER_PASS_MAX {
@@ -139,9 +145,9 @@ pub(crate) fn delete_expired(
         let closed_at = commit_log
             .read(segments[1].base, 64)?
             .and_then(|head| store_timestamp_of(&head));
-        let expired = closed_at.is_some_and(|closed| closed + reserved_ms <= now_ms);
-        let space_pressure = usage > config.disk_usage_ratio_max;
-        let forced = config.clean_file_forcibly && usage > config.disk_usage_ratio_clean_forcibly;
+        let expired = closed_at.is_some_and(|closed| closed.saturating_add(reserved_ms) <= now_ms);
+        let space_pressure = usage > tuning.disk_usage_ratio_max;
+        let forced = tuning.clean_file_forcibly && usage > tuning.disk_usage_ratio_clean_forcibly;
         let delete = (expired && (in_delete_hour || space_pressure)) || forced;
         if !delete {
             break;
@@ -155,9 +161,9 @@ pub(crate) fn delete_expired(
             warn!(
                 segment = base,
                 disk_usage = usage,
-                disk_usage_ratio_clean_forcibly = config.disk_usage_ratio_clean_forcibly,
+                disk_usage_ratio_clean_forcibly = tuning.disk_usage_ratio_clean_forcibly,
                 closed_hours_ago = closed_at.map(|closed| (now_ms - closed) as f64 / 3_600_000.0),
-                file_reserved_hours = config.file_reserved_hours,
+                file_reserved_hours = tuning.file_reserved_hours,
                 "disk usage above the forced-clean level: deleted a segment that had not expired; \
                  consumers behind it lose those messages"
             );

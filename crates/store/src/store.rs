@@ -34,6 +34,7 @@ use crate::io::{FsStorage, Storage};
 use crate::queues::QueueTable;
 use crate::recovery::{self, RecoveryMode, RecoveryReport};
 use crate::retention;
+use crate::tuning::TuningSource;
 pub use durable::Durable;
 use durable::GroupCommit;
 use lifecycle::{Lifecycle, LifecycleCell};
@@ -104,6 +105,8 @@ struct Inner {
     index_cursor: Mutex<indexing::IndexCursor>,
     /// Disk usage from the last retention pass; above the warning level appends are refused.
     disk: retention::DiskGuard,
+    /// Retention and flush settings, asked at each use (they may change while the store runs).
+    tuning: Arc<dyn TuningSource>,
     lifecycle: LifecycleCell,
     clock: Box<Clock>,
     _lock: Box<dyn Debug + Send + Sync>,
@@ -135,11 +138,37 @@ impl MessageStore {
         Self::open_with(config, Arc::new(FsStorage), Box::new(system_clock_ms))
     }
 
+    /// Opens the store on the real file system, reading retention and the flush interval from
+    /// `tuning` at each use instead of keeping `config`'s (a broker's live configuration).
+    pub fn open_tuned(
+        config: StoreConfig,
+        tuning: Arc<dyn TuningSource>,
+    ) -> Result<(MessageStore, RecoveryReport)> {
+        Self::open_with_tuning(
+            config,
+            Arc::new(FsStorage),
+            Box::new(system_clock_ms),
+            tuning,
+        )
+    }
+
     /// Opens the store on any storage with any clock (tests use the simulator and a fake clock).
     pub fn open_with(
         config: StoreConfig,
         storage: Arc<dyn Storage>,
         clock: Box<Clock>,
+    ) -> Result<(MessageStore, RecoveryReport)> {
+        let tuning = Arc::new(config.tuning());
+        Self::open_with_tuning(config, storage, clock, tuning)
+    }
+
+    /// [`open_with`](Self::open_with), with a [`TuningSource`] as [`open_tuned`](Self::open_tuned)
+    /// takes.
+    pub fn open_with_tuning(
+        config: StoreConfig,
+        storage: Arc<dyn Storage>,
+        clock: Box<Clock>,
+        tuning: Arc<dyn TuningSource>,
     ) -> Result<(MessageStore, RecoveryReport)> {
         config.validate()?;
         let root = config.root.clone();
@@ -202,6 +231,7 @@ impl MessageStore {
             checkpoint: checkpoint_file,
             last_checkpoint: Mutex::new(checkpoint),
             disk: retention::DiskGuard::default(),
+            tuning,
             lifecycle: LifecycleCell::new(),
             clock,
             _lock: lock,
@@ -221,7 +251,7 @@ impl MessageStore {
         // A store opened on a nearly full disk refuses writes from the start, not 10 s later.
         inner.disk.record(
             retention::disk_usage_ratio(&inner.config.root).unwrap_or(0.0),
-            &inner.config,
+            &inner.tuning.store_tuning(),
         );
         // The index goes on after the last record it has (everything, for a store without
         // one).
@@ -279,7 +309,7 @@ impl MessageStore {
         if let Some(error) = inner.sync_failed() {
             return Err(error);
         }
-        if let Some(refusal) = inner.disk.refusal(&inner.config) {
+        if let Some(refusal) = inner.disk.refusal(inner.tuning.as_ref()) {
             return Err(refusal);
         }
         let Some(first) = messages.first() else {

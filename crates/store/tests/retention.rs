@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use std::sync::Arc;
 use tidemark_store::sim::SimStorage;
 use tidemark_store::{FlushPolicy, GetStatus, MessageStore, StoreError};
 
@@ -181,4 +182,48 @@ fn the_warning_level_refuses_appends_until_usage_falls() {
         before + 1,
         "refused appends left nothing"
     );
+}
+
+/// A tuning source changed while the store runs governs the next pass: the reserved time an
+/// operator lowers during an incident (RocketMQ's live `fileReservedTime`) expires segments
+/// the store opened with as still reserved.
+#[test]
+fn a_lowered_reserved_time_applies_at_the_next_pass() {
+    #[derive(Debug)]
+    struct Operator(std::sync::Mutex<tidemark_store::StoreTuning>);
+    impl tidemark_store::TuningSource for Operator {
+        fn store_tuning(&self) -> tidemark_store::StoreTuning {
+            *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+    }
+    let storage = SimStorage::new();
+    let config = small_config(ROOT, FlushPolicy::Async { interval_ms: 50 });
+    let operator = Arc::new(Operator(std::sync::Mutex::new(config.tuning())));
+    let (store, _) = MessageStore::open_with_tuning(
+        config,
+        Arc::new(storage.clone()),
+        ticking_clock(START),
+        operator.clone(),
+    )
+    .expect("open");
+    for index in 0..60u8 {
+        store
+            .put(&message("T", 0, vec![index; 200], None))
+            .expect("put");
+    }
+    let two_hours_later = START + 2 * 3_600_000;
+    let reserved = store
+        .delete_expired(two_hours_later, 4, 0.1)
+        .expect("retention");
+    assert!(reserved.segments_deleted.is_empty(), "72 h reserved");
+    operator.0.lock().expect("lock").file_reserved_hours = 1;
+    let report = store
+        .delete_expired(two_hours_later, 4, 0.1)
+        .expect("retention");
+    assert!(report.segments_deleted.len() >= 2, "{report:?}");
+    assert!(store.min_offset("T", 0) > 0);
+    assert_queues_agree_with_log(&store);
 }

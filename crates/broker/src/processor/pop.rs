@@ -188,7 +188,7 @@ fn pop_queue(
         batch.rest += (max - plan.next.unwrap_or(max)).max(0);
         return;
     }
-    if plan.in_flight >= state.config.pop_in_flight_max_per_queue {
+    if plan.in_flight >= state.live.get().pop_in_flight_max_per_queue {
         return;
     }
     let start = plan
@@ -387,7 +387,7 @@ pub(super) async fn pop(state: &Arc<BrokerState>, request: &RemotingCommand) -> 
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    if !state.config.timer_wheel_enable {
+    if !state.live.get().timer_wheel_enable {
         return error(
             ResponseCode::SystemError,
             "POP needs the timer (timer_wheel_enable is off)",
@@ -469,12 +469,13 @@ pub(super) async fn pop(state: &Arc<BrokerState>, request: &RemotingCommand) -> 
             );
         }
         if suspended.is_none() {
+            let live = state.live.get();
             suspended = state.suspended_pops.suspend(
                 &header.topic,
                 &header.consumer_group,
                 header.queue_id,
-                state.config.pop_polling_size,
-                state.config.max_pop_polling_size,
+                live.pop_polling_size,
+                live.max_pop_polling_size,
             );
             if suspended.is_none() {
                 return error(
@@ -684,12 +685,13 @@ pub(super) async fn notification(
             return answer(false, false);
         }
         if suspended.is_none() {
+            let live = state.live.get();
             suspended = state.suspended_pops.suspend(
                 &header.topic,
                 &header.consumer_group,
                 header.queue_id,
-                state.config.pop_polling_size,
-                state.config.max_pop_polling_size,
+                live.pop_polling_size,
+                live.max_pop_polling_size,
             );
             if suspended.is_none() {
                 return answer(false, true);

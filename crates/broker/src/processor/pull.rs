@@ -333,7 +333,7 @@ fn suggest_broker(
     let behind = log_end.saturating_sub(read_at.max(0) as u64);
     let cold = behind
         > crate::stats::total_memory_bytes() / 100
-            * state.config.access_message_in_memory_max_ratio;
+            * state.live.get().access_message_in_memory_max_ratio;
     if cold {
         group.which_broker_when_consume_slowly
     } else if state.role.is_slave() {

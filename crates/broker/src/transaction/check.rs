@@ -19,13 +19,13 @@ use crate::state::{now_ms, BrokerState};
 
 pub async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let interval = Duration::from_millis(state.config.transaction_check_interval.max(1));
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Read before each wait: transactionCheckInterval is live. A round that overruns
+        // delays the next one, never runs two back to back.
+        let interval = Duration::from_millis(state.live.get().transaction_check_interval.max(1));
         tokio::select! {
             _ = &mut stop => return,
-            _ = ticker.tick() => {}
+            _ = tokio::time::sleep(interval) => {}
         }
         if !state.role.is_slave() {
             check_round(&state).await;

@@ -201,7 +201,8 @@ pub async fn record_check(state: &BrokerState, half: &PendingHalf) -> Result<boo
 /// configured empty), then recorded as resolved.
 pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), ResolveError> {
     let clo = half.commit_log_offset;
-    let topic = &state.config.transaction_discard_topic;
+    let live = state.live.get();
+    let topic = &live.transaction_discard_topic;
     let copy = if topic.is_empty() {
         None
     } else {

@@ -47,10 +47,11 @@ impl MessageStore {
         disk_usage_ratio: f64,
     ) -> Result<RetentionReport> {
         let inner = &self.inner;
-        inner.disk.record(disk_usage_ratio, &inner.config);
+        let tuning = inner.tuning.store_tuning();
+        inner.disk.record(disk_usage_ratio, &tuning);
         retention::delete_expired(
             &inner.commit_log,
-            &inner.config,
+            &tuning,
             inner.queues.all(),
             now_ms,
             hour_of_day,
@@ -72,17 +73,18 @@ impl MessageStore {
     pub fn delete_expired_now(&self) -> Result<RetentionReport> {
         let inner = &self.inner;
         let now = (inner.clock)();
+        let tuning = inner.tuning.store_tuning();
         let mut measure = || {
             let usage = retention::disk_usage_ratio(&inner.config.root).unwrap_or(0.0);
-            inner.disk.record(usage, &inner.config);
+            inner.disk.record(usage, &tuning);
             usage
         };
         let report = retention::delete_expired(
             &inner.commit_log,
-            &inner.config,
+            &tuning,
             inner.queues.all(),
             now,
-            inner.config.delete_when_hour,
+            tuning.delete_when_hour,
             &mut measure,
         )?;
         if let Err(error) = inner.index.delete_below(inner.commit_log.min_offset()) {
@@ -218,33 +220,43 @@ impl Inner {
         Ok(())
     }
 
+    /// Flushes and runs retention passes, each round with the tuning as it is then, so a
+    /// changed interval or retention setting applies from the next round.
     fn flush_loop(&self) {
-        let interval = self.config.background_flush_interval();
         let mut last_retention = (self.clock)();
-        while self.lifecycle.sleep_while_running(interval) {
+        loop {
+            let interval = self
+                .config
+                .background_flush_interval(&self.tuning.store_tuning());
+            if !self.lifecycle.sleep_while_running(interval) {
+                break;
+            }
             if let Err(error) = self.flush_all() {
                 warn!(%error, "background flush failed; will retry");
             }
             let now = (self.clock)();
-            if now - last_retention >= self.config.retention_check_interval_ms as i64 {
+            let tuning = self.tuning.store_tuning();
+            let check_interval_ms =
+                i64::try_from(tuning.retention_check_interval_ms).unwrap_or(i64::MAX);
+            if now - last_retention >= check_interval_ms {
                 last_retention = now;
-                self.retention_pass(now);
+                self.retention_pass(now, &tuning);
             }
         }
     }
 
     /// The periodic retention pass: UTC hour from the store clock, disk usage measured on the
     /// store's file system (0 where it cannot be measured, as on simulated storage).
-    fn retention_pass(&self, now: i64) {
+    fn retention_pass(&self, now: i64, tuning: &crate::tuning::StoreTuning) {
         let mut measure = || {
             let usage = retention::disk_usage_ratio(&self.config.root).unwrap_or(0.0);
-            self.disk.record(usage, &self.config);
+            self.disk.record(usage, tuning);
             usage
         };
         let queues = self.queues.all();
         if let Err(error) = retention::delete_expired(
             &self.commit_log,
-            &self.config,
+            tuning,
             queues,
             now,
             retention::hour_of_day(now),
