@@ -4,7 +4,8 @@
 mod acl_args;
 mod admin;
 mod bench;
-
+#[cfg(test)]
+mod cli_tests;
 mod controller;
 mod inspect;
 mod query_message;

@@ -35,16 +35,35 @@ pub struct QueryArgs {
     #[arg(long, requires = "key")]
     pub unique: bool,
     /// Messages per broker at most, for a lookup by key.
-    #[arg(long, default_value_t = 64)]
+    // Signed options take a negative number as their value, so the range check names the
+    // option instead of clap taking `-1` for an unknown flag.
+    #[arg(
+        long,
+        default_value_t = 64,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(1..)
+    )]
     pub max: i32,
     /// The broker name, for a lookup by queue offset.
     #[arg(short = 'b', long, requires = "offset")]
     pub broker: Option<String>,
     /// The queue id, for a lookup by queue offset.
-    #[arg(short = 'q', long, requires = "offset")]
+    #[arg(
+        short = 'q',
+        long,
+        requires = "offset",
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(0..)
+    )]
     pub queue: Option<i32>,
     /// The queue offset (with --topic, --broker and --queue).
-    #[arg(short = 'o', long, requires_all = ["topic", "broker", "queue"])]
+    #[arg(
+        short = 'o',
+        long,
+        requires_all = ["topic", "broker", "queue"],
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i64).range(0..)
+    )]
     pub offset: Option<i64>,
     /// Also show the message's trace records.
     #[arg(long)]
@@ -53,7 +72,12 @@ pub struct QueryArgs {
     #[arg(long, default_value = DEFAULT_TRACE_TOPIC)]
     pub trace_topic: String,
     /// For a client message id: how far back the trace topic is read, minutes.
-    #[arg(long, default_value_t = 60)]
+    #[arg(
+        long,
+        default_value_t = 60,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i64).range(0..)
+    )]
     pub trace_since_minutes: i64,
     /// Trace messages read at most.
     #[arg(long, default_value_t = 100_000)]

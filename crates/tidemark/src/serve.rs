@@ -1,5 +1,12 @@
 //! `tidemark dev`, `tidemark namesrv` and `tidemark broker`: the servers, with graceful
 //! shutdown on SIGINT/SIGTERM.
+//!
+//! One rule for the ports they open. The name server's and the broker's remoting ports are
+//! what clients and the broker's own registration need: taken, the start fails naming the
+//! address and the setting that chooses it. The listeners the servers can run without (gRPC,
+//! the metrics endpoint and console) are [`ListenPort`]s: one the user asked for must be had
+//! too, but a default that something else holds (a second `tidemark dev`, a RocketMQ proxy on
+//! 8081) is left out with a warning naming the setting, and the rest runs.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -30,21 +37,26 @@ pub struct DevArgs {
     /// Address both servers bind to (and the broker advertises).
     #[arg(long, default_value = "127.0.0.1")]
     pub listen_ip: IpAddr,
+    /// The name server's port; it must be free.
     #[arg(long, default_value_t = 9876)]
     pub namesrv_port: u16,
-    /// The broker's port; it also serves `port - 2` (VIP channel).
+    /// The broker's port; it also serves `port - 2` (VIP channel). Both must be free.
     #[arg(long, default_value_t = 10911)]
     pub broker_port: u16,
     /// RocketMQ 5's gRPC port (what 5.x clients' endpoints name; TLS or plaintext); 0: none.
-    #[arg(long, default_value_t = 8081)]
-    pub grpc_port: u16,
+    /// Default 8081: if that is taken, `tidemark dev` runs without gRPC and says so. A port
+    /// given here must be free.
+    // No clap default: whether the user gave a port decides what a taken one means.
+    #[arg(long, value_name = "PORT")]
+    pub grpc_port: Option<u16>,
     /// Threads serving the gRPC port; 0: one per CPU core, at most 8.
     #[arg(long, default_value_t = 0)]
     pub grpc_threads: usize,
-    /// The metrics endpoint's HTTP port (`/metrics`); 0: none. If it is taken, `tidemark dev`
-    /// runs without it and says so.
-    #[arg(long, default_value_t = 8082)]
-    pub http_port: u16,
+    /// The HTTP port of the metrics endpoint (`/metrics`) and the web console; 0: none.
+    /// Default 8082: if that is taken, `tidemark dev` runs without them and says so. A port
+    /// given here must be free.
+    #[arg(long, value_name = "PORT")]
+    pub http_port: Option<u16>,
     /// The web console on the HTTP port shows but changes nothing.
     #[arg(long)]
     pub console_read_only: bool,
@@ -72,6 +84,43 @@ pub struct DevArgs {
     pub acl: ServerAclArgs,
     #[command(flatten)]
     pub tls: ServerTlsArgs,
+}
+
+/// `tidemark dev`'s gRPC port when `--grpc-port` is not given (the RocketMQ proxy's).
+pub const DEV_GRPC_PORT_DEFAULT: u16 = 8081;
+/// `tidemark dev`'s metrics and console port when `--http-port` is not given.
+pub const DEV_HTTP_PORT_DEFAULT: u16 = 8082;
+
+impl DevArgs {
+    pub fn grpc_listen_port(&self) -> ListenPort {
+        ListenPort::new(self.grpc_port, DEV_GRPC_PORT_DEFAULT)
+    }
+
+    pub fn http_listen_port(&self) -> ListenPort {
+        ListenPort::new(self.http_port, DEV_HTTP_PORT_DEFAULT)
+    }
+}
+
+/// The port of a listener the servers can run without (gRPC, the metrics endpoint and
+/// console): one the user asked for (a flag, a config-file key), or a default nobody chose,
+/// which anything else on the machine may hold. 0 is none either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenPort {
+    Asked(u16),
+    Default(u16),
+}
+
+impl ListenPort {
+    /// The port given, else `default`.
+    pub fn new(given: Option<u16>, default: u16) -> ListenPort {
+        given.map_or(ListenPort::Default(default), ListenPort::Asked)
+    }
+
+    pub fn number(self) -> u16 {
+        match self {
+            ListenPort::Asked(port) | ListenPort::Default(port) => port,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -134,31 +183,84 @@ pub(crate) async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpList
         .with_context(|| format!("cannot listen on {addr} ({what})"))
 }
 
+/// Binds the listener of `what` on `port` unless it is 0. A port the user asked for must be
+/// had: the error names the address and `setting`. A default port that cannot be had is left
+/// out (`None`) with a warning naming `setting`: nobody chose it, and the servers work without
+/// `what`.
+pub(crate) async fn bind_optional(
+    ip: IpAddr,
+    port: ListenPort,
+    what: &str,
+    setting: &str,
+) -> anyhow::Result<Option<TcpListener>> {
+    if port.number() == 0 {
+        return Ok(None);
+    }
+    let addr = SocketAddr::new(ip, port.number());
+    match TcpListener::bind(addr).await {
+        Ok(listener) => Ok(Some(listener)),
+        Err(error) => match port {
+            ListenPort::Asked(_) => {
+                Err(error).with_context(|| format!("cannot listen on {addr} ({what}, {setting})"))
+            }
+            ListenPort::Default(_) => {
+                warn!(
+                    "cannot listen on {addr}, the default port of {what}: {error}; running \
+                     without {what} (choose another port with {setting}, 0 for none)"
+                );
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// The listeners a broker can run without, bound by the caller ([`bind_optional`]); `None`
+/// when off or left out.
+struct OptionalListeners {
+    grpc: Option<TcpListener>,
+    /// The metrics endpoint and web console.
+    http: Option<TcpListener>,
+}
+
 /// `with_ha`: a standalone broker (`tidemark broker`) serves the HA port and announces itself;
-/// `tidemark dev` has no slaves and announces itself once both servers are up. `http`: the
-/// metrics endpoint's listener, bound by the caller.
+/// `tidemark dev` has no slaves and announces itself once both servers are up. `setting`: what
+/// the user sets a configuration key with, for errors.
 async fn serve_broker(
-    config: BrokerConfig,
+    mut config: BrokerConfig,
     stop: watch::Receiver<bool>,
     with_ha: bool,
-    http: Option<TcpListener>,
+    optional: OptionalListeners,
+    setting: fn(&str) -> String,
 ) -> anyhow::Result<()> {
     let ip: IpAddr = config
         .listen_ip
         .parse()
         .with_context(|| format!("listen_ip {:?} is not an IP address", config.listen_ip))?;
-    let main = bind(SocketAddr::new(ip, config.listen_port), "broker").await?;
+    let port_setting = setting("listen_port");
+    let main = bind(
+        SocketAddr::new(ip, config.listen_port),
+        &format!("broker, {port_setting}"),
+    )
+    .await?;
     let vip = bind(
         SocketAddr::new(ip, config.listen_port - 2),
-        "broker VIP channel",
+        &format!("broker VIP channel, {port_setting} - 2"),
     )
     .await?;
     // Masters serve their slaves on listen_port + 1 (RocketMQ's HA port).
     let ha = if with_ha && !config.is_slave() {
-        Some(bind(SocketAddr::new(ip, config.ha_port()), "broker HA port").await?)
+        let addr = SocketAddr::new(ip, config.ha_port());
+        Some(bind(addr, &format!("broker HA port, {port_setting} + 1")).await?)
     } else {
         None
     };
+    // The configuration the broker reports (GET_BROKER_CONFIG) says what runs.
+    if optional.grpc.is_none() {
+        config.grpc_listen_port = 0;
+    }
+    if optional.http.is_none() {
+        config.http_listen_port = 0;
+    }
     let ready = format!(
         "tidemark broker ready name={} id={} role={:?} listen={}:{}",
         config.broker_name,
@@ -167,15 +269,11 @@ async fn serve_broker(
         config.broker_ip1,
         config.listen_port
     );
-    let grpc = match config.grpc_listen_port {
-        0 => None,
-        port => Some(bind(SocketAddr::new(ip, port), "gRPC").await?),
-    };
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .context("broker start-up task")??;
     let state = broker.state().clone();
-    let grpc_task = match grpc {
+    let grpc_task = match optional.grpc {
         Some(listener) => {
             let threads = match state.config.grpc_server_threads {
                 0 => std::thread::available_parallelism()
@@ -196,7 +294,7 @@ async fn serve_broker(
         }
         None => None,
     };
-    let http_task = http.map(|listener| {
+    let http_task = optional.http.map(|listener| {
         let mut stop = stop.clone();
         tokio::spawn(tidemark_console::serve(
             listener,
@@ -278,17 +376,18 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     };
     let namesrv_listener = bind(
         SocketAddr::new(args.listen_ip, args.namesrv_port),
-        "name server",
+        "name server, --namesrv-port",
     )
     .await?;
+    let (grpc_port, http_port) = (args.grpc_listen_port(), args.http_listen_port());
     let namesrv_addr = format!("{advertised}:{}", args.namesrv_port);
     let config = BrokerConfig {
         broker_ip1: advertised.clone(),
         listen_ip: args.listen_ip.to_string(),
         listen_port: args.broker_port,
-        grpc_listen_port: args.grpc_port,
+        grpc_listen_port: grpc_port.number(),
         grpc_server_threads: args.grpc_threads,
-        http_listen_port: args.http_port,
+        http_listen_port: http_port.number(),
         console_read_only: args.console_read_only,
         namesrv_addr: namesrv_addr.clone(),
         store_path_root_dir: args.data_dir.join("broker"),
@@ -329,20 +428,17 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         // Registration is immediate on topic changes; the period is the heartbeat.
         ..BrokerConfig::default()
     };
-    // Errors name the flags the values came from.
-    config.validate_naming_keys(&|key| match key {
-        "listen_port" => "--broker-port".to_owned(),
-        "message_delay_level" => "--message-delay-level".to_owned(),
-        "listen_ip" => "--listen-ip".to_owned(),
-        "max_connections" => "--max-connections".to_owned(),
-        "grpc_listen_port" => "--grpc-port".to_owned(),
-        "grpc_server_threads" => "--grpc-threads".to_owned(),
-        "http_listen_port" => "--http-port".to_owned(),
-        "transaction_check_interval" => "--transaction-check-interval-ms".to_owned(),
-        "acl_access_key" => "--acl-access-key".to_owned(),
-        "acl_secret_key" => "--acl-secret-key".to_owned(),
-        other => other.to_owned(),
-    })?;
+    config.validate_naming_keys(&dev_flag)?;
+    let optional = OptionalListeners {
+        grpc: bind_optional(args.listen_ip, grpc_port, "gRPC", "--grpc-port").await?,
+        http: bind_optional(
+            args.listen_ip,
+            http_port,
+            "the metrics endpoint and web console",
+            "--http-port",
+        )
+        .await?,
+    };
     let mut namesrv_config = NameServerConfig {
         acl: open_acl(args.acl.acl_file.clone()).await?,
         ..NameServerConfig::default()
@@ -371,33 +467,22 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             },
         ))
     };
-    // A taken metrics port does not stop a development server: it runs without the endpoint.
-    let http = match args.http_port {
-        0 => None,
-        port => match bind(SocketAddr::new(args.listen_ip, port), "metrics").await {
-            Ok(listener) => Some(listener),
-            Err(failure) => {
-                warn!("{failure:#}; running without the metrics endpoint (choose one with --http-port)");
-                None
-            }
-        },
-    };
-    let (http_addr, console_addr) = match &http {
+    let (http_addr, console_addr) = match &optional.http {
         Some(_) => (
-            format!("http://{advertised}:{}/metrics", args.http_port),
-            format!("http://{advertised}:{}/", args.http_port),
+            format!("http://{advertised}:{}/metrics", http_port.number()),
+            format!("http://{advertised}:{}/", http_port.number()),
         ),
         None => ("off".to_owned(), "off".to_owned()),
     };
-    let mut broker = tokio::spawn(serve_broker(config, stopping, false, http));
+    let grpc_addr = match &optional.grpc {
+        Some(_) => format!("{advertised}:{}", grpc_port.number()),
+        None => "off".to_owned(),
+    };
+    let mut broker = tokio::spawn(serve_broker(config, stopping, false, optional, dev_flag));
     tokio::select! {
         registered = wait_until_registered(&namesrv_addr, &broker_name, client_config) => registered?,
         outcome = &mut broker => return ended_unasked(outcome),
     }
-    let grpc_addr = match args.grpc_port {
-        0 => "off".to_owned(),
-        port => format!("{advertised}:{port}"),
-    };
     announce(&format!(
         "tidemark dev ready namesrv={namesrv_addr} broker={broker_addr} grpc={grpc_addr} metrics={http_addr} console={console_addr} data={}",
         args.data_dir.display()
@@ -410,6 +495,49 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let _ = stop_namesrv.send(true);
     let _ = namesrv.await;
     outcome
+}
+
+/// The `tidemark dev` flag a configuration key's value came from, for errors.
+fn dev_flag(key: &str) -> String {
+    match key {
+        "listen_port" => "--broker-port",
+        "message_delay_level" => "--message-delay-level",
+        "listen_ip" => "--listen-ip",
+        "max_connections" => "--max-connections",
+        "grpc_listen_port" => "--grpc-port",
+        "grpc_server_threads" => "--grpc-threads",
+        "http_listen_port" => "--http-port",
+        "transaction_check_interval" => "--transaction-check-interval-ms",
+        "acl_access_key" => "--acl-access-key",
+        "acl_secret_key" => "--acl-secret-key",
+        other => other,
+    }
+    .to_owned()
+}
+
+/// A `tidemark broker` configuration key, for errors.
+fn file_key(key: &str) -> String {
+    format!("{key} in the config file")
+}
+
+/// Whether a broker config file's text sets any of `keys`, spelled as serde reads them
+/// (snake_case or RocketMQ's camelCase). The settings are flat, so a line scan reads both
+/// formats: `key = value` (TOML) and `key=value` / `key: value` (properties).
+fn config_text_sets(text: &str, keys: &[&str]) -> bool {
+    let folded = |name: &str| -> String {
+        name.trim()
+            .trim_matches('"')
+            .chars()
+            .filter(|c| *c != '_')
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let wanted: Vec<String> = keys.iter().map(|key| folded(key)).collect();
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.starts_with('#') && !line.starts_with('!'))
+        .filter_map(|line| line.split_once(['=', ':']))
+        .any(|(key, _)| wanted.contains(&folded(key)))
 }
 
 /// The outcome of a broker task that ended before it was asked to stop: its own error (a port
@@ -450,21 +578,135 @@ pub async fn broker(args: BrokerArgs) -> anyhow::Result<()> {
     }
     config.validate()?;
     info!(?config, "effective configuration");
-    let http = match config.http_listen_port {
-        0 => None,
-        port => {
-            let ip: IpAddr = config.listen_ip.parse().with_context(|| {
-                format!("listen_ip {:?} is not an IP address", config.listen_ip)
-            })?;
-            Some(bind(SocketAddr::new(ip, port), "metrics").await?)
+    // The gRPC port is the user's only if the file sets it (else BrokerConfig's default);
+    // the HTTP port is 0 unless the file sets it.
+    let grpc_set = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            config_text_sets(&text, &["grpc_listen_port", "grpcServerPort"])
         }
+        None => false,
+    };
+    let grpc_port = if grpc_set {
+        ListenPort::Asked(config.grpc_listen_port)
+    } else {
+        ListenPort::Default(config.grpc_listen_port)
+    };
+    let ip: IpAddr = config
+        .listen_ip
+        .parse()
+        .with_context(|| format!("listen_ip {:?} is not an IP address", config.listen_ip))?;
+    let optional = OptionalListeners {
+        grpc: bind_optional(ip, grpc_port, "gRPC", &file_key("grpc_listen_port")).await?,
+        http: bind_optional(
+            ip,
+            ListenPort::Asked(config.http_listen_port),
+            "the metrics endpoint and web console",
+            &file_key("http_listen_port"),
+        )
+        .await?,
     };
     let (stop, stopping) = watch::channel(false);
-    let mut broker = tokio::spawn(serve_broker(config, stopping, true, http));
+    let mut broker = tokio::spawn(serve_broker(config, stopping, true, optional, file_key));
     tokio::select! {
         _ = shutdown_signal() => {}
         outcome = &mut broker => return ended_unasked(outcome),
     }
     let _ = stop.send(true);
     broker.await.context("broker task")?
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::{bind_optional, config_text_sets, ListenPort};
+
+    const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    /// A port this test holds, so nothing else can listen on it until the guard drops.
+    fn taken_port() -> (std::net::TcpListener, u16) {
+        let holder = std::net::TcpListener::bind((LOOPBACK, 0)).expect("bind a loopback port");
+        let port = holder.local_addr().expect("its address").port();
+        (holder, port)
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("a runtime")
+    }
+
+    #[test]
+    fn a_taken_default_port_is_left_out_and_the_start_goes_on() {
+        let (_holder, port) = taken_port();
+        let bound = runtime().block_on(bind_optional(
+            LOOPBACK,
+            ListenPort::Default(port),
+            "gRPC",
+            "--grpc-port",
+        ));
+        assert!(matches!(bound, Ok(None)), "{bound:?}");
+    }
+
+    #[test]
+    fn a_taken_port_the_user_asked_for_is_an_error_naming_address_and_flag() {
+        let (_holder, port) = taken_port();
+        let bound = runtime().block_on(bind_optional(
+            LOOPBACK,
+            ListenPort::Asked(port),
+            "gRPC",
+            "--grpc-port",
+        ));
+        let message = match bound {
+            Err(error) => format!("{error:#}"),
+            Ok(listener) => panic!("a taken port was bound: {listener:?}"),
+        };
+        assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
+        assert!(message.contains("--grpc-port"), "{message}");
+    }
+
+    #[test]
+    fn free_ports_are_bound_whoever_chose_them_and_zero_is_none() {
+        let runtime = runtime();
+        for port in [ListenPort::Asked(0), ListenPort::Default(0)] {
+            let bound = runtime.block_on(bind_optional(LOOPBACK, port, "gRPC", "--grpc-port"));
+            assert!(matches!(bound, Ok(None)), "{port:?}: {bound:?}");
+        }
+        for choose in [ListenPort::Asked, ListenPort::Default] {
+            let (holder, port) = taken_port();
+            drop(holder);
+            let bound =
+                runtime.block_on(bind_optional(LOOPBACK, choose(port), "gRPC", "--grpc-port"));
+            assert!(
+                matches!(bound, Ok(Some(_))),
+                "{:?}: {bound:?}",
+                choose(port)
+            );
+        }
+    }
+
+    #[test]
+    fn a_config_file_sets_the_grpc_port_only_when_a_line_names_it() {
+        let keys = ["grpc_listen_port", "grpcServerPort"];
+        for set in [
+            "grpc_listen_port = 9081",
+            "brokerName = b\ngrpcServerPort=9081",
+            "  grpcServerPort : 9081",
+            "\"grpc_listen_port\" = 0",
+        ] {
+            assert!(config_text_sets(set, &keys), "{set:?}");
+        }
+        for unset in [
+            "",
+            "# grpc_listen_port = 9081",
+            "! grpcServerPort=9081",
+            "grpc_server_threads = 4\nhttp_listen_port = 8082",
+            "[grpc_listen_port]",
+        ] {
+            assert!(!config_text_sets(unset, &keys), "{unset:?}");
+        }
+    }
 }

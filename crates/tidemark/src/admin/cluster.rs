@@ -212,7 +212,9 @@ pub struct BrokerConfigSetArgs {
     pub target: Target,
     #[arg(short = 'k', long)]
     pub key: String,
-    #[arg(short = 'v', long)]
+    /// The new value, as the broker's config file would spell it.
+    // The broker judges the value (a negative number included), not the command line.
+    #[arg(short = 'v', long, allow_hyphen_values = true)]
     pub value: String,
     #[command(flatten)]
     pub format: Format,

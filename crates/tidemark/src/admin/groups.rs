@@ -64,7 +64,8 @@ pub struct GroupCreateArgs {
     #[arg(short = 'g', long)]
     pub group: String,
     /// Failed deliveries before a message goes to the group's dead-letter topic.
-    #[arg(long, default_value_t = 16)]
+    // A negative count reaches the range check below, which says what is allowed.
+    #[arg(long, default_value_t = 16, allow_negative_numbers = true)]
     pub retry_max_times: i32,
     /// Refuse broadcasting consumers of the group.
     #[arg(long)]
@@ -313,7 +314,8 @@ pub struct ResetArgs {
     #[arg(short = 't', long)]
     pub topic: String,
     /// Where to: `now`, epoch ms, or a time before now (`-10m`, `-2h`, `-1d`).
-    #[arg(short = 's', long)]
+    // A time before now starts with `-`: it is this option's value, not a flag.
+    #[arg(short = 's', long, allow_hyphen_values = true)]
     pub timestamp: String,
     /// Only ever move the group backwards (a queue already before the time stays).
     #[arg(long)]

@@ -121,13 +121,23 @@ pub struct SendArgs {
     /// A user property `name=value` (repeatable).
     #[arg(short = 'p', long = "property")]
     pub properties: Vec<String>,
-    #[arg(long)]
+    // Signed options take a negative number as their value, so the range check names the
+    // option instead of clap taking `-1` for an unknown flag.
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(0..)
+    )]
     pub delay_level: Option<i32>,
     /// A timer message (RocketMQ 5): delivered this many ms after the broker receives it.
     #[arg(long)]
     pub delay_ms: Option<u64>,
     /// A timer message (RocketMQ 5): delivered at this epoch time in ms.
-    #[arg(long)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i64).range(0..)
+    )]
     pub deliver_at_ms: Option<i64>,
     #[arg(long, default_value = "tidemark-admin-producer")]
     pub group: String,

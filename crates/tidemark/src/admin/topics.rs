@@ -92,12 +92,18 @@ pub struct TopicCreateArgs {
     pub target: Target,
     #[arg(short = 't', long)]
     pub topic: String,
-    #[arg(short = 'r', long, default_value_t = 8)]
+    // Negative numbers reach `topic_create`'s checks, which say what is allowed.
+    #[arg(short = 'r', long, default_value_t = 8, allow_negative_numbers = true)]
     pub read_queues: i32,
-    #[arg(short = 'w', long, default_value_t = 8)]
+    #[arg(short = 'w', long, default_value_t = 8, allow_negative_numbers = true)]
     pub write_queues: i32,
     /// Permission bits: 6 read and write, 4 read only, 2 write only.
-    #[arg(short = 'p', long, default_value_t = perm::READ | perm::WRITE)]
+    #[arg(
+        short = 'p',
+        long,
+        default_value_t = perm::READ | perm::WRITE,
+        allow_negative_numbers = true
+    )]
     pub perm: i32,
     /// Messages of one sharding key stay in order (an orderly topic).
     #[arg(short = 'o', long)]

@@ -69,7 +69,13 @@ pub struct Common {
     #[arg(short = 't', long, default_value = "BenchmarkTopic")]
     pub topic: String,
     /// Queues on each master of a topic the bench makes (a topic that exists keeps its own).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(i32).range(1..=65_535))]
+    // A negative number reaches the range check, which names the option and the range.
+    #[arg(
+        long,
+        default_value_t = 8,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(1..=65_535)
+    )]
     pub queues: i32,
     /// Seconds measured (after the warm-up).
     #[arg(long, default_value_t = 20)]

@@ -1,0 +1,161 @@
+//! The command line as users type it: values that start with `-` (a time before now, a
+//! negative number) reach the option they follow instead of being taken for a flag, and
+//! `tidemark dev`'s optional ports count as asked for only when their flags are given. Each
+//! test parses the real `tidemark` command; none starts a server.
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+
+use crate::serve::ListenPort;
+use crate::{Cli, Command};
+
+/// The value `tidemark <line>` gives option `id` of the innermost subcommand; clap's error
+/// otherwise.
+fn value_of<T: Clone + Send + Sync + 'static>(line: &str, id: &str) -> Result<T, clap::Error> {
+    let words = std::iter::once("tidemark").chain(line.split_whitespace());
+    let mut matches = &Cli::command().try_get_matches_from(words)?;
+    while let Some((_, inner)) = matches.subcommand() {
+        matches = inner;
+    }
+    match matches.get_one::<T>(id) {
+        Some(value) => Ok(value.clone()),
+        None => panic!("`{line}` gave no value for {id}"),
+    }
+}
+
+/// clap's error as the user would read it, for failure messages.
+fn text<T>(parsed: Result<T, clap::Error>) -> Result<T, String> {
+    parsed.map_err(|error| error.to_string())
+}
+
+/// A negative value the option parses and then refuses: the error names the option, where
+/// clap would otherwise report an unknown flag `-1` and suggest `-- -1`.
+fn assert_refused_by_option(line: &str, option: &str) {
+    let words = std::iter::once("tidemark").chain(line.split_whitespace());
+    match Cli::command().try_get_matches_from(words) {
+        Err(error) => {
+            assert_eq!(
+                error.kind(),
+                ErrorKind::ValueValidation,
+                "`{line}`: {error}"
+            );
+            assert!(error.to_string().contains(option), "`{line}`: {error}");
+        }
+        Ok(_) => panic!("`{line}` was accepted"),
+    }
+}
+
+const RESET: &str = "admin reset-offset-by-time -n 127.0.0.1:9876 -g G -t T";
+
+#[test]
+fn reset_offset_by_time_takes_the_readme_s_times_before_now() {
+    for time in ["-90s", "-10m", "-2h", "-1d"] {
+        let short = value_of::<String>(&format!("{RESET} -s {time}"), "timestamp");
+        assert_eq!(text(short), Ok(time.to_owned()), "-s {time}");
+        let long = value_of::<String>(&format!("{RESET} --timestamp {time} --json"), "timestamp");
+        assert_eq!(text(long), Ok(time.to_owned()), "--timestamp {time}");
+    }
+}
+
+#[test]
+fn broker_config_set_passes_a_negative_value_to_the_broker() {
+    let line = "admin broker-config set -n 127.0.0.1:9876 -b 127.0.0.1:10911 -k someKey -v -1";
+    assert_eq!(text(value_of::<String>(line, "value")), Ok("-1".to_owned()));
+}
+
+#[test]
+fn group_create_parses_a_negative_retry_max_times_for_its_own_range_check() {
+    let line = "admin group-create -n 127.0.0.1:9876 -b 127.0.0.1:10911 -g G --retry-max-times -1";
+    assert_eq!(text(value_of::<i32>(line, "retry_max_times")), Ok(-1));
+}
+
+#[test]
+fn topic_create_parses_negative_queue_counts_and_perm_for_its_own_checks() {
+    let base = "admin topic-create -n 127.0.0.1:9876 -b 127.0.0.1:10911 -t T";
+    for (flag, id) in [
+        ("-r", "read_queues"),
+        ("-w", "write_queues"),
+        ("-p", "perm"),
+    ] {
+        let parsed = value_of::<i32>(&format!("{base} {flag} -1"), id);
+        assert_eq!(text(parsed), Ok(-1), "{flag} -1");
+    }
+}
+
+#[test]
+fn send_message_refuses_a_negative_delay_level_by_name() {
+    assert_refused_by_option(
+        "admin send-message -n 127.0.0.1:9876 -t T --delay-level -1",
+        "--delay-level",
+    );
+}
+
+#[test]
+fn send_message_refuses_a_negative_deliver_at_ms_by_name() {
+    assert_refused_by_option(
+        "admin send-message -n 127.0.0.1:9876 -t T --deliver-at-ms -1",
+        "--deliver-at-ms",
+    );
+}
+
+#[test]
+fn query_message_refuses_a_negative_max_by_name() {
+    assert_refused_by_option(
+        "admin query-message -n 127.0.0.1:9876 -t T -k K --max -1",
+        "--max",
+    );
+}
+
+#[test]
+fn query_message_refuses_a_negative_queue_by_name() {
+    assert_refused_by_option(
+        "admin query-message -n 127.0.0.1:9876 -t T -b B -q -1 -o 0",
+        "--queue",
+    );
+}
+
+#[test]
+fn query_message_refuses_a_negative_offset_by_name() {
+    assert_refused_by_option(
+        "admin query-message -n 127.0.0.1:9876 -t T -b B -q 0 -o -1",
+        "--offset",
+    );
+}
+
+#[test]
+fn query_message_refuses_a_negative_trace_since_minutes_by_name() {
+    assert_refused_by_option(
+        "admin query-message -n 127.0.0.1:9876 --id X --trace --trace-since-minutes -5",
+        "--trace-since-minutes",
+    );
+}
+
+#[test]
+fn bench_refuses_a_negative_queue_count_by_name() {
+    assert_refused_by_option("bench produce --queues -1", "--queues");
+}
+
+/// `tidemark <line>`'s `dev` arguments.
+fn dev_args(line: &str) -> crate::serve::DevArgs {
+    let words = std::iter::once("tidemark").chain(line.split_whitespace());
+    match Cli::try_parse_from(words) {
+        Ok(Cli {
+            command: Command::Dev(args),
+        }) => args,
+        other => panic!("`{line}`: {other:?}"),
+    }
+}
+
+#[test]
+fn dev_ports_are_asked_for_only_when_their_flags_are_given() {
+    let defaults = dev_args("dev");
+    assert_eq!(defaults.grpc_listen_port(), ListenPort::Default(8081));
+    assert_eq!(defaults.http_listen_port(), ListenPort::Default(8082));
+    // The default's own number, given on the command line, is asked for all the same.
+    let given = dev_args("dev --grpc-port 8081 --http-port=8082");
+    assert_eq!(given.grpc_listen_port(), ListenPort::Asked(8081));
+    assert_eq!(given.http_listen_port(), ListenPort::Asked(8082));
+    let off = dev_args("dev --grpc-port 0 --http-port 0");
+    assert_eq!(off.grpc_listen_port(), ListenPort::Asked(0));
+    assert_eq!(off.http_listen_port(), ListenPort::Asked(0));
+}
