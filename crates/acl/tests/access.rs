@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use tidemark_acl::{AccessControl, AccountUpdate};
+use tidemark_protocol::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
 use tidemark_protocol::{RemotingCommand, RequestCode};
 use tidemark_remoting::Credentials;
 
@@ -53,19 +54,44 @@ fn local() -> IpAddr {
     IpAddr::from([127, 0, 0, 1])
 }
 
+/// A SEND_MESSAGE_V2 as clients send it: every field of the short-form header.
 fn send(topic: &str) -> RemotingCommand {
-    let mut request = RemotingCommand::request(RequestCode::SendMessageV2).with_body("payload");
-    request.ext_fields.insert("a", "producers");
-    request.ext_fields.insert("b", topic);
-    request
+    let header = SendMessageRequestHeaderV2 {
+        producer_group: "producers".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 0,
+        sys_flag: 0,
+        born_timestamp: 1,
+        flag: 0,
+        properties: None,
+        reconsume_times: Some(0),
+        unit_mode: false,
+        max_reconsume_times: None,
+        batch: false,
+        broker_name: None,
+    };
+    RemotingCommand::request_with_header(RequestCode::SendMessageV2, &header).with_body("payload")
 }
 
 fn pull(topic: &str, group: &str) -> RemotingCommand {
-    let mut request = RemotingCommand::request(RequestCode::PullMessage);
-    request.ext_fields.insert("topic", topic);
-    request.ext_fields.insert("consumerGroup", group);
-    request.ext_fields.insert("queueId", "0");
-    request
+    let header = PullMessageRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id: 0,
+        queue_offset: 0,
+        max_msg_nums: 32,
+        sys_flag: 0,
+        commit_offset: 0,
+        suspend_timeout_millis: 0,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: None,
+        max_msg_bytes: None,
+        broker_name: None,
+    };
+    RemotingCommand::request_with_header(RequestCode::PullMessage, &header)
 }
 
 fn signed(mut request: RemotingCommand, key: &str, secret: &str) -> RemotingCommand {
