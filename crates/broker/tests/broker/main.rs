@@ -1,0 +1,21 @@
+//! The broker's in-process tests: a name server and broker on loopback ports, driven by raw requests.
+//!
+//! One test binary for the whole crate (each file a module), so the suite links once
+//! instead of once per file. Run one file's tests with a filter on its module:
+//! `cargo test -p <crate> --test broker -- <module>::`.
+
+mod common;
+
+mod admin_lists;
+mod admin_queries;
+mod broker_config;
+mod cleanup;
+mod loopback;
+mod offset_journal;
+mod offsets_model;
+mod pop;
+mod retry_and_delay;
+mod sql92;
+mod timers;
+mod trace;
+mod transaction;

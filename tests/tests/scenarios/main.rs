@@ -1,0 +1,24 @@
+//! Cross-process scenarios: `tidemark` processes started as users start them, driven by real clients.
+//!
+//! One test binary for the whole crate (each file a module), so the suite links once
+//! instead of once per file. Run one file's tests with a filter on its module:
+//! `cargo test -p <crate> --test scenarios -- <module>::`.
+
+mod acl;
+mod acl_flood;
+mod admin_commands;
+mod bench_cli;
+mod client_progress;
+mod client_retry;
+mod client_scenarios;
+mod connection_memory;
+mod console;
+mod consumer_kill;
+mod controller_failover;
+mod controllers;
+mod data_safety;
+mod hand_off;
+mod master_slave;
+mod offset_durability;
+mod transactions;
+mod two_groups;
