@@ -27,11 +27,21 @@ def package_of_executables(path):
                 continue
             executable = message.get("executable") if isinstance(message, dict) else None
             if message.get("reason") == "compiler-artifact" and executable:
-                # "path+file:///work/main/crates/acl#tidemark-acl@0.1.0" or "tidemark-acl 0.1.0 (...)"
-                package_id = message.get("package_id", "")
-                name = re.search(r"#([^@#]+)@", package_id) or re.match(r"(\S+) ", package_id)
-                owners[executable] = name.group(1) if name else package_id
+                owners[executable] = package_name(message.get("package_id", ""))
     return owners
+
+
+def package_name(package_id):
+    """The name in a package id: "path+file:///w/crates/acl#tidemark-acl@0.1.0", or, when the
+    name is the directory's, "path+file:///w/crates/tidemark#0.1.0" (older cargo: "name 0.1.0 (...)")."""
+    if "#" in package_id:
+        location, fragment = package_id.rsplit("#", 1)
+        if "@" in fragment:
+            return fragment.split("@", 1)[0]
+        return location.rstrip("/").rsplit("/", 1)[-1]
+    return package_id.split(" ", 1)[0]
+
+
 
 
 def main():
