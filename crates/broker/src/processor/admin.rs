@@ -142,7 +142,7 @@ pub(super) async fn create_topic(
                 format!("topic created but not persisted: {failure}"),
             );
         }
-        state.topics_changed.notify_one();
+        super::announce_topic_change(state).await;
     }
     success()
 }
@@ -214,7 +214,7 @@ pub(super) async fn delete_topic(
             format!("topic deleted but not persisted: {failure}"),
         );
     }
-    state.topics_changed.notify_one();
+    super::announce_topic_change(state).await;
     success()
 }
 

@@ -50,7 +50,7 @@ pub(super) async fn create_topics(
                 format!("topics created but not persisted: {failure}"),
             );
         }
-        state.topics_changed.notify_one();
+        super::announce_topic_change(state).await;
     }
     info!(topics = checked.len(), "topic list created or updated");
     success()

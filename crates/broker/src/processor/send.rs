@@ -1,7 +1,6 @@
 //! SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use tidemark_protocol::body::perm;
@@ -11,7 +10,6 @@ use tidemark_protocol::message::{decode_batch, encode_offset_msg_id, property, P
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
 use tidemark_store::{Appended, NewMessage};
-use tracing::debug;
 
 use super::append::{put, store_error_response};
 use super::{bad_header, error};
@@ -73,7 +71,7 @@ pub(super) async fn send(
             if let Err(failure) = state.persist_metadata_now().await {
                 return super::metadata_not_durable(&failure);
             }
-            announce_created_topic(state).await;
+            super::announce_topic_change(state).await;
         }
         let mut properties = properties;
         stamp(state, &mut properties);
@@ -108,7 +106,7 @@ pub(super) async fn send(
         if let Err(failure) = state.persist_metadata_now().await {
             return super::metadata_not_durable(&failure);
         }
-        announce_created_topic(state).await;
+        super::announce_topic_change(state).await;
     }
     let stored_in = prepared
         .messages
@@ -395,24 +393,5 @@ fn new_message(
         prepared_transaction_offset: 0,
         body,
         properties,
-    }
-}
-
-/// How long a send that created its topic waits for the name servers to know it.
-const TOPIC_REGISTRATION_WAIT: Duration = Duration::from_secs(3);
-
-/// Registers a topic this send created with the name servers before the send is answered, as
-/// RocketMQ's broker does: a client that asks for the route next (a consumer starting,
-/// `fetchPublishMessageQueues`) finds it. A name server that does not answer in time leaves it
-/// to the next round.
-async fn announce_created_topic(state: &BrokerState) {
-    let ticket = state.registrations.ask();
-    state.topics_changed.notify_one();
-    if !state
-        .registrations
-        .wait(ticket, TOPIC_REGISTRATION_WAIT)
-        .await
-    {
-        debug!("a created topic is not registered yet; the next round registers it");
     }
 }
