@@ -24,10 +24,12 @@ const WAIT: Duration = Duration::from_secs(5);
 
 /// Echo server: HEART_BEAT answers SUCCESS with the request body, after `remark` ms of delay
 /// if the request carries a numeric remark; GET_MAX_OFFSET sleeps 10 s; oneway
-/// UPDATE_CONSUMER_OFFSET bumps `oneways`; everything else is unsupported.
+/// UPDATE_CONSUMER_OFFSET bumps `oneways`; everything else is unsupported. `in_flight` counts
+/// the requests its handler is serving.
 struct TestServer {
     addr: SocketAddr,
     oneways: Arc<AtomicUsize>,
+    in_flight: Arc<AtomicUsize>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
@@ -41,10 +43,14 @@ impl TestServer {
         let listener = TcpListener::bind(addr).await.expect("bind loopback");
         let addr = listener.local_addr().expect("bound");
         let oneways = Arc::new(AtomicUsize::new(0));
+        let in_flight = Arc::new(AtomicUsize::new(0));
         let counter = oneways.clone();
+        let serving = in_flight.clone();
         let handler = handler_fn(move |_channel: Channel, request: RemotingCommand| {
             let counter = counter.clone();
+            let serving = InFlight::enter(&serving);
             async move {
+                let _serving = serving;
                 match request.request_code() {
                     RequestCode::HeartBeat => {
                         if let Some(delay) =
@@ -77,9 +83,25 @@ impl TestServer {
         Self {
             addr,
             oneways,
+            in_flight,
             stop: Some(stop),
             task,
         }
+    }
+
+    /// Waits (bounded) until the handler is serving at least `count` requests.
+    async fn wait_in_flight(&self, count: usize) {
+        let waited = tokio::time::timeout(WAIT, async {
+            while self.in_flight.load(Ordering::SeqCst) < count {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "{} requests in flight, not {count}",
+            self.in_flight.load(Ordering::SeqCst)
+        );
     }
 
     async fn shutdown(mut self) {
@@ -90,6 +112,23 @@ impl TestServer {
             .await
             .expect("server stops")
             .expect("no panic");
+    }
+}
+
+/// One request in the test server's handler: counted from the call until its future is done
+/// (or dropped).
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(count: &Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::SeqCst);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -175,14 +214,14 @@ async fn waiting_requests_do_not_hold_up_a_connection_until_its_limit() {
         })
     };
     let first_slow = call("600");
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    server.wait_in_flight(1).await;
     let quick = call("0").await.expect("no panic");
     assert!(
         quick < Duration::from_millis(300),
         "a quick request waited {quick:?} behind a slow one"
     );
     let second_slow = call("600");
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    server.wait_in_flight(2).await;
     // Two wait now, the limit: the connection reads nothing more until the first ends.
     let held = call("0").await.expect("no panic");
     assert!(
@@ -369,7 +408,7 @@ async fn graceful_shutdown_answers_in_flight_requests() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.wait_in_flight(1).await;
     server.shutdown().await;
     let response = slow
         .await
