@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 use tidemark_protocol::acked::{
-    AckedRanges, ACKED_RANGES_FIELD, HELD_FIELD, RELEASED_FIELD, TAKE_OVER_FIELD,
+    AckedRanges, ACKED_RANGES_FIELD, FROM_CONSUMER_FIELD, HELD_FIELD, RELEASED_FIELD,
+    TAKE_OVER_FIELD,
 };
 
 use bytes::Bytes;
@@ -520,6 +521,7 @@ impl ClientInstance {
         };
         let mut request =
             RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header);
+        request.ext_fields.insert(FROM_CONSUMER_FIELD, "1");
         let ranges = acked.encode(offset);
         if !ranges.is_empty() {
             request.ext_fields.insert(ACKED_RANGES_FIELD, ranges);

@@ -27,6 +27,11 @@ pub const ACKED_RANGES_FIELD: &str = "tidemarkAckedRanges";
 pub const HAND_OFF_FIELD: &str = "tidemarkHandOff";
 /// On UPDATE_CONSUMER_OFFSET (value `1`): the final commit of a queue being given up.
 pub const RELEASED_FIELD: &str = "tidemarkReleased";
+/// On UPDATE_CONSUMER_OFFSET (value `1`): a consumer's own progress, never an operator's
+/// rewind. A broker that has not had the consumer's heartbeat yet (just started, or just became
+/// master) cannot tell it from an admin tool by membership; Java, Go and C++ consumers commit
+/// oneway, which says the same.
+pub const FROM_CONSUMER_FIELD: &str = "tidemarkFromConsumer";
 /// On QUERY_CONSUMER_OFFSET (value `1`): the asker is about to consume the queue.
 pub const TAKE_OVER_FIELD: &str = "tidemarkTakeOver";
 /// In the answer to a take-over query (value `1`): another live consumer still holds the queue

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use tidemark_protocol::acked::{
-    AckedRanges, ACKED_RANGES_FIELD, HELD_FIELD, RELEASED_FIELD, TAKE_OVER_FIELD,
+    AckedRanges, ACKED_RANGES_FIELD, FROM_CONSUMER_FIELD, HELD_FIELD, RELEASED_FIELD,
+    TAKE_OVER_FIELD,
 };
 use tidemark_protocol::body::{
     perm, CheckClientRequestBody, ConsumerListBody, HeartbeatData, LockBatchRequestBody,
@@ -254,10 +255,19 @@ pub(crate) fn acked_ranges(request: &RemotingCommand, commit_offset: i64) -> Opt
 /// only ever moves forward (Apache brokers ignore unknown fields).
 pub(crate) const FORWARD_ONLY_FIELD: &str = "tidemarkForwardOnly";
 
+/// Whether an UPDATE_CONSUMER_OFFSET is a consumer's own commit whatever connection it comes
+/// on: consumers commit oneway (Java, Go and C++ clients persist that way) or, Tidemark's, with
+/// [`FROM_CONSUMER_FIELD`]; admin tools (`updateConsumeOffset`, the old reset by time, offset
+/// cloning) wait for the answer.
+fn from_consumer(request: &RemotingCommand) -> bool {
+    request.is_oneway() || request.ext_fields.get(FROM_CONSUMER_FIELD) == Some("1")
+}
+
 /// UPDATE_CONSUMER_OFFSET. A value lower than the stored one is a deliberate rewind when it
-/// comes from an admin tool (a connection that is not a consumer of the group) or from the
-/// queue's current consumer (the connection that last pulled it), and is stored; from any
-/// other member of the group — a former owner whose commit arrives late — it is ignored.
+/// comes from an admin tool (a synchronous request from a connection that is not a consumer of
+/// the group) or from the queue's current consumer (the connection that last pulled it), and is
+/// stored; from any other member of the group — a former owner whose commit arrives late — or
+/// from a consumer this broker has no heartbeat of yet, it is ignored.
 ///
 /// A synchronous request is answered only once the stored value is durable in the offset
 /// journal (a oneway one is durable within the journal's next group commit).
@@ -274,7 +284,13 @@ pub(super) async fn update_offset(
     let committer = if request.ext_fields.get(FORWARD_ONLY_FIELD).is_some() {
         Committer::Progress
     } else if !state.clients.is_member(group, channel.id()) {
-        Committer::Admin
+        if from_consumer(request) {
+            // A consumer whose heartbeat has not reached this broker yet (it just started or
+            // just became master): what it commits is its own progress, perhaps stale.
+            Committer::Progress
+        } else {
+            Committer::Admin
+        }
     } else if state
         .offsets
         .is_current_consumer(topic, group, queue_id, channel.id())

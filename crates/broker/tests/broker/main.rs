@@ -15,6 +15,7 @@ mod offset_journal;
 mod offsets_model;
 mod pop;
 mod retry_and_delay;
+mod rewinds;
 mod sql92;
 mod timers;
 mod trace;
