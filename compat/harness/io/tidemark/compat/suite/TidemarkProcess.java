@@ -24,6 +24,7 @@ import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 
 /**
@@ -33,28 +34,42 @@ import java.util.stream.Stream;
  * where the extra arguments (none by default; see compat/java's {@code DevArgs}) are passed on unchanged, on every start.
  * Ready when a stdout line contains {@value #READY_LINE}. stdout and stderr of every start go to
  * one log file under {@code target/tidemark-suite-logs/}; its tail is put into failure messages.
- * {@link #restart()} reuses the data directory and both ports, which is what the restart
+ * {@link #restart()} reuses the data directory and the ports, which is what the restart
  * scenarios are about.
+ *
+ * <p>Ports come from below the kernel's ephemeral range ({@link #freePort()}), so no client
+ * connection's local end can take one while the server is down for a restart. Ports are only
+ * probed before the launch, though, so another process may bind one first: a first start whose
+ * server reports "Address already in use" is retried on fresh ports, a restart on the same ports
+ * after a short pause ({@link #PORT_ATTEMPTS} attempts either way).
  */
 public final class TidemarkProcess implements AutoCloseable {
 
     public static final String READY_LINE = "tidemark dev ready";
     static final Duration READY_TIMEOUT = Duration.ofSeconds(30);
     static final Duration STOP_TIMEOUT = Duration.ofSeconds(20);
+    static final Duration KILL_TIMEOUT = Duration.ofSeconds(10);
+    /** Launch attempts when the server reports a port already in use (fresh ports, or a pause on restart). */
+    static final int PORT_ATTEMPTS = 5;
+    /** What a server prints (Tidemark and the JVM alike) when a port it must listen on is taken. */
+    static final String ADDRESS_IN_USE = "Address already in use";
     private static final int TAIL_LINES = 80;
 
     private final Path bin;
     private final Path dataDir;
     private final Path logFile;
-    private final int namesrvPort;
-    private final int brokerPort;
-    private final int grpcPort;
+    // re-picked only when a first start finds one taken; fixed from the first ready start on
+    private int namesrvPort;
+    private int brokerPort;
+    private int grpcPort;
     private final List<String> extraArgs;
     private final Deque<String> tail = new ArrayDeque<>();
     private Writer log;
     private Process process;
     private final List<Thread> drainers = new ArrayList<>();
     private int starts;
+    /** Whether the current start's output reported a port already in use. */
+    private volatile boolean addressInUse;
 
     private TidemarkProcess(Path bin, Path dataDir, Path logFile, int namesrvPort, int brokerPort,
         int grpcPort, List<String> extraArgs) {
@@ -99,7 +114,7 @@ public final class TidemarkProcess implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        p.launch();
+        p.launchRetrying(true);
         return p;
     }
 
@@ -153,17 +168,26 @@ public final class TidemarkProcess implements AutoCloseable {
             return;
         }
         process.destroyForcibly();
-        waitExit(Duration.ofSeconds(10));
-        finishLog("killed (SIGKILL)");
+        if (!waitExit(KILL_TIMEOUT)) {
+            // Still running: leave it in place (isRunning() stays true, restart() refuses, close()
+            // tries once more) and stop here rather than go on against a live server.
+            finishLog("still running " + KILL_TIMEOUT.toSeconds() + " s after SIGKILL");
+            fail("tidemark (pid " + process.pid() + ") did not exit within " + KILL_TIMEOUT.toSeconds()
+                + " s of SIGKILL\n" + tailText());
+        }
+        finishLog("killed (SIGKILL), exit code " + process.exitValue());
         process = null;
     }
 
-    /** Starts again on the same data directory and ports (stop() or kill() first). */
+    /**
+     * Starts again on the same data directory and ports (stop() or kill() first). A port still
+     * in use (e.g. by a process that has not quite let go of it) is waited for briefly.
+     */
     public void restart() {
         if (isRunning()) {
             fail("restart() while tidemark is still running; stop() or kill() it first");
         }
-        launch();
+        launchRetrying(false);
     }
 
     @Override
@@ -189,8 +213,50 @@ public final class TidemarkProcess implements AutoCloseable {
         }
     }
 
-    private void launch() {
+    /**
+     * Launches until ready. When the server exits reporting a port in use: on a first start
+     * ({@code freshPorts}) picks new ports and starts over on an emptied data directory; on a
+     * restart tries the same ports again after 200, 400, 800, 1600 ms. Fails after
+     * {@link #PORT_ATTEMPTS} attempts, or at once on any other failure.
+     */
+    private void launchRetrying(boolean freshPorts) {
+        for (int attempt = 1; ; attempt++) {
+            if (launch()) {
+                return;
+            }
+            String ports = "ports " + namesrvPort + ", " + brokerPort + " (and " + (brokerPort - 2) + ", "
+                + (brokerPort + 1) + "), " + grpcPort;
+            if (attempt >= PORT_ATTEMPTS) {
+                fail("tidemark could not listen (" + ADDRESS_IN_USE + ") in " + PORT_ATTEMPTS + " attempts"
+                    + (freshPorts ? ", the last on " : " on ") + ports + "\n" + tailText());
+            }
+            if (freshPorts) {
+                int[] fresh = pickPorts();
+                namesrvPort = fresh[0];
+                brokerPort = fresh[1];
+                grpcPort = fresh[2];
+                deleteTree(dataDir);
+                try {
+                    Files.createDirectories(dataDir);
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+                logLine("==== a port was in use; trying again on fresh ports");
+            } else {
+                long pause = 200L << (attempt - 1);
+                logLine("==== a port was in use (" + ports + "); trying the same ports again in " + pause + " ms");
+                Wait.sleep(pause);
+            }
+        }
+    }
+
+    /**
+     * One launch: true once ready; false when the process exited before that and its output
+     * said {@value #ADDRESS_IN_USE}; fails on any other exit and on the ready timeout.
+     */
+    private boolean launch() {
         starts++;
+        addressInUse = false;
         List<String> cmd = new ArrayList<>(List.of(bin.toString(), "dev",
             "--data-dir", dataDir.toString(),
             "--namesrv-port", Integer.toString(namesrvPort),
@@ -222,6 +288,10 @@ public final class TidemarkProcess implements AutoCloseable {
                     joinDrainers();
                     int code = process.exitValue();
                     process = null;
+                    if (addressInUse) {
+                        logLine("==== exited with code " + code + ": a port was in use");
+                        return false;
+                    }
                     fail("tidemark exited with code " + code + " before printing '" + READY_LINE + "'\n"
                         + tailText());
                 }
@@ -237,6 +307,7 @@ public final class TidemarkProcess implements AutoCloseable {
             Thread.currentThread().interrupt();
             fail("interrupted while waiting for tidemark to become ready");
         }
+        return true;
     }
 
     private Thread drain(InputStream in, String prefix, CountDownLatch ready) {
@@ -245,6 +316,9 @@ public final class TidemarkProcess implements AutoCloseable {
                 String line;
                 while ((line = r.readLine()) != null) {
                     logLine(prefix + line);
+                    if (line.contains(ADDRESS_IN_USE)) {
+                        addressInUse = true;
+                    }
                     if (ready != null && line.contains(READY_LINE)) {
                         ready.countDown();
                     }
@@ -316,9 +390,9 @@ public final class TidemarkProcess implements AutoCloseable {
     }
 
     /**
-     * Name-server port p1 and broker port p2 such that p2-2 (VIP channel) and p2+1 (HA) are free
-     * as well. Ports are only probed, so another process could still grab one before tidemark
-     * binds it; the retries make that unlikely enough.
+     * Name-server port p1, broker port p2 such that p2-2 (VIP channel) and p2+1 (HA) are free as
+     * well, and gRPC port p3, all from {@link #freePort()}. Ports are only probed, so another
+     * process could still grab one before tidemark binds it: {@link #start} then tries fresh ones.
      */
     static int[] pickPorts() {
         for (int attempt = 0; attempt < 50; attempt++) {
@@ -337,11 +411,44 @@ public final class TidemarkProcess implements AutoCloseable {
         throw new IllegalStateException("could not find free ports p1, p2-2, p2, p2+1, p3 on 127.0.0.1");
     }
 
+    /** Lowest port {@link #freePort()} hands out. */
+    static final int PORT_LOW = 10_000;
+    private static final AtomicInteger PORT_CURSOR = new AtomicInteger();
+    // JVMs run side by side (the suites, the reference's helper processes): each starts at its
+    // own place in the range, and steps through it so that its own picks do not repeat.
+    private static final int PORT_SEED = (int) (ProcessHandle.current().pid() * 2_654_435_761L ^ System.nanoTime());
+
+    /**
+     * A free loopback port below the kernel's ephemeral range (from
+     * {@code /proc/sys/net/ipv4/ip_local_port_range}, else 32768), from {@value #PORT_LOW} up: an
+     * ephemeral port could be taken by some connection's local end while its server is down for
+     * a restart, which the restart then fails on. Falls back to an ephemeral port when nothing
+     * below the range is free.
+     */
     static int freePort() {
+        int span = Math.min(ephemeralLow(), 65536) - PORT_LOW;
+        // (a kernel whose ephemeral range starts that low leaves nothing worth searching)
+        for (int i = 0; span >= 1_000 && i < Math.min(span, 5_000); i++) {
+            int port = PORT_LOW + Math.floorMod(PORT_SEED + PORT_CURSOR.getAndAdd(7), span);
+            if (canBind(port)) {
+                return port;
+            }
+        }
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The first port of the kernel's ephemeral (local) port range. */
+    static int ephemeralLow() {
+        // (a reader, not Files.readString: JDK 17 reads a /proc file, whose size shows as 0, as
+        // its first byte only)
+        try (BufferedReader r = Files.newBufferedReader(Path.of("/proc/sys/net/ipv4/ip_local_port_range"))) {
+            return Integer.parseInt(r.readLine().trim().split("\\s+")[0]);
+        } catch (IOException | RuntimeException e) {
+            return 32_768;
         }
     }
 

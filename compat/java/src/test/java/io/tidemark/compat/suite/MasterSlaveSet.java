@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -37,21 +38,39 @@ final class MasterSlaveSet implements AutoCloseable {
         Path logs = target.resolve("tidemark-suite-logs");
         Files.createDirectories(logs);
         dir = Files.createTempDirectory(target, "ms-" + name + "-");
-        namesrvPort = TidemarkProcess.freePort();
-        namesrv = new ChildProcess(List.of(bin, "namesrv", "--listen", "127.0.0.1:" + namesrvPort),
-            "tidemark namesrv ready", logs.resolve(name + "-namesrv.log"), READY);
-        masterPort = freeBrokerPort();
-        slavePort = freeBrokerPort();
-        master = new ChildProcess(List.of(bin, "broker", "-c", config(0, "ASYNC_MASTER", masterPort, extraBrokerToml).toString()),
-            "tidemark broker ready", logs.resolve(name + "-master.log"), READY);
-        slave = new ChildProcess(List.of(bin, "broker", "-c", config(1, "SLAVE", slavePort, extraBrokerToml).toString()),
-            "tidemark broker ready", logs.resolve(name + "-slave.log"), READY);
-        namesrv.start();
-        master.start();
-        slave.start();
+        // Each on ports below the ephemeral range (TidemarkProcess.freePort), so a restart finds
+        // its port free; a port another process takes between probe and bind is replaced.
+        List<ChildProcess> started = new ArrayList<>();
+        try {
+            ChildProcess.Started ns = ChildProcess.startOnFreePort(name + " name server", TidemarkProcess::freePort,
+                port -> new ChildProcess(List.of(bin, "namesrv", "--listen", "127.0.0.1:" + port),
+                    "tidemark namesrv ready", logs.resolve(name + "-namesrv.log"), READY));
+            started.add(ns.process());
+            namesrv = ns.process();
+            namesrvPort = ns.port();
+            ChildProcess.Started m = ChildProcess.startOnFreePort(name + " master", MasterSlaveSet::freeBrokerPort,
+                port -> new ChildProcess(List.of(bin, "broker", "-c",
+                    config(0, "ASYNC_MASTER", port, ns.port(), extraBrokerToml).toString()),
+                    "tidemark broker ready", logs.resolve(name + "-master.log"), READY));
+            started.add(m.process());
+            master = m.process();
+            masterPort = m.port();
+            ChildProcess.Started sl = ChildProcess.startOnFreePort(name + " slave", MasterSlaveSet::freeBrokerPort,
+                port -> new ChildProcess(List.of(bin, "broker", "-c",
+                    config(1, "SLAVE", port, ns.port(), extraBrokerToml).toString()),
+                    "tidemark broker ready", logs.resolve(name + "-slave.log"), READY));
+            started.add(sl.process());
+            slave = sl.process();
+            slavePort = sl.port();
+        } catch (IOException | RuntimeException | Error e) {
+            for (int i = started.size() - 1; i >= 0; i--) {
+                started.get(i).stop();
+            }
+            throw e;
+        }
     }
 
-    private Path config(int id, String role, int port, String extra) throws IOException {
+    private Path config(int id, String role, int port, int namesrvPort, String extra) throws IOException {
         Path file = dir.resolve("broker-" + id + ".toml");
         Files.writeString(file, String.join("\n",
             "broker_name = \"broker-ms\"",
