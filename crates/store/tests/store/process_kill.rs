@@ -18,6 +18,8 @@ use tidemark_store::{FlushPolicy, MessageStore, RecoveryMode};
 const CHILD_DIR_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_DIR";
 const CHILD_ROUND_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_ROUND";
 const CHILD_FLUSH_VARIABLE: &str = "TIDEMARK_STORE_KILL_CHILD_FLUSH";
+/// How long a child may take to open the store and acknowledge its first append.
+const FIRST_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The store both sides open: `Sync` on the tests' tiny segments (many segment switches),
 /// `Async` on segments large enough for the write window to fault pages in ahead and let go of
@@ -112,6 +114,8 @@ fn run_child(
         .spawn()
         .expect("spawn child");
     let stdout = child.stdout.take().expect("piped");
+    // Told once the child acknowledged its first append: it has opened the store.
+    let (first_ack, acking) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut acknowledged = Vec::new();
         for line in BufReader::new(stdout).lines() {
@@ -121,6 +125,9 @@ fn run_child(
                 if let (Ok(round), Ok(index), Ok(offset)) =
                     (fields[1].parse(), fields[2].parse(), fields[3].parse())
                 {
+                    if acknowledged.is_empty() {
+                        let _ = first_ack.send(());
+                    }
                     acknowledged.push(Acknowledged {
                         round,
                         index,
@@ -131,7 +138,19 @@ fn run_child(
         }
         acknowledged
     });
-    // Let the child open the store and write a while, then kill it mid-flight.
+    // Wait (bounded) until the child is writing: a start slowed down by a busy machine must
+    // not eat into its writing time, or it would be killed before its first append.
+    match acking.recv_timeout(FIRST_ACK_TIMEOUT) {
+        Ok(()) => {}
+        // The reader ended without an ACK: the child exited (or closed stdout) first.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("round {round}: the child acknowledged nothing within {FIRST_ACK_TIMEOUT:?}");
+        }
+    }
+    // Let it write a while, then kill it mid-flight.
     let started = Instant::now();
     while started.elapsed() < kill_after {
         if child.try_wait().expect("poll child").is_some() {
