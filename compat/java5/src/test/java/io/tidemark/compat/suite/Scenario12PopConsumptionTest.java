@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.reflect.Field;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -25,6 +26,7 @@ import org.apache.rocketmq.client.consumer.PopStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.impl.MQClientAPIImpl;
+import org.apache.rocketmq.client.impl.consumer.RebalanceImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageConst;
@@ -196,7 +198,7 @@ class Scenario12PopConsumptionTest extends SuiteBase {
         Msgs.warmUp(producer, topic);
         createGroup(producer, group, 16);
         Map<String, List<Boolean>> seen = new ConcurrentHashMap<>();
-        popConsumer(group, topic, (msgs, context) -> {
+        DefaultMQPushConsumer consumer = popConsumer(group, topic, (msgs, context) -> {
             for (MessageExt m : msgs) {
                 seen.computeIfAbsent(Msgs.bodyOf(m), b -> new CopyOnWriteArrayList<>())
                     .add(m.getProperty(MessageConst.PROPERTY_POP_CK) != null);
@@ -209,8 +211,15 @@ class Scenario12PopConsumptionTest extends SuiteBase {
             assertEquals(List.of(false), seen.get(body), body + " pulled once, not popped" + serverLog());
         }
         switchTo(producer, topic, group, MessageRequestMode.POP);
-        // The consumer asks for its assignment every second here.
-        TimeUnit.SECONDS.sleep(4);
+        // The consumer asks for its assignment every second here: once an answer in POP mode
+        // has reached it, its rebalance holds POP process queues for the topic and none for
+        // pulling (the pull ones are dropped), so what is sent from then on is popped.
+        RebalanceImpl rebalance = consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl();
+        Wait.until("the consumer to switch " + topic + " to POP", Duration.ofSeconds(30),
+            () -> rebalance.getPopProcessQueueTable().keySet().stream().anyMatch(q -> q.getTopic().equals(topic))
+                && rebalance.getProcessQueueTable().keySet().stream().noneMatch(q -> q.getTopic().equals(topic)),
+            () -> "pop queues " + rebalance.getPopProcessQueueTable().keySet()
+                + ", pull queues " + rebalance.getProcessQueueTable().keySet() + serverLog());
         Msgs.sendAll(producer, topic, "s", "pop", 20);
         waitFor(v -> Msgs.bodies("pop", 20).stream().allMatch(seen::containsKey), 60_000);
         TimeUnit.SECONDS.sleep(2);
