@@ -15,6 +15,7 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.protocol.header.QueryConsumerOffsetRequestHeader;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -58,6 +59,25 @@ class Scenario17MasterFailoverTest {
         return out;
     }
 
+    /** Max offset of each queue of {@code topic} on one broker; a queue it cannot answer for is left out. */
+    private static Map<Integer, Long> maxOffsets(MQClientAPIImpl api, String addr, String topic) {
+        Map<Integer, Long> out = new TreeMap<>();
+        for (int q = 0; q < QUEUES; q++) {
+            try {
+                out.put(q, api.getMaxOffset(addr, new MessageQueue(topic, "broker-ms", q), 3000));
+            } catch (Exception e) {
+                // not there yet (the slave learns the topic from the master), or the broker is down
+            }
+        }
+        return out;
+    }
+
+    /** Whether the slave's max offset equals the master's on every queue of {@code topic}. */
+    private static boolean replicated(MQClientAPIImpl api, MasterSlaveSet set, String topic) {
+        Map<Integer, Long> master = maxOffsets(api, "127.0.0.1:" + set.masterPort, topic);
+        return !master.isEmpty() && master.equals(maxOffsets(api, "127.0.0.1:" + set.slavePort, topic));
+    }
+
     private void run(String name, boolean replaceConsumer, Duration outage) throws Exception {
         try (MasterSlaveSet set = new MasterSlaveSet(name,
                 "slave_sync_interval_ms = 2000\nflush_consumer_offset_interval = 1000");
@@ -69,8 +89,13 @@ class Scenario17MasterFailoverTest {
             for (int i = 0; i < BEFORE; i++) {
                 sent.add(Msgs.sendOk(producer, new Message(topic, "t", ("before-" + i).getBytes())).getMsgId());
             }
-            // Give replication a moment; the assertions below catch anything it missed.
-            MasterSlaveSet.sleep(Duration.ofSeconds(2));
+            // The slave has every message before the master goes away (the loss check below is
+            // about the failover, not about replication lag).
+            MQClientAPIImpl replicationApi = producer.getDefaultMQProducerImpl().getmQClientFactory().getMQClientAPIImpl();
+            Wait.until("the slave to have replicated every queue of " + topic, Duration.ofSeconds(30),
+                () -> replicated(replicationApi, set, topic),
+                () -> "master " + maxOffsets(replicationApi, "127.0.0.1:" + set.masterPort, topic)
+                    + ", slave " + maxOffsets(replicationApi, "127.0.0.1:" + set.slavePort, topic));
 
             Map<String, Integer> deliveries = new ConcurrentHashMap<>();
             MessageListenerConcurrently listener = (msgs, ctx) -> {
