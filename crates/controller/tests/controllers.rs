@@ -330,22 +330,30 @@ async fn controllers_elect_replace_a_dead_master_and_survive_losing_their_leader
     let broker2 = Arc::new(RemotingClient::new(ClientConfig::default(), None));
     assert_eq!(join(&broker1, &leader_addr, "10.0.0.1:10911").await, 1);
     assert_eq!(join(&broker2, &leader_addr, "10.0.0.2:10911").await, 2);
-    let ok = request(
-        &broker1,
-        &leader_addr,
-        RequestCode::BrokerHeartbeat,
-        beat(1, "10.0.0.1:10911", 100),
-        None,
-    )
-    .await;
-    assert_eq!(ok.response_code(), ResponseCode::Success, "{ok:?}");
+    // Before the election and the SyncStateSet change, every controller (the leader among
+    // them) has recorded a heartbeat of each broker: it answers once recorded.
+    for (broker, header) in [
+        (&broker1, beat(1, "10.0.0.1:10911", 100)),
+        (&broker2, beat(2, "10.0.0.2:10911", 90)),
+    ] {
+        for addr in group.peers.values() {
+            let ok = request(
+                broker,
+                addr,
+                RequestCode::BrokerHeartbeat,
+                header.clone(),
+                None,
+            )
+            .await;
+            assert_eq!(ok.response_code(), ResponseCode::Success, "{addr}: {ok:?}");
+        }
+    }
     let beating1 = keep_beating(
         broker1.clone(),
         &group.peers,
         beat(1, "10.0.0.1:10911", 100),
     );
     let beating2 = keep_beating(broker2.clone(), &group.peers, beat(2, "10.0.0.2:10911", 90));
-    tokio::time::sleep(Duration::from_millis(400)).await;
 
     // Broker 1 asks first and becomes master at epoch 1; broker 2 asking next is told so.
     let elected = request(
