@@ -131,11 +131,13 @@ async fn transactions_commit_roll_back_and_recover_over_grpc() {
         .into_inner();
     assert_eq!(code(&bogus.status), Code::InvalidTransactionId);
 
-    // The undecided one comes back to the producer.
+    // The undecided one comes back to the producer: within one bound for all the commands it
+    // may take (check-backs of the decided halves can come first, each one in time).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let recover = loop {
-        let command = tokio::time::timeout(Duration::from_secs(10), telemetry.message())
+        let command = tokio::time::timeout_at(deadline, telemetry.message())
             .await
-            .expect("a check-back in time")
+            .expect("the undecided half's check-back in time")
             .expect("frame")
             .expect("command");
         // Halves decided above may have been checked back before their decision arrived (the
@@ -270,10 +272,12 @@ async fn check_backs_from_another_broker_reach_the_gateways_producer() {
     );
 
     let mut recovered = std::collections::BTreeMap::new();
+    // One bound for all: a half checked back again keeps the stream busy without adding to it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
     while recovered.len() < 8 {
-        let command = tokio::time::timeout(Duration::from_secs(15), telemetry.message())
+        let command = tokio::time::timeout_at(deadline, telemetry.message())
             .await
-            .expect("check-backs in time")
+            .unwrap_or_else(|_| panic!("check-backs in time: {} of 8", recovered.len()))
             .expect("frame")
             .expect("command");
         let Some(telemetry_command::Command::RecoverOrphanedTransactionCommand(recover)) =
