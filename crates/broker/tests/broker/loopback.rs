@@ -154,7 +154,11 @@ async fn produce_consume_commit_and_restart() {
         update.mark_oneway();
         client.invoke_oneway(&broker, update).await.expect("sent");
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // No wait needed: the commits and the query travel in order on the client's one connection
+    // to the broker, and the server reads a connection's next frame only after the request
+    // before it ran up to its first wait (tidemark-remoting's read loop answers requests that
+    // complete without waiting in place). A oneway commit applies the offset before any wait
+    // (a synchronous one waits only for the journal afterwards), so the query sees both.
     let stored: OffsetResponseHeader = query_offset(&client, &broker)
         .await
         .decode_header()
@@ -391,7 +395,12 @@ async fn bad_input_never_stops_the_broker() {
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Both are at work before the bad input starts.
+    let working = eventually(WAIT, || {
+        sent.load(Ordering::Relaxed) > 0 && pulled.load(Ordering::Relaxed) > 0
+    })
+    .await;
+    assert!(working, "the producer and the consumer never got going");
     let before = (sent.load(Ordering::Relaxed), pulled.load(Ordering::Relaxed));
 
     // Garbage bytes and an oversized length word: the connection is closed.
@@ -482,10 +491,13 @@ async fn bad_input_never_stops_the_broker() {
         );
     }
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let kept_working = eventually(WAIT, || {
+        sent.load(Ordering::Relaxed) > before.0 && pulled.load(Ordering::Relaxed) > before.1
+    })
+    .await;
     let after = (sent.load(Ordering::Relaxed), pulled.load(Ordering::Relaxed));
     assert!(
-        after.0 > before.0 && after.1 > before.1,
+        kept_working,
         "producer and consumer kept working: {before:?} -> {after:?}"
     );
     let _ = stop.send(true);
@@ -512,18 +524,29 @@ async fn runtime_info_reports_measured_figures() {
             .await
             .expect("answered");
     }
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
-    let response = client
-        .invoke(
-            &cluster.broker,
-            RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo),
-            WAIT,
-        )
-        .await
-        .expect("answered");
-    let table = tidemark_protocol::body::KvTable::from_json_bytes(&response.body)
-        .expect("KVTable")
-        .table;
+    // The figures are sampled periodically: asked until the three puts show (bounded).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let table = loop {
+        let response = client
+            .invoke(
+                &cluster.broker,
+                RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo),
+                WAIT,
+            )
+            .await
+            .expect("answered");
+        let table = tidemark_protocol::body::KvTable::from_json_bytes(&response.body)
+            .expect("KVTable")
+            .table;
+        let puts = table
+            .get("msgPutTotalTodayNow")
+            .cloned()
+            .unwrap_or_default();
+        if puts == "3" || tokio::time::Instant::now() > deadline {
+            break table;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(table["msgPutTotalTodayNow"], "3");
     assert_eq!(
         table["putTps"].split(' ').count(),
@@ -666,4 +689,16 @@ async fn operator_resets_hold_against_stale_commits() {
     client.shutdown();
     let (_, stop_namesrv) = cluster.stop_broker().await;
     let _ = stop_namesrv.send(true);
+}
+
+/// Polls `done` every 20 ms until it holds or `timeout` passes; whether it held.
+async fn eventually(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !done() {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
 }
