@@ -25,6 +25,8 @@ struct Dev {
     data_dir: PathBuf,
     stdout_lines: mpsc::Receiver<String>,
     stderr: Arc<Mutex<String>>,
+    /// The threads copying its stdout and stderr: done at the pipes' end.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Dev {
@@ -45,7 +47,7 @@ impl Dev {
             .expect("start tidemark dev");
         let (line_tx, stdout_lines) = mpsc::channel();
         let stdout = child.stdout.take().expect("piped stdout");
-        std::thread::spawn(move || {
+        let stdout_reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 let _ = line_tx.send(line);
             }
@@ -53,7 +55,7 @@ impl Dev {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut pipe = child.stderr.take().expect("piped stderr");
         let collected = stderr.clone();
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
             while let Ok(read) = pipe.read(&mut buffer) {
                 if read == 0 {
@@ -69,6 +71,22 @@ impl Dev {
             data_dir,
             stdout_lines,
             stderr,
+            readers: vec![stdout_reader, stderr_reader],
+        }
+    }
+
+    /// Once it exited: waits (bounded) until its output is copied to the end.
+    fn join_readers(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.readers.iter().any(|reader| !reader.is_finished()) {
+            assert!(
+                Instant::now() < deadline,
+                "its output did not end 10 s after it exited"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for reader in self.readers.drain(..) {
+            reader.join().expect("the reader thread did not panic");
         }
     }
 
@@ -101,7 +119,7 @@ impl Dev {
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
                 // The output threads may still be copying its last lines.
-                std::thread::sleep(Duration::from_millis(200));
+                self.join_readers();
                 return Some(status);
             }
             if let Ok(line) = self.stdout_lines.recv_timeout(Duration::from_millis(100)) {
@@ -123,7 +141,7 @@ impl Dev {
                 }
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                std::thread::sleep(Duration::from_millis(200));
+                self.join_readers();
                 panic!("tidemark dev exited with {status}:\n{}", self.stderr());
             }
         }
