@@ -307,8 +307,8 @@ async fn follow_decision(
                 .await;
         }
     }
-    let (master, epoch) = match (header.master_broker_id, header.master_epoch) {
-        (Some(master), Some(epoch)) => (master, epoch),
+    let (master, epoch, master_addr) = match (header.master_broker_id, header.master_epoch) {
+        (Some(master), Some(epoch)) => (master, epoch, header.master_address),
         _ => {
             let elected = call(
                 client,
@@ -328,7 +328,7 @@ async fn follow_decision(
             let header: ElectMasterResponseHeader =
                 elected.decode_header().map_err(|error| error.to_string())?;
             match (header.master_broker_id, header.master_epoch) {
-                (Some(master), Some(epoch)) => (master, epoch),
+                (Some(master), Some(epoch)) => (master, epoch, header.master_address),
                 _ => {
                     return Err(format!(
                         "no master elected: {}",
@@ -366,11 +366,18 @@ async fn follow_decision(
         });
         info!(epoch, "became master");
     } else {
+        // Follow the broker the controllers name, not the one a name server may still have
+        // registered as master (replication would dial a paused old master until its
+        // registration expires).
+        match master_addr.as_deref().filter(|addr| !addr.is_empty()) {
+            Some(addr) => state.master.appoint(addr, epoch),
+            None => warn!(epoch, master, "the controllers gave no master address"),
+        }
         state.role.set(RoleNow {
             role: BrokerRole::Slave,
             broker_id,
         });
-        info!(epoch, master, "following the master");
+        info!(epoch, master, addr = ?master_addr, "following the master");
     }
     applied.master_epoch = epoch;
     state.topics_changed.notify_one();
@@ -405,6 +412,17 @@ pub(crate) async fn reconcile_with_master(state: &Arc<BrokerState>) -> Result<()
     }
     let cache =
         EpochEntryCache::from_json_bytes(&answer.body).map_err(|error| error.to_string())?;
+    // A master answers before it has recorded the epoch it was elected in (the controllers tell
+    // its replicas at once): a history without that epoch would be taken as this replica's and
+    // cut, at the next reconcile, everything copied in it. Wait for the master to begin it.
+    if let Some(expected) = state.master.appointed_epoch() {
+        let begun = cache.epoch_list.iter().map(|entry| entry.epoch).max();
+        if begun.is_none_or(|epoch| epoch < expected) {
+            return Err(format!(
+                "{master} has not begun epoch {expected} yet (its last: {begun:?})"
+            ));
+        }
+    }
     let remote: Vec<EpochSpan> = cache
         .epoch_list
         .iter()
