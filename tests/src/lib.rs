@@ -25,6 +25,12 @@ pub const READY_LINE: &str = "tidemark dev ready";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 const TAIL_LINES: usize = 60;
+/// How long the output threads of a server that exited may take to reach the pipes' end. They
+/// are done at once unless a process it started still holds the pipes (a stand-in script's
+/// JVM): then the tail is read as it is.
+const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Starts of a server whose port was taken between choosing it and binding it, before giving up.
+const PORT_ATTEMPTS: usize = 5;
 
 /// Short delay levels for retry tests: level n is n seconds.
 pub const SHORT_DELAY_LEVELS: &str =
@@ -156,6 +162,32 @@ impl ServerProcess {
         Ok(server)
     }
 
+    /// Starts a server on ports of its own, waiting until it prints `ready_line`: `choose`
+    /// picks the ports ([`free_port`], [`free_broker_port`], a tuple of them…) and `args` makes
+    /// the command line from them (writing a configuration file first if need be). A port
+    /// checked free can be taken (by any connection's local end) before the server binds it:
+    /// then it chooses again. Returns the server and the ports it runs on.
+    pub fn start_on_free_ports<P>(
+        name: &str,
+        bin: PathBuf,
+        mut choose: impl FnMut() -> P,
+        mut args: impl FnMut(&P) -> Vec<String>,
+        ready_line: &str,
+    ) -> (ServerProcess, P) {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let ports = choose();
+            match ServerProcess::try_start(name, bin.clone(), args(&ports), ready_line) {
+                Ok(server) => return (server, ports),
+                Err(failure) if attempts < PORT_ATTEMPTS && port_taken(&failure) => {
+                    eprintln!("{name}: a port was taken meanwhile; trying others");
+                }
+                Err(failure) => panic!("{failure}"),
+            }
+        }
+    }
+
     fn launch(&mut self) {
         if let Err(failure) = self.try_launch() {
             panic!("{failure}");
@@ -181,11 +213,12 @@ impl ServerProcess {
             let _ = writeln!(file, "==== {} {}", self.bin.display(), self.args.join(" "));
         }
         let (ready_tx, ready_rx) = mpsc::channel();
+        let mut drains = Vec::new();
         if let Some(stdout) = child.stdout.take() {
-            self.drain(stdout, log.clone(), Some(ready_tx));
+            drains.push(self.drain(stdout, log.clone(), Some(ready_tx)));
         }
         if let Some(stderr) = child.stderr.take() {
-            self.drain(stderr, log, None);
+            drains.push(self.drain(stderr, log, None));
         }
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -193,8 +226,9 @@ impl ServerProcess {
                 break;
             }
             if let Ok(Some(status)) = child.try_wait() {
-                // The output threads may still be copying its last lines.
-                std::thread::sleep(Duration::from_millis(100));
+                // The output threads may still be copying its last lines (which say whether a
+                // port was taken): they end at the pipes' end.
+                join_drains(drains, PIPE_DRAIN_TIMEOUT);
                 return Err(format!(
                     "server exited with {status} before it was ready\n{}",
                     self.tail_text()
@@ -213,12 +247,13 @@ impl ServerProcess {
         Ok(())
     }
 
+    /// Copies `stream` to the log and the tail until it ends; the thread's handle.
     fn drain(
         &self,
         stream: impl std::io::Read + Send + 'static,
         log: Arc<Mutex<File>>,
         ready: Option<mpsc::Sender<()>>,
-    ) {
+    ) -> std::thread::JoinHandle<()> {
         let tail = self.tail.clone();
         let ready_line = self.ready_line.clone();
         std::thread::spawn(move || {
@@ -238,7 +273,7 @@ impl ServerProcess {
                     }
                 }
             }
-        });
+        })
     }
 
     /// The last lines the server printed, for failure messages.
@@ -265,8 +300,8 @@ impl ServerProcess {
     }
 
     /// Sends a signal by name (`STOP`, `CONT`, …) to the running process; for `STOP`, returns
-    /// once the process is stopped (a test acting on a process it believes frozen must not race
-    /// the signal's delivery).
+    /// once every thread of the process is stopped (a test acting on a process it believes
+    /// frozen must not race the signal's delivery), for `CONT` once none is.
     pub fn signal(&self, name: &str) {
         let Some(child) = &self.child else {
             return;
@@ -280,12 +315,25 @@ impl ServerProcess {
             sent.as_ref().is_ok_and(|status| status.success()),
             "kill -{name} {pid} failed: {sent:?}"
         );
-        if name == "STOP" {
+        // A signal stops (or resumes) the threads one by one: the main thread's state alone
+        // says nothing of the others. (A thread on its way out, `Z` or `X`, does not count.)
+        let settled: Option<fn(&[char]) -> bool> = match name {
+            "STOP" => Some(|states| {
+                states.contains(&'T') && states.iter().all(|state| matches!(state, 'T' | 'Z' | 'X'))
+            }),
+            "CONT" => Some(|states| !states.contains(&'T')),
+            _ => None,
+        };
+        if let Some(settled) = settled {
             let deadline = Instant::now() + Duration::from_secs(10);
-            while process_state(pid) != Some('T') {
+            loop {
+                let states = thread_states(pid);
+                if settled(&states) {
+                    break;
+                }
                 assert!(
                     Instant::now() < deadline,
-                    "process {pid} not stopped 10 s after SIGSTOP"
+                    "process {pid}'s threads not settled 10 s after SIG{name}: {states:?}"
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -318,6 +366,25 @@ impl ServerProcess {
         assert!(self.child.is_none(), "stop() or kill() before restart()");
         self.launch();
     }
+}
+
+/// Waits (up to `timeout`) until the output threads have copied everything to the end.
+fn join_drains(drains: Vec<std::thread::JoinHandle<()>>, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while drains.iter().any(|drain| !drain.is_finished()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for drain in drains {
+        if drain.is_finished() {
+            let _ = drain.join();
+        }
+    }
+}
+
+/// Whether a server's start failed because a port was taken (by any connection's local end)
+/// between choosing it and binding it: the cue to choose again.
+pub fn port_taken(failure: &str) -> bool {
+    failure.contains("Address already in use")
 }
 
 /// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; whether it stopped in time.
@@ -353,52 +420,75 @@ pub struct DevServer {
     namesrv_port: u16,
     broker_port: u16,
     grpc_port: u16,
+    http_port: Option<u16>,
     _data_dir: tempfile::TempDir,
 }
 
 impl DevServer {
     /// Starts a server; `extra_args` are appended to the `dev` command line.
     pub fn start(name: &str, extra_args: &[&str]) -> DevServer {
+        DevServer::launch(name, extra_args, false)
+    }
+
+    /// As [`start`](Self::start), with the metrics endpoint and web console on a free port of
+    /// their own ([`http_port`](Self::http_port)), chosen with the others.
+    pub fn start_with_console(name: &str, extra_args: &[&str]) -> DevServer {
+        DevServer::launch(name, extra_args, true)
+    }
+
+    fn launch(name: &str, extra_args: &[&str], console: bool) -> DevServer {
         let data_dir = tempfile::Builder::new()
             .prefix("tidemark-test-")
             .tempdir()
             .expect("create a data directory");
-        // Ports checked free can be taken (by any connection's local end) before the server
-        // binds them: then choose again.
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let namesrv_port = free_port();
-            let broker_port = free_broker_port();
-            let grpc_port = free_port();
-            let mut args = vec![
-                "dev".to_owned(),
-                "--data-dir".to_owned(),
-                data_dir.path().display().to_string(),
-                "--namesrv-port".to_owned(),
-                namesrv_port.to_string(),
-                "--broker-port".to_owned(),
-                broker_port.to_string(),
-                "--grpc-port".to_owned(),
-                grpc_port.to_string(),
-            ];
-            args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
-            match ServerProcess::try_start(name, server_binary(), args, READY_LINE) {
-                Ok(process) => {
-                    return DevServer {
-                        process,
-                        namesrv_port,
-                        broker_port,
-                        grpc_port,
-                        _data_dir: data_dir,
+        let data_dir_text = data_dir.path().display().to_string();
+        let (process, (namesrv_port, broker_port, grpc_port, http_port)) =
+            ServerProcess::start_on_free_ports(
+                name,
+                server_binary(),
+                || {
+                    (
+                        free_port(),
+                        free_broker_port(),
+                        free_port(),
+                        console.then(free_port),
+                    )
+                },
+                |(namesrv_port, broker_port, grpc_port, http_port)| {
+                    let mut args = vec![
+                        "dev".to_owned(),
+                        "--data-dir".to_owned(),
+                        data_dir_text.clone(),
+                        "--namesrv-port".to_owned(),
+                        namesrv_port.to_string(),
+                        "--broker-port".to_owned(),
+                        broker_port.to_string(),
+                        "--grpc-port".to_owned(),
+                        grpc_port.to_string(),
+                    ];
+                    if let Some(http_port) = http_port {
+                        args.extend(["--http-port".to_owned(), http_port.to_string()]);
                     }
-                }
-                Err(failure) if attempts < 5 && failure.contains("Address already in use") => {
-                    eprintln!("{name}: a port was taken meanwhile; trying others");
-                }
-                Err(failure) => panic!("{failure}"),
-            }
+                    args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
+                    args
+                },
+                READY_LINE,
+            );
+        DevServer {
+            process,
+            namesrv_port,
+            broker_port,
+            grpc_port,
+            http_port,
+            _data_dir: data_dir,
         }
+    }
+
+    /// The metrics endpoint and web console's port (servers started with
+    /// [`start_with_console`](Self::start_with_console)).
+    pub fn http_port(&self) -> u16 {
+        self.http_port
+            .expect("started without a console port: use DevServer::start_with_console")
     }
 
     pub fn namesrv_addr(&self) -> String {
@@ -479,18 +569,20 @@ impl BrokerSet {
             .tempdir()
             .expect("create a data directory");
         let bin = tidemark_binary();
-        let namesrv_port = free_port();
-        let namesrv = ServerProcess::start(
+        let (namesrv, namesrv_port) = ServerProcess::start_on_free_ports(
             &format!("{name}-namesrv"),
             bin.clone(),
-            [
-                "namesrv".to_owned(),
-                "--listen".into(),
-                format!("127.0.0.1:{namesrv_port}"),
-            ]
-            .into_iter()
-            .chain(namesrv_args.iter().map(|arg| (*arg).to_owned()))
-            .collect(),
+            free_port,
+            |port| {
+                [
+                    "namesrv".to_owned(),
+                    "--listen".into(),
+                    format!("127.0.0.1:{port}"),
+                ]
+                .into_iter()
+                .chain(namesrv_args.iter().map(|arg| (*arg).to_owned()))
+                .collect()
+            },
             "tidemark namesrv ready",
         );
         let mut brokers = Vec::new();
@@ -498,36 +590,26 @@ impl BrokerSet {
         for (id, role) in roles.iter().enumerate() {
             let root = dir.path().join(format!("broker-{id}"));
             let config = dir.path().join(format!("broker-{id}.toml"));
-            // A port checked free can be taken (by any connection's local end) before the
-            // broker binds it: then choose again.
-            let mut attempts = 0;
-            let (port, broker) = loop {
-                attempts += 1;
-                let port = free_broker_port();
-                std::fs::write(
-                    &config,
-                    format!(
-                        "broker_name = \"broker-ms\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
-                     broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\ngrpc_listen_port = 0\n\
-                     namesrv_addr = \"127.0.0.1:{namesrv_port}\"\nstore_path_root_dir = \"{}\"\n\
-                     register_name_server_period = 10000\n{extra}\n",
-                        root.display()
-                    ),
-                )
-                .expect("write broker config");
-                match ServerProcess::try_start(
-                    &format!("{name}-broker{id}"),
-                    bin.clone(),
-                    vec!["broker".into(), "-c".into(), config.display().to_string()],
-                    "tidemark broker ready",
-                ) {
-                    Ok(broker) => break (port, broker),
-                    Err(failure) if attempts < 5 && failure.contains("Address already in use") => {
-                        eprintln!("broker {id}: port {port} was taken meanwhile; trying another");
-                    }
-                    Err(failure) => panic!("{failure}"),
-                }
-            };
+            let (broker, port) = ServerProcess::start_on_free_ports(
+                &format!("{name}-broker{id}"),
+                bin.clone(),
+                free_broker_port,
+                |port| {
+                    std::fs::write(
+                        &config,
+                        format!(
+                            "broker_name = \"broker-ms\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
+                         broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\ngrpc_listen_port = 0\n\
+                         namesrv_addr = \"127.0.0.1:{namesrv_port}\"\nstore_path_root_dir = \"{}\"\n\
+                         register_name_server_period = 10000\n{extra}\n",
+                            root.display()
+                        ),
+                    )
+                    .expect("write broker config");
+                    vec!["broker".into(), "-c".into(), config.display().to_string()]
+                },
+                "tidemark broker ready",
+            );
             brokers.push(broker);
             broker_ports.push(port);
         }
@@ -641,9 +723,18 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// A process's state letter from `/proc/<pid>/stat` (`T` when stopped).
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces: the state follows the last ')'.
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
+/// The state letter of every thread of a process, from `/proc/<pid>/task/*/stat` (`T` when
+/// stopped). A thread that ends while they are read is left out.
+fn thread_states(pid: u32) -> Vec<char> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+            // The command name is in parentheses and may hold spaces: the state follows the
+            // last ')'.
+            stat.rsplit_once(')')?.1.trim_start().chars().next()
+        })
+        .collect()
 }
