@@ -30,6 +30,8 @@ type Printed = Arc<Mutex<BTreeSet<(i64, i64)>>>;
 /// first came.
 struct Consumer {
     child: Child,
+    /// The thread reading its stdout: done once the pipe is closed and drained.
+    reader: Option<std::thread::JoinHandle<()>>,
     printed: Printed,
     lines: Arc<Mutex<usize>>,
     first_line_at: Arc<Mutex<Option<Instant>>>,
@@ -37,6 +39,21 @@ struct Consumer {
 
 /// `line_delay`: the reader takes this long per line, so a full pipe holds the consumer to that
 /// pace (its listener acknowledges a message once the line is written).
+impl Consumer {
+    /// SIGKILL, then wait until the reader has handled every line the process printed (the pipe
+    /// is closed once the process is gone, so the reader ends after draining it).
+    async fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            tokio::task::spawn_blocking(move || reader.join())
+                .await
+                .expect("join task")
+                .expect("the reader thread did not panic");
+        }
+    }
+}
+
 fn spawn_consumer(namesrv: &str, topic: &str, group: &str, line_delay: Duration) -> Consumer {
     let mut child = Command::new(tidemark_binary())
         .args([
@@ -59,7 +76,7 @@ fn spawn_consumer(namesrv: &str, topic: &str, group: &str, line_delay: Duration)
     let stdout = child.stdout.take().expect("stdout");
     let first_line_at = Arc::new(Mutex::new(None));
     let (sink, count, first) = (printed.clone(), lines.clone(), first_line_at.clone());
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let Ok(value) = tidemark_protocol::json::parse(line.as_bytes()) else {
@@ -81,6 +98,7 @@ fn spawn_consumer(namesrv: &str, topic: &str, group: &str, line_delay: Duration)
     });
     Consumer {
         child,
+        reader: Some(reader),
         printed,
         lines,
         first_line_at,
@@ -128,10 +146,9 @@ async fn a_killed_rust_consumer_replays_about_one_report_interval() {
         .lock()
         .expect("lock")
         .map_or(Duration::from_secs(1), |at| at.elapsed());
-    first.child.kill().expect("SIGKILL");
-    let _ = first.child.wait();
-    // What it printed before the kill may still sit in the pipe: let the reader drain it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // What it printed before the kill may still sit in the pipe: `kill` returns once the reader
+    // has drained it.
+    first.kill().await;
     let first_set = first.printed.lock().expect("lock").clone();
     let rate = first_set.len() as f64 / consuming_for.as_secs_f64().max(0.01);
 
@@ -142,8 +159,7 @@ async fn a_killed_rust_consumer_replays_about_one_report_interval() {
         first_set.union(&second).count() >= total
     })
     .await;
-    let _ = second.child.kill();
-    let _ = second.child.wait();
+    second.kill().await;
     let second_set = second_printed.lock().expect("lock").clone();
     assert!(
         all_seen,
