@@ -123,9 +123,10 @@ async fn transaction_producer_child() {
     tokio::time::sleep(Duration::from_secs(300)).await;
 }
 
-/// A producer child and what it printed.
+/// A producer child and the thread reading what it prints.
 struct ProducerChild {
     child: Child,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 #[derive(Default)]
@@ -161,7 +162,7 @@ fn spawn_producer(
         .expect("start a producer child");
     let stdout = child.stdout.take().expect("stdout");
     let sink = seen.clone();
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let mut seen = sink.lock().expect("lock");
@@ -174,13 +175,32 @@ fn spawn_producer(
             }
         }
     });
-    ProducerChild { child }
+    ProducerChild {
+        child,
+        reader: Some(reader),
+    }
+}
+
+impl ProducerChild {
+    /// SIGKILL; returns once the reader handled every line the child printed (its pipe closes
+    /// with the process, so the reader ends after draining it).
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("the reader thread did not panic");
+        }
+    }
 }
 
 impl Drop for ProducerChild {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            // Not while unwinding: a second panic would abort.
+            let _ = reader.join();
+        }
     }
 }
 
@@ -232,7 +252,7 @@ async fn ten_thousand_transactions_survive_producer_and_broker_kills() {
     // Indices a killed producer may have stored without printing `sent`.
     let mut in_flight_at_kill = Vec::new();
     for kill_at in KILL_AT {
-        let producer = spawn_producer(&namesrv, &topic, &group, from, TRANSACTIONS, &seen);
+        let mut producer = spawn_producer(&namesrv, &topic, &group, from, TRANSACTIONS, &seen);
         let reached = wait_until(Duration::from_secs(120), || {
             seen.lock().expect("lock").sent.len() >= kill_at
         })
@@ -243,7 +263,10 @@ async fn ten_thousand_transactions_survive_producer_and_broker_kills() {
             seen.lock().expect("lock").sent.len(),
             server.tail_text()
         );
-        drop(producer); // SIGKILL
+        // SIGKILL; `seen` holds every line the child printed once `kill` returns.
+        tokio::task::spawn_blocking(move || producer.kill())
+            .await
+            .expect("kill task");
         let last = seen.lock().expect("lock").sent.last().copied().unwrap_or(0);
         in_flight_at_kill.push(last + 1);
         // The next producer skips the one that may be in flight.
