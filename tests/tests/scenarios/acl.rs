@@ -188,18 +188,22 @@ async fn accounts_are_checked_on_every_path_and_the_file_reloads() {
 
     // A changed file takes effect without a restart; a broken one leaves the rules in force.
     std::fs::write(&file, "accounts:\n  - accessKey: [broken\n").expect("break the file");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The watcher read the broken file once it says so; then the old rules must still hold.
+    let rejected = wait_until(Duration::from_secs(20), || {
+        server
+            .tail_text()
+            .contains("previous ACL rules stay in force")
+    })
+    .await;
+    assert!(
+        rejected,
+        "the broken file was not reported\n{}",
+        server.tail_text()
+    );
     assert_eq!(
         send(&ns, alice, "orders").await,
         Ok(()),
         "a broken file changed nothing"
-    );
-    assert!(
-        server
-            .tail_text()
-            .contains("previous ACL rules stay in force"),
-        "{}",
-        server.tail_text()
     );
     std::fs::write(&file, rules("\n  - 127.0.0.1")).expect("white-list the test's address");
     let whitelisted = wait_until_async(Duration::from_secs(20), || {
@@ -267,9 +271,7 @@ async fn the_console_asks_for_an_account_and_acts_as_it() {
     let file = dir.path().join("plain_acl.yml");
     std::fs::write(&file, rules("")).expect("write ACL file");
     let file_arg = file.display().to_string();
-    let port = tidemark_tests::free_port();
-    let port_text = port.to_string();
-    let server = DevServer::start(
+    let server = DevServer::start_with_console(
         "acl-console",
         &[
             "--acl-file",
@@ -278,10 +280,9 @@ async fn the_console_asks_for_an_account_and_acts_as_it() {
             "admin-key",
             "--acl-secret-key",
             "admin-secret",
-            "--http-port",
-            &port_text,
         ],
     );
+    let port = server.http_port();
     let alice = Some(("alice-key", "alice-secret"));
     let admin = Some(("admin-key", "admin-secret"));
 
