@@ -13,7 +13,9 @@ use tidemark_client::{
     Producer, PushConsumer,
 };
 use tidemark_tests::webdriver::{read_response, Driver};
-use tidemark_tests::{free_port, init_logging, tidemark_binary, unique, wait_until, DevServer};
+use tidemark_tests::{
+    init_logging, tidemark_binary, unique, wait_for_route, wait_until, DevServer,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -77,9 +79,8 @@ async fn committed(admin: &Admin, group: &str, topic: &str) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_shows_and_steers_progress_in_a_browser() {
     init_logging();
-    let port = free_port();
-    let port_text = port.to_string();
-    let server = DevServer::start("console", &["--http-port", &port_text]);
+    let server = DevServer::start_with_console("console", &[]);
+    let port = server.http_port();
     let ns = server.namesrv_addr();
     let base = format!("http://127.0.0.1:{port}");
     // Stuck after one second, so the test need not wait a minute.
@@ -188,6 +189,12 @@ async fn the_console_shows_and_steers_progress_in_a_browser() {
     browser.wait_for_title(&format!("Topic {created}")).await;
     assert!(browser.source().await.contains("topic created"));
     browser.screenshot(&shots.join("topic.png")).await;
+    // The broker registers the new topic with the name server on its own time.
+    assert!(
+        wait_for_route(&ns, &created).await,
+        "{created} never routed\n{}",
+        server.tail_text()
+    );
     let admin = Admin::connect(ClientConfig::new(&ns)).await.expect("admin");
     let route = admin
         .topic_route(&created)
@@ -345,12 +352,8 @@ async fn the_console_shows_and_steers_progress_in_a_browser() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_console_changes_nothing() {
     init_logging();
-    let port = free_port();
-    let port_text = port.to_string();
-    let _server = DevServer::start(
-        "console-read-only",
-        &["--http-port", &port_text, "--console-read-only"],
-    );
+    let server = DevServer::start_with_console("console-read-only", &["--console-read-only"]);
+    let port = server.http_port();
     let (status, page) = http(port, "GET", "/topics", &[], "").await;
     assert_eq!(status, 200);
     assert!(
