@@ -18,30 +18,92 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::json::{self, JsonBody, Value};
 use tidemark_protocol::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{ClientConfig, RemotingClient};
-use tidemark_tests::{free_port, init_logging, tidemark_binary, wait_until_async, ServerProcess};
+use tidemark_tests::{
+    free_port, init_logging, port_taken, tidemark_binary, wait_until_async, ServerProcess,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 const CALL: Duration = Duration::from_secs(3);
 
-fn start_controller(id: usize, peers: &str, listen: &str, dir: &std::path::Path) -> ServerProcess {
-    ServerProcess::start(
-        &format!("controller-{id}"),
-        tidemark_binary(),
-        vec![
-            "controller".into(),
-            "--id".into(),
-            id.to_string(),
-            "--peers".into(),
-            peers.to_owned(),
-            "--listen".into(),
-            listen.to_owned(),
-            "--data-dir".into(),
-            dir.join(format!("controller-{id}")).display().to_string(),
-            "--broker-timeout-ms".into(),
-            "3000".into(),
-        ],
-        "tidemark controller ready",
-    )
+/// Three `tidemark controller` processes on ports of their own, named `{name}-1` to `{name}-3`
+/// with their files in `dir`, each given `extra` after the common arguments; and their
+/// addresses. A port checked free can be taken (by any connection's local end) before its
+/// controller binds it: then all three start again on other ports, since each names the
+/// others' addresses.
+fn start_controllers(
+    name: &str,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (Vec<ServerProcess>, Vec<String>) {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let addrs: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let peers = addrs
+            .iter()
+            .enumerate()
+            .map(|(index, addr)| format!("{}={addr}", index + 1))
+            .collect::<Vec<_>>()
+            .join(";");
+        let mut processes = Vec::new();
+        let mut taken = false;
+        for (index, addr) in addrs.iter().enumerate() {
+            let id = index + 1;
+            // A failed attempt's files name other addresses: not reused.
+            let data_dir = dir.join(format!("{name}-{id}"));
+            let _ = std::fs::remove_dir_all(&data_dir);
+            let args = [
+                "controller".to_owned(),
+                "--id".into(),
+                id.to_string(),
+                "--peers".into(),
+                peers.clone(),
+                "--listen".into(),
+                addr.clone(),
+                "--data-dir".into(),
+                data_dir.display().to_string(),
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|arg| (*arg).to_owned()))
+            .collect();
+            match ServerProcess::try_start(
+                &format!("{name}-{id}"),
+                tidemark_binary(),
+                args,
+                "tidemark controller ready",
+            ) {
+                Ok(process) => processes.push(process),
+                Err(failure) if attempts < 5 && port_taken(&failure) => {
+                    taken = true;
+                    break;
+                }
+                Err(failure) => panic!("{failure}"),
+            }
+        }
+        if !taken {
+            return (processes, addrs);
+        }
+        eprintln!("{name}: a port was taken meanwhile; starting all three on others");
+        // Stopped (dropped) before the next attempt removes their files.
+        drop(processes);
+    }
+}
+
+/// One heartbeat of broker `id` (of broker-x at 10.9.0.`id`:10911).
+fn beat(id: i64) -> BrokerHeartbeatRequestHeader {
+    BrokerHeartbeatRequestHeader {
+        cluster_name: "c".into(),
+        broker_addr: format!("10.9.0.{id}:10911"),
+        broker_name: "broker-x".into(),
+        broker_id: Some(id),
+        epoch: Some(0),
+        max_offset: Some(0),
+        confirm_offset: Some(0),
+        heartbeat_timeout_mills: Some(60_000),
+        election_priority: Some(id as i32),
+    }
 }
 
 /// `tidemark admin controller-status --json`: the leaders table and the replicas table.
@@ -174,21 +236,9 @@ async fn replica_info(
 async fn controllers_survive_sigkill_of_their_leader_and_of_all_of_them() {
     init_logging();
     let dir = tempfile::tempdir().expect("temp dir");
-    let addrs: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
-    let peers = addrs
-        .iter()
-        .enumerate()
-        .map(|(index, addr)| format!("{}={addr}", index + 1))
-        .collect::<Vec<_>>()
-        .join(";");
+    let (mut processes, addrs) =
+        start_controllers("controller", dir.path(), &["--broker-timeout-ms", "3000"]);
     let controllers = addrs.join(";");
-    let mut processes: Vec<ServerProcess> = addrs
-        .iter()
-        .enumerate()
-        .map(|(index, addr)| start_controller(index + 1, &peers, addr, dir.path()))
-        .collect();
     leader(&controllers).await;
 
     // Two brokers apply for ids 1 and 2, register, send heartbeats to every controller.
@@ -234,25 +284,25 @@ async fn controllers_survive_sigkill_of_their_leader_and_of_all_of_them() {
             "{registered:?}"
         );
     }
+    // Whichever controller leads when the election is asked for has both brokers alive: each
+    // has recorded a heartbeat of each (it answers once recorded).
+    for addr in &addrs {
+        for id in 1..=2i64 {
+            let answer = client
+                .invoke(addr, request(RequestCode::BrokerHeartbeat, &beat(id)), CALL)
+                .await
+                .expect("the controller answers a heartbeat");
+            assert_eq!(answer.response_code(), ResponseCode::Success, "{answer:?}");
+        }
+    }
     let beating = {
         let (client, addrs) = (client.clone(), addrs.clone());
         tokio::spawn(async move {
             loop {
                 for addr in &addrs {
                     for id in 1..=2i64 {
-                        let beat = BrokerHeartbeatRequestHeader {
-                            cluster_name: "c".into(),
-                            broker_addr: format!("10.9.0.{id}:10911"),
-                            broker_name: "broker-x".into(),
-                            broker_id: Some(id),
-                            epoch: Some(0),
-                            max_offset: Some(0),
-                            confirm_offset: Some(0),
-                            heartbeat_timeout_mills: Some(60_000),
-                            election_priority: Some(id as i32),
-                        };
                         let _ = client
-                            .invoke(addr, request(RequestCode::BrokerHeartbeat, &beat), CALL)
+                            .invoke(addr, request(RequestCode::BrokerHeartbeat, &beat(id)), CALL)
                             .await;
                     }
                 }
@@ -386,55 +436,33 @@ async fn controllers_with_tls_and_acl_refuse_strangers() {
          - accessKey: alice-key\n    secretKey: alice-secret\n",
     )
     .expect("ACL file");
-    let addrs: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
-    let peers = addrs
-        .iter()
-        .enumerate()
-        .map(|(index, addr)| format!("{}={addr}", index + 1))
-        .collect::<Vec<_>>()
-        .join(";");
-    let _processes: Vec<ServerProcess> = addrs
-        .iter()
-        .enumerate()
-        .map(|(index, addr)| {
-            ServerProcess::start(
-                &format!("secure-controller-{}", index + 1),
-                tidemark_binary(),
-                [
-                    "controller",
-                    "--id",
-                    &(index + 1).to_string(),
-                    "--peers",
-                    &peers,
-                    "--listen",
-                    addr,
-                    "--data-dir",
-                    &dir.path().join(format!("c{index}")).display().to_string(),
-                    "--tls-mode",
-                    "enforcing",
-                    "--tls-certificate",
-                    &server.certificate.display().to_string(),
-                    "--tls-private-key",
-                    &server.private_key.display().to_string(),
-                    "--tls",
-                    "--tls-trust",
-                    &ca.ca_file().display().to_string(),
-                    "--acl-file",
-                    &acl.display().to_string(),
-                    "--acl-access-key",
-                    "ops-key",
-                    "--acl-secret-key",
-                    "ops-secret",
-                ]
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-                "tidemark controller ready",
-            )
-        })
-        .collect();
+    let (certificate, private_key, trust, acl) = (
+        server.certificate.display().to_string(),
+        server.private_key.display().to_string(),
+        ca.ca_file().display().to_string(),
+        acl.display().to_string(),
+    );
+    let (_processes, addrs) = start_controllers(
+        "secure-controller",
+        dir.path(),
+        &[
+            "--tls-mode",
+            "enforcing",
+            "--tls-certificate",
+            &certificate,
+            "--tls-private-key",
+            &private_key,
+            "--tls",
+            "--tls-trust",
+            &trust,
+            "--acl-file",
+            &acl,
+            "--acl-access-key",
+            "ops-key",
+            "--acl-secret-key",
+            "ops-secret",
+        ],
+    );
     let tls = Arc::new(
         ClientTls::new(&ClientTlsSettings {
             trust: Some(ca.ca_file()),
