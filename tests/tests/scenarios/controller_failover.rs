@@ -17,25 +17,28 @@ use tidemark_tests::{
 };
 
 fn broker(dir: &std::path::Path, label: &str, namesrv: &str, controller: &str) -> ServerProcess {
-    let port = free_broker_port();
     let config = dir.join(format!("{label}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "broker_name = \"broker-cf\"\nbroker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\n\
-             listen_port = {port}\ngrpc_listen_port = 0\nnamesrv_addr = \"{namesrv}\"\n\
-             store_path_root_dir = \"{}\"\nenable_controller_mode = true\n\
-             controller_addr = \"{controller}\"\n",
-            dir.join(label).display()
-        ),
-    )
-    .expect("write broker config");
-    ServerProcess::start(
+    let (process, _port) = ServerProcess::start_on_free_ports(
         &format!("controller-failover-{label}"),
         tidemark_binary(),
-        vec!["broker".into(), "-c".into(), config.display().to_string()],
+        free_broker_port,
+        |port| {
+            std::fs::write(
+                &config,
+                format!(
+                    "broker_name = \"broker-cf\"\nbroker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\n\
+                     listen_port = {port}\ngrpc_listen_port = 0\nnamesrv_addr = \"{namesrv}\"\n\
+                     store_path_root_dir = \"{}\"\nenable_controller_mode = true\n\
+                     controller_addr = \"{controller}\"\n",
+                    dir.join(label).display()
+                ),
+            )
+            .expect("write broker config");
+            vec!["broker".into(), "-c".into(), config.display().to_string()]
+        },
         "tidemark broker ready",
-    )
+    );
+    process
 }
 
 /// Replicas the controller lists as in sync (not the master, not "not in sync").
@@ -75,34 +78,41 @@ struct Pair {
 
 async fn start_pair() -> Pair {
     let dir = tempfile::tempdir().expect("temp dir");
-    let controller = format!("127.0.0.1:{}", free_port());
-    let controller_process = ServerProcess::start(
+    let (controller_process, controller) = ServerProcess::start_on_free_ports(
         "controller-failover-controller",
         tidemark_binary(),
-        vec![
-            "controller".into(),
-            "--id".into(),
-            "1".into(),
-            "--peers".into(),
-            format!("1={controller}"),
-            "--listen".into(),
-            controller.clone(),
-            "--data-dir".into(),
-            dir.path().join("controller").display().to_string(),
-            "--broker-timeout-ms".into(),
-            "3000".into(),
-        ],
+        || format!("127.0.0.1:{}", free_port()),
+        |controller| {
+            // A failed start's files (it wrote them for another address) are not reused.
+            let data_dir = dir.path().join("controller");
+            let _ = std::fs::remove_dir_all(&data_dir);
+            vec![
+                "controller".into(),
+                "--id".into(),
+                "1".into(),
+                "--peers".into(),
+                format!("1={controller}"),
+                "--listen".into(),
+                controller.clone(),
+                "--data-dir".into(),
+                data_dir.display().to_string(),
+                "--broker-timeout-ms".into(),
+                "3000".into(),
+            ]
+        },
         "tidemark controller ready",
     );
-    let namesrv_port = free_port();
-    let namesrv_process = ServerProcess::start(
+    let (namesrv_process, namesrv_port) = ServerProcess::start_on_free_ports(
         "controller-failover-namesrv",
         tidemark_binary(),
-        vec![
-            "namesrv".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{namesrv_port}"),
-        ],
+        free_port,
+        |port| {
+            vec![
+                "namesrv".into(),
+                "--listen".into(),
+                format!("127.0.0.1:{port}"),
+            ]
+        },
         "tidemark namesrv ready",
     );
     let namesrv = format!("127.0.0.1:{namesrv_port}");

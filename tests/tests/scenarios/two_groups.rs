@@ -16,37 +16,43 @@ use tidemark_tests::{
     ServerProcess,
 };
 
-fn namesrv(port: u16) -> ServerProcess {
-    ServerProcess::start(
-        &format!("two-groups-namesrv-{port}"),
+/// A name server (`label` names its log) and its port.
+fn namesrv(label: &str) -> (ServerProcess, u16) {
+    ServerProcess::start_on_free_ports(
+        &format!("two-groups-namesrv-{label}"),
         tidemark_binary(),
-        vec![
-            "namesrv".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-        ],
+        free_port,
+        |port| {
+            vec![
+                "namesrv".into(),
+                "--listen".into(),
+                format!("127.0.0.1:{port}"),
+            ]
+        },
         "tidemark namesrv ready",
     )
 }
 
 fn broker(dir: &std::path::Path, name: &str, namesrv: &str) -> (ServerProcess, String) {
-    let port = free_broker_port();
     let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "broker_name = \"{name}\"\nbroker_id = 0\nbroker_role = \"ASYNC_MASTER\"\n\
-             broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\n\
-             grpc_listen_port = 0\nnamesrv_addr = \"{namesrv}\"\nstore_path_root_dir = \"{}\"\n\
-             register_name_server_period = 2000\n",
-            dir.join(name).display()
-        ),
-    )
-    .expect("write broker config");
-    let process = ServerProcess::start(
+    let (process, port) = ServerProcess::start_on_free_ports(
         &format!("two-groups-{name}"),
         tidemark_binary(),
-        vec!["broker".into(), "-c".into(), config.display().to_string()],
+        free_broker_port,
+        |port| {
+            std::fs::write(
+                &config,
+                format!(
+                    "broker_name = \"{name}\"\nbroker_id = 0\nbroker_role = \"ASYNC_MASTER\"\n\
+                     broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\n\
+                     grpc_listen_port = 0\nnamesrv_addr = \"{namesrv}\"\nstore_path_root_dir = \"{}\"\n\
+                     register_name_server_period = 2000\n",
+                    dir.join(name).display()
+                ),
+            )
+            .expect("write broker config");
+            vec!["broker".into(), "-c".into(), config.display().to_string()]
+        },
         "tidemark broker ready",
     );
     (process, format!("127.0.0.1:{port}"))
@@ -86,9 +92,8 @@ async fn the_rest_keeps_working_when_a_name_server_and_then_a_broker_group_die()
     }
     init_logging();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (ns1_port, ns2_port) = (free_port(), free_port());
-    let mut ns1 = namesrv(ns1_port);
-    let _ns2 = namesrv(ns2_port);
+    let (mut ns1, ns1_port) = namesrv("1");
+    let (_ns2, ns2_port) = namesrv("2");
     let namesrvs = format!("127.0.0.1:{ns1_port};127.0.0.1:{ns2_port}");
     let (_broker_a, _) = broker(dir.path(), "broker-a", &namesrvs);
     let (mut broker_b, _) = broker(dir.path(), "broker-b", &namesrvs);
