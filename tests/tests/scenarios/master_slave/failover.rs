@@ -182,9 +182,21 @@ async fn failover(name: &str, outage: Duration, fresh_consumer: bool) {
     } else {
         first.shutdown().await;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The consumer's last commits went to the master; the slave has them after a slave sync
+    // (every 2 s here), and it sends the master what it holds ahead: the two agree then.
+    let synced = wait_until_async(Duration::from_secs(30), || async {
+        let master = offsets_on(&client, &set.broker_addr(0), &group, &topic).await;
+        let slave = offsets_on(&client, &set.broker_addr(1), &group, &topic).await;
+        !master.is_empty() && master == slave
+    })
+    .await;
     let master_after = offsets_on(&client, &set.broker_addr(0), &group, &topic).await;
     let slave_after = offsets_on(&client, &set.broker_addr(1), &group, &topic).await;
+    assert!(
+        synced,
+        "the slave's offsets {slave_after:?} never matched the master's {master_after:?}\n{}",
+        set.tails()
+    );
     for (queue_id, before) in master_before.iter().chain(slave_before.iter()) {
         for (side, after) in [("master", &master_after), ("slave", &slave_after)] {
             let now = after.get(queue_id).copied().unwrap_or(-1);
