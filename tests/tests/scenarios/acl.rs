@@ -77,15 +77,16 @@ fn admin(ns: &str, account: (&str, &str), args: &[&str]) -> std::process::Output
         .expect("run tidemark admin")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn accounts_are_checked_on_every_path_and_the_file_reloads() {
+/// `tidemark dev` checking ACL with [`rules`] (no white list) in a file of its own; the
+/// directory holding the file lives as long as the returned guard.
+fn start_with_rules(name: &str) -> (tempfile::TempDir, std::path::PathBuf, DevServer) {
     init_logging();
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("plain_acl.yml");
     std::fs::write(&file, rules("")).expect("write ACL file");
     let file_arg = file.display().to_string();
     let server = DevServer::start(
-        "acl",
+        name,
         &[
             "--acl-file",
             &file_arg,
@@ -95,6 +96,12 @@ async fn accounts_are_checked_on_every_path_and_the_file_reloads() {
             "admin-secret",
         ],
     );
+    (dir, file, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounts_are_checked_on_every_path_and_the_file_reloads() {
+    let (_dir, file, server) = start_with_rules("acl");
     let ns = server.namesrv_addr();
     let broker = server.broker_addr();
     let alice = Some(("alice-key", "alice-secret"));
@@ -395,22 +402,7 @@ async fn stored(admin: &tidemark_remoting::RemotingClient, broker: &str, topic: 
 /// ACL read `topic` for SEND_BATCH_MESSAGE and these batches were stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_are_checked_on_the_topic_they_write() {
-    init_logging();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("plain_acl.yml");
-    std::fs::write(&file, rules("")).expect("write ACL file");
-    let file_arg = file.display().to_string();
-    let server = DevServer::start(
-        "acl-batch",
-        &[
-            "--acl-file",
-            &file_arg,
-            "--acl-access-key",
-            "admin-key",
-            "--acl-secret-key",
-            "admin-secret",
-        ],
-    );
+    let (_dir, _file, server) = start_with_rules("acl-batch");
     let (ns, broker) = (server.namesrv_addr(), server.broker_addr());
     let created = admin(
         &ns,
