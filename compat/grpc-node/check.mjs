@@ -79,6 +79,9 @@ async function freePorts() {
   throw new Error('no free broker port block');
 }
 
+const START_ATTEMPTS = 5;
+const ADDRESS_IN_USE = 'Address already in use';
+
 class Server {
   constructor() {
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tidemark-grpc-node-'));
@@ -86,7 +89,18 @@ class Server {
     this.proc = null;
   }
 
+  // The ports were free when picked; another process (a test running beside this one) may take
+  // one before the server binds it. Then the server exits saying so: try fresh ports.
   async start() {
+    for (let attempt = 1; attempt <= START_ATTEMPTS; attempt++) {
+      if (await this.startOnce()) return;
+      log(`a port was taken before tidemark bound it (attempt ${attempt}); fresh ports`);
+    }
+    throw new Error(`tidemark found a port taken on ${START_ATTEMPTS} starts:\n${this.tail(20)}`);
+  }
+
+  /** Starts on fresh ports: true once ready, false when a port was taken. */
+  async startOnce() {
     const ports = await freePorts();
     this.namesrv = `127.0.0.1:${ports.namesrv}`;
     const out = fs.openSync(this.logPath, 'w');
@@ -101,9 +115,12 @@ class Server {
       if (field) {
         this.grpc = field.slice('grpc='.length);
         log(`tidemark dev ready: grpc=${this.grpc} (pid ${this.proc.pid}, data ${this.dir})`);
-        return;
+        fs.closeSync(out);
+        return true;
       }
       if (this.proc.exitCode !== null) {
+        fs.closeSync(out);
+        if (this.tail(20).includes(ADDRESS_IN_USE)) return false;
         throw new Error(`tidemark exited (${this.proc.exitCode}) before it was ready:\n${this.tail(20)}`);
       }
       await sleep(100);

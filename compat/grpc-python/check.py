@@ -73,6 +73,14 @@ def free_ports():
     raise RuntimeError("no free broker port block")
 
 
+START_ATTEMPTS = 5
+ADDRESS_IN_USE = "Address already in use"
+
+
+class PortTaken(Exception):
+    """The server exited before it was ready because a port it was given was in use."""
+
+
 class Server:
     def __init__(self, binary, extra=()):
         self.binary = binary
@@ -83,6 +91,16 @@ class Server:
         self.grpc = None
 
     def start(self):
+        # The ports were free when picked; another process (a test running beside this one) may
+        # take one before the server binds it. Then the server exits saying so: try fresh ports.
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once()
+            except PortTaken:
+                log(f"a port was taken before tidemark bound it (attempt {attempt}); fresh ports")
+        raise RuntimeError(f"tidemark found a port taken on {START_ATTEMPTS} starts:\n" + self.tail(20))
+
+    def _start_once(self):
         namesrv, broker, grpc_port = free_ports()
         self.namesrv = f"127.0.0.1:{namesrv}"
         self._log_file = open(self.log_path, "wb")
@@ -101,6 +119,9 @@ class Server:
                 log(f"tidemark dev ready: grpc={addr} (pid {self.proc.pid}, data {self.dir})")
                 return
             if self.proc.poll() is not None:
+                if ADDRESS_IN_USE in self.tail(20):
+                    self._log_file.close()
+                    raise PortTaken()
                 raise RuntimeError(f"tidemark exited ({self.proc.returncode}) before it was ready:\n"
                                    + self.tail(20))
             time.sleep(0.1)

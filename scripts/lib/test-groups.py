@@ -5,10 +5,11 @@ Usage: cargo test ... 2>&1 | test-groups.py EXECUTABLES.json STAGES_FILE
 
 EXECUTABLES.json is what `cargo test --no-run --message-format=json` printed: it maps each test
 executable to its package. A test binary's time runs from its `Running` line to the next one,
-so it includes the binary's start-up; the rows are written as parts ("part" in the status
-column) that the table shows under the stage and leaves out of the total.
+so it includes the binary's start-up; the rows are written one level below the stage (see
+scripts/lib/stages.sh), so the table shows them under it and leaves them out of the total.
 """
 import json
+import os
 import re
 import sys
 import time
@@ -68,9 +69,11 @@ def main():
                     exe.rsplit("/", 1)[-1],
                 )
     close(time.monotonic())
+    # Inside a stage the depth is already one below it: the packages break that stage down.
+    depth = int(os.environ.get("TIDEMARK_STAGE_DEPTH", "1"))
     with open(sys.argv[2], "a", encoding="utf-8") as stages:
         for package, spent in sorted(seconds.items(), key=lambda item: -item[1]):
-            stages.write(f"  {package}\t{round(spent)}\tpart\n")
+            stages.write(f"row\t-\t{depth}\t{package}\t{round(spent)}\n")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_GRACE: Duration = Duration::from_secs(10);
+const START_ATTEMPTS: u32 = 5;
+const ADDRESS_IN_USE: &str = "Address already in use";
 
 pub struct Server {
     binary: PathBuf,
@@ -72,9 +74,21 @@ impl Server {
             namesrv: String::new(),
             grpc: String::new(),
         };
+        // The ports were free when picked; another process (a test running beside this one) may
+        // take one before the server binds it. Then the server exits saying so: fresh ports.
         // On failure the partly started server is dropped, which stops it and removes its folder.
-        server.spawn_and_wait()?;
-        Ok(server)
+        let mut attempt = 1;
+        loop {
+            match server.spawn_and_wait() {
+                Err(problem) if problem.contains(ADDRESS_IN_USE) && attempt < START_ATTEMPTS => {
+                    super::log(&format!(
+                        "a port was taken before tidemark bound it (attempt {attempt}); fresh ports"
+                    ));
+                    attempt += 1;
+                }
+                outcome => return outcome.map(|()| server),
+            }
+        }
     }
 
     fn spawn_and_wait(&mut self) -> Result<(), String> {
