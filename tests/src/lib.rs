@@ -37,8 +37,8 @@ pub const SHORT_DELAY_LEVELS: &str =
     "1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s 17s 18s";
 
 /// The server binary: `TIDEMARK_TEST_SERVER`, else the workspace's `target/debug/tidemark`,
-/// brought up to date once per test process (`cargo test` builds libraries and test targets
-/// but not another package's binary).
+/// brought up to date once per test process (`cargo test -p tidemark-tests` builds libraries
+/// and test targets but not another package's binary).
 pub fn server_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("TIDEMARK_TEST_SERVER") {
         return PathBuf::from(bin);
@@ -47,17 +47,37 @@ pub fn server_binary() -> PathBuf {
 }
 
 /// The workspace's `target/debug/tidemark`, rebuilt if stale (once per test process).
+///
+/// It is built the way `scripts/test` builds it, by the workspace's test build (the binary's own
+/// integration tests need it), so after that build this finds everything fresh in a second.
+/// `cargo build -p tidemark` would resolve other features for tokio, hyper, tonic and the rest
+/// and compile most of the workspace a second time, in the middle of the test run.
 pub fn tidemark_binary() -> PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "tidemark"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status();
+        let mut build = Command::new(cargo);
+        build
+            .args([
+                "test",
+                "--workspace",
+                "--all-targets",
+                "--no-run",
+                "--quiet",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        // cargo runs a test with the variables it also gives build scripts (CARGO_PKG_NAME,
+        // CARGO_MANIFEST_DIR, ...). Build scripts that ask to rerun when those change (ring's
+        // do) would see them changed, run again and rebuild their crate and all above it.
+        for (name, _) in std::env::vars_os() {
+            if set_by_cargo_for_this_package(&name.to_string_lossy()) {
+                build.env_remove(&name);
+            }
+        }
+        let status = build.status();
         if !matches!(status, Ok(status) if status.success()) {
             eprintln!(
-                "warning: `cargo build -p tidemark` failed ({status:?}); using what is there"
+                "warning: building the tidemark binary failed ({status:?}); using what is there"
             );
         }
     });
@@ -69,6 +89,19 @@ pub fn tidemark_binary() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace.join("target"));
     target.join("debug").join("tidemark")
+}
+
+/// Variables cargo sets for the package whose test is running, which a nested cargo must not see.
+fn set_by_cargo_for_this_package(name: &str) -> bool {
+    const PREFIXES: [&str; 6] = [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_CRATE_",
+        "CARGO_BIN_",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+    ];
+    name == "OUT_DIR" || PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
 
 /// Whether the scenarios run against Apache RocketMQ (the stand-in script) rather than Tidemark.
