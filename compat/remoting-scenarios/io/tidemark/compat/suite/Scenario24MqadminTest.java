@@ -141,14 +141,16 @@ class Scenario24MqadminTest extends SuiteBase {
         DefaultMQPushConsumer consumer = clients.push(group, topic, "*", received.listener("c"));
         received.awaitDistinct(20, Duration.ofSeconds(30));
         String clientId = consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId();
-        // Consumed is not yet committed: the client commits on its next pull or its 5 s timer.
-        // The progress subcommands below need the committed offsets.
+        // Consumed is not yet committed: the client commits on its next pull or its 5 s timer (first
+        // run 10 s after it started). The progress subcommands below need the committed offsets,
+        // so each look asks the client for that persist (the same oneway updates) at once.
         DefaultMQAdminExt progressAdmin = new DefaultMQAdminExt();
         progressAdmin.setNamesrvAddr(n);
         progressAdmin.setInstanceName(Names.instance("progress"));
         progressAdmin.start();
         try {
             Wait.until("the group's offsets to be committed", Duration.ofSeconds(30), () -> {
+                consumer.getDefaultMQPushConsumerImpl().persistConsumerOffset();
                 try {
                     // (var: the type moved between the 4.9 and 5.x tools.)
                     var stats = progressAdmin.examineConsumeStats(group);

@@ -56,10 +56,12 @@ class Scenario15RetryDepthVisibleTest extends SuiteBase {
         attempts.awaitCount("dead", 2, Duration.ofSeconds(40), SuiteBase::serverLog);
 
         ConsumeStats[] cs = new ConsumeStats[1];
-        // The client's offset persist starts 10 s after it does and then sends one oneway update per
-        // queue, so the retry topic's commit and the topic's arrive separately: wait for both.
+        // The client persists its offsets every 5 s, first 10 s after it started, one oneway update
+        // per queue: ask for that persist on every look instead of waiting for the timer (the same
+        // requests), and wait until the retry topic's commit and the topic's have both arrived.
         Wait.until("examineConsumeStats(" + group + ") to show " + retry + " and " + topic + " consumed",
             Duration.ofSeconds(30), () -> {
+            consumer.getDefaultMQPushConsumerImpl().persistConsumerOffset();
             cs[0] = Stats.examine(admin, group, null, Duration.ofSeconds(10));
             Map<Integer, OffsetWrapper> r = Stats.byQueue(cs[0], retry);
             Map<Integer, OffsetWrapper> t = Stats.byQueue(cs[0], topic);

@@ -162,11 +162,26 @@ class Scenario17MasterFailoverTest {
             assertEquals(0, lost, "lost messages");
             assertTrue(duplicates <= IN_FLIGHT_BOUND, duplicates + " duplicates (bound " + IN_FLIGHT_BOUND + ")");
 
-            MasterSlaveSet.sleep(Duration.ofSeconds(3));
-            Map<Integer, Long> masterAfter = offsets(api, masterAddr, group, topic);
-            Map<Integer, Long> slaveAfter = offsets(api, slaveAddr, group, topic);
+            // The consumers' last commits (and the slave's copy of them) travel on timers: read
+            // both brokers until every queue is back at or past where it was before the kill
+            // (bounded), then check each queue, so a queue that never got back is named.
             Map<Integer, Long> before = new HashMap<>(masterBefore);
             slaveBefore.forEach((q, o) -> before.merge(q, o, Math::max));
+            Map<Integer, Map<Integer, Long>> settled = new HashMap<>();
+            try {
+                Wait.until("offsets on both brokers back at or past those before the kill",
+                    Duration.ofSeconds(15), () -> {
+                        settled.put(0, offsets(api, masterAddr, group, topic));
+                        settled.put(1, offsets(api, slaveAddr, group, topic));
+                        return before.entrySet().stream().allMatch(e ->
+                            settled.get(0).getOrDefault(e.getKey(), -1L) >= e.getValue()
+                                && settled.get(1).getOrDefault(e.getKey(), -1L) >= e.getValue());
+                    });
+            } catch (AssertionError notAllBack) {
+                // the assertions below say which queue
+            }
+            Map<Integer, Long> masterAfter = settled.get(0);
+            Map<Integer, Long> slaveAfter = settled.get(1);
             before.forEach((q, o) -> {
                 assertTrue(masterAfter.getOrDefault(q, -1L) >= o, "master offset of queue " + q + " went back: "
                     + o + " -> " + masterAfter.get(q));
