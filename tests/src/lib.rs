@@ -576,6 +576,27 @@ pub fn free_broker_port() -> u16 {
     panic!("no free broker port with free neighbours");
 }
 
+/// `tidemark namesrv` on a free port of 127.0.0.1 with `args` appended (`label` names its log),
+/// and that port.
+pub fn start_namesrv(label: &str, args: &[&str]) -> (ServerProcess, u16) {
+    ServerProcess::start_on_free_ports(
+        label,
+        tidemark_binary(),
+        free_port,
+        |port| {
+            [
+                "namesrv".to_owned(),
+                "--listen".into(),
+                format!("127.0.0.1:{port}"),
+            ]
+            .into_iter()
+            .chain(args.iter().map(|arg| (*arg).to_owned()))
+            .collect()
+        },
+        "tidemark namesrv ready",
+    )
+}
+
 /// A name server and the brokers of one broker name (a master and its slaves), each a
 /// `tidemark namesrv` / `tidemark broker -c FILE` process.
 #[derive(Debug)]
@@ -602,22 +623,7 @@ impl BrokerSet {
             .tempdir()
             .expect("create a data directory");
         let bin = tidemark_binary();
-        let (namesrv, namesrv_port) = ServerProcess::start_on_free_ports(
-            &format!("{name}-namesrv"),
-            bin.clone(),
-            free_port,
-            |port| {
-                [
-                    "namesrv".to_owned(),
-                    "--listen".into(),
-                    format!("127.0.0.1:{port}"),
-                ]
-                .into_iter()
-                .chain(namesrv_args.iter().map(|arg| (*arg).to_owned()))
-                .collect()
-            },
-            "tidemark namesrv ready",
-        );
+        let (namesrv, namesrv_port) = start_namesrv(&format!("{name}-namesrv"), namesrv_args);
         let mut brokers = Vec::new();
         let mut broker_ports = Vec::new();
         for (id, role) in roles.iter().enumerate() {

@@ -12,8 +12,8 @@ use tidemark_client::{
     Producer, PushConsumer, SendStatus,
 };
 use tidemark_tests::{
-    against_apache, free_broker_port, free_port, init_logging, tidemark_binary, unique, wait_until,
-    ServerProcess,
+    against_apache, free_broker_port, free_port, init_logging, start_namesrv, tidemark_binary,
+    unique, wait_until, ServerProcess,
 };
 
 fn broker(dir: &std::path::Path, label: &str, namesrv: &str, controller: &str) -> ServerProcess {
@@ -102,19 +102,7 @@ async fn start_pair() -> Pair {
         },
         "tidemark controller ready",
     );
-    let (namesrv_process, namesrv_port) = ServerProcess::start_on_free_ports(
-        "controller-failover-namesrv",
-        tidemark_binary(),
-        free_port,
-        |port| {
-            vec![
-                "namesrv".into(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-            ]
-        },
-        "tidemark namesrv ready",
-    );
+    let (namesrv_process, namesrv_port) = start_namesrv("controller-failover-namesrv", &[]);
     let namesrv = format!("127.0.0.1:{namesrv_port}");
     let a = broker(dir.path(), "a", &namesrv, &controller);
     assert!(

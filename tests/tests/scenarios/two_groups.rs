@@ -12,25 +12,13 @@ use tidemark_client::{
     concurrent_fn, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer,
 };
 use tidemark_tests::{
-    against_apache, free_broker_port, free_port, init_logging, tidemark_binary, unique, wait_until,
-    ServerProcess,
+    against_apache, free_broker_port, init_logging, start_namesrv, tidemark_binary, unique,
+    wait_until, ServerProcess,
 };
 
 /// A name server (`label` names its log) and its port.
 fn namesrv(label: &str) -> (ServerProcess, u16) {
-    ServerProcess::start_on_free_ports(
-        &format!("two-groups-namesrv-{label}"),
-        tidemark_binary(),
-        free_port,
-        |port| {
-            vec![
-                "namesrv".into(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-            ]
-        },
-        "tidemark namesrv ready",
-    )
+    start_namesrv(&format!("two-groups-namesrv-{label}"), &[])
 }
 
 fn broker(dir: &std::path::Path, name: &str, namesrv: &str) -> (ServerProcess, String) {
