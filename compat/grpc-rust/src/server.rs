@@ -103,6 +103,10 @@ impl Server {
             .args(["--namesrv-port", &namesrv.to_string()])
             .args(["--broker-port", &broker.to_string()])
             .args(["--grpc-port", &grpc.to_string()])
+            // Check-backs every second for half messages a second old, so that the transaction
+            // check's window sees any check of an ended transaction (the default is 60 s).
+            .args(["--transaction-check-interval-ms", "1000"])
+            .args(["--transaction-timeout-ms", "1000"])
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
