@@ -279,7 +279,7 @@ async fn heartbeat(
 /// Reads the set's master from the leader; asks to be elected when there is none; applies a
 /// newer master epoch.
 async fn follow_decision(
-    state: &BrokerState,
+    state: &Arc<BrokerState>,
     client: &RemotingClient,
     leader: &str,
     broker_id: i64,
@@ -353,6 +353,13 @@ async fn follow_decision(
         if cut > 0 {
             warn!(cut, "cut a half-copied record before taking writes");
         }
+        // Progress the old master published is in this log: the table takes all of it before
+        // this broker answers as master, so no offset it acknowledged is answered older.
+        let applied = crate::progress_stream::drain(state).await?;
+        info!(
+            messages = applied,
+            "applied the old master's progress before taking writes"
+        );
         let (_, written, _) = state.store.commit_log_positions();
         state
             .store
@@ -446,11 +453,15 @@ pub(crate) async fn reconcile_with_master(state: &Arc<BrokerState>) -> Result<()
         };
         let point = u64::try_from(point).unwrap_or(0);
         if point < written {
-            let store = state.store.clone();
-            let cut = tokio::task::spawn_blocking(move || store.truncate_to(point))
-                .await
-                .map_err(|error| error.to_string())?
-                .map_err(|error| error.to_string())?;
+            let cutting = state.clone();
+            let cut = tokio::task::spawn_blocking(move || {
+                let cut = cutting.store.truncate_to(point);
+                crate::progress_stream::after_log_cut(&cutting);
+                cut
+            })
+            .await
+            .map_err(|error| error.to_string())?
+            .map_err(|error| error.to_string())?;
             warn!(
                 point,
                 cut, "cut this log back to where it agrees with the new master"

@@ -272,6 +272,7 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
         .await
         .map_err(|_| std::io::Error::other("connect timed out"))??;
     info!(%addr, tls = stream.is_tls(), "following the master's commit log");
+    state.progress_stream.session_started();
     let (mut reader, mut writer) = stream.into_halves();
     let mut reported = state.store.commit_log_positions().1;
     if let Some(id) = crate::controller_mode::own_controller_id(state) {
@@ -342,6 +343,7 @@ fn apply_frames(state: &BrokerState, buffer: &mut BytesMut) -> std::io::Result<(
                 .map_err(std::io::Error::other)?;
             // A slave serves pulls: wake the ones held for new messages.
             state.held_pulls.notify_all();
+            state.progress_stream.log_appended();
         }
     }
 }

@@ -17,6 +17,8 @@ pub struct HaState {
     acked: AtomicU64,
     /// Live slave connections.
     connections: AtomicUsize,
+    /// Whether any slave ever connected since the broker started.
+    ever_connected: std::sync::atomic::AtomicBool,
     /// Woken when `acked` moves.
     acked_changed: Notify,
     /// Woken when the log grows (a put), so transfers need not poll.
@@ -71,6 +73,12 @@ impl HaState {
 
     pub(crate) fn slave_connected(&self) {
         self.connections.fetch_add(1, Ordering::AcqRel);
+        self.ever_connected.store(true, Ordering::Release);
+    }
+
+    /// Whether any slave connected since the broker started (and so may come back).
+    pub fn ever_had_slave(&self) -> bool {
+        self.ever_connected.load(Ordering::Acquire)
     }
 
     pub(crate) fn slave_disconnected(&self) {

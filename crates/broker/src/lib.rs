@@ -24,6 +24,7 @@ pub mod pop;
 mod pre_online;
 pub(crate) mod processor;
 pub mod progress;
+pub mod progress_stream;
 mod registration;
 pub mod request_modes;
 pub mod role;
@@ -187,7 +188,16 @@ impl Broker {
                 stopping.clone(),
             )));
         }
+        // Either role's end of the progress stream; each acts only while its role holds.
+        services.push(tokio::spawn(progress_stream::publish(
+            state.clone(),
+            wait_stop(stopping.clone()),
+        )));
         if controller_mode || state.config.is_slave() {
+            services.push(tokio::spawn(progress_stream::follow(
+                state.clone(),
+                wait_stop(stopping.clone()),
+            )));
             services.push(tokio::spawn(ha::run_slave(
                 state.clone(),
                 wait_stop(stopping.clone()),

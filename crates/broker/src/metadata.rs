@@ -17,6 +17,7 @@ pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
 pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
+pub use crate::progress_stream::PROGRESS_TOPIC;
 pub use tidemark_store::{SCHEDULE_TOPIC, TIMER_TOPIC};
 /// Queues of a dead-letter topic.
 pub const DLQ_QUEUE_NUMS: i32 = 1;
@@ -44,7 +45,10 @@ pub fn is_valid_topic_name(topic: &str) -> bool {
 
 /// Topics a producer may not send to.
 pub fn is_system_topic_for_send(topic: &str) -> bool {
-    topic == SCHEDULE_TOPIC || topic == TIMER_TOPIC || topic.starts_with("RMQ_SYS_TRANS")
+    topic == SCHEDULE_TOPIC
+        || topic == TIMER_TOPIC
+        || topic == PROGRESS_TOPIC
+        || topic.starts_with("RMQ_SYS_TRANS")
 }
 
 /// The topic map and its versions; only [`TopicTable`] touches it, under its lock.
@@ -113,6 +117,7 @@ impl TopicTable {
         add(OFFSET_MOVED_EVENT, 1, perm::READ | perm::WRITE);
         add(SCHEDULE_TOPIC, delay_levels, perm::READ | perm::WRITE);
         add(TIMER_TOPIC, 1, perm::READ | perm::WRITE);
+        add(PROGRESS_TOPIC, 1, perm::READ | perm::WRITE);
         Self {
             inner: Mutex::new(Topics {
                 data_version: DataVersion {

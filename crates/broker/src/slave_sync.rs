@@ -10,6 +10,11 @@
 //! reset epoch wins, otherwise the larger offset. Offsets the slave holds ahead of the master
 //! are then sent to the master as ordinary UPDATE_CONSUMER_OFFSET requests, which the master's
 //! forward-only table accepts — so the master learns them even when no consumer is running.
+//!
+//! A Tidemark master streams its progress through the log (`progress_stream`): from one, the
+//! slave merges the offsets once per replication session, as a base for what the log does not
+//! hold, and otherwise only tells the master where it is ahead. A copy fetched now and merged
+//! later could undo a removal the stream applied in between.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,6 +31,7 @@ use tidemark_remoting::RemotingClient;
 use tracing::{debug, info, warn};
 
 use crate::offsets::ConsumerOffsetTable;
+use crate::progress_stream::PROGRESS_TOPIC;
 use crate::state::BrokerState;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
@@ -39,6 +45,8 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         Duration::from_millis(state.live.get().slave_sync_interval_ms.max(100))
     };
     let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period(&state));
+    // The streaming master, and the replication session, whose offsets were merged as a base.
+    let mut base_from: Option<(String, u64)> = None;
     loop {
         tokio::select! {
             _ = &mut stop => break,
@@ -51,7 +59,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         }
         match state.master.broker_addr() {
             Some(master) if master != state.config.broker_addr() => {
-                sync_all(&state, &client, &master).await
+                sync_all(&state, &client, &master, &mut base_from).await
             }
             _ => debug!("no master registered; slave sync waits"),
         }
@@ -88,10 +96,19 @@ async fn fetch(client: &RemotingClient, master: &str, code: RequestCode) -> Fetc
 }
 
 /// One round; each step stands alone (a failed one does not stop the others).
-pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, master: &str) {
+pub(crate) async fn sync_all(
+    state: &Arc<BrokerState>,
+    client: &RemotingClient,
+    master: &str,
+    base_from: &mut Option<(String, u64)>,
+) {
+    let mut master_streams = false;
     if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllTopicConfig).await {
         match TopicConfigSerializeWrapper::from_json_bytes(&body) {
-            Ok(wrapper) => sync_topics(state, wrapper),
+            Ok(wrapper) => {
+                master_streams = wrapper.topic_config_table.contains_key(PROGRESS_TOPIC);
+                sync_topics(state, wrapper)
+            }
             Err(error) => warn!(%error, "master's topic config unreadable"),
         }
     }
@@ -108,8 +125,18 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
         Fetched::Refused => Some(ConsumerOffsetTable::default()),
         Fetched::Unreachable => None,
     };
+    let session = (master.to_owned(), state.progress_stream.sessions());
     let ahead = match master_offsets {
-        Some(master_offsets) => state.offsets.merge_from_master(&master_offsets),
+        Some(master_offsets) if master_streams && base_from.as_ref() == Some(&session) => {
+            state.offsets.ahead_of(&master_offsets)
+        }
+        Some(master_offsets) => {
+            let ahead = state.offsets.merge_from_master(&master_offsets);
+            if master_streams {
+                *base_from = Some(session);
+            }
+            ahead
+        }
         None => Vec::new(),
     };
     for entry in &ahead {

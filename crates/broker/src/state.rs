@@ -167,6 +167,9 @@ pub struct BrokerState {
     pub topics: TopicTable,
     pub groups: SubscriptionGroupTable,
     pub offsets: ConsumerOffsets,
+    /// Consumer progress on its way to the replicas through the log (master), or from the
+    /// master's log into `offsets` (replica).
+    pub progress_stream: crate::progress_stream::ProgressStream,
     pub delay_offsets: DelayOffsets,
     /// Timer messages: pending by delivery time, delivered (journaled).
     pub timers: crate::timer::Timers,
@@ -340,7 +343,7 @@ impl BrokerState {
             })
             .map_err(|error| error.to_string())
         };
-        let (offsets, recovery) = ConsumerOffsets::open(
+        let (mut offsets, recovery) = ConsumerOffsets::open(
             storage.clone(),
             &config.offset_journal_dir(),
             JournalOptions {
@@ -402,6 +405,8 @@ impl BrokerState {
             let timeout = live.get().transaction_timeout;
             crate::transaction::recovery::recover(&store, store_host, timeout)?.0
         };
+        let progress_stream = crate::progress_stream::ProgressStream::default();
+        offsets.publish_to(progress_stream.outbox().clone());
         let state = BrokerState {
             config,
             live,
@@ -409,6 +414,7 @@ impl BrokerState {
             topics,
             groups,
             offsets,
+            progress_stream,
             delay_offsets: DelayOffsets::new(delay_offsets),
             timers,
             pop,

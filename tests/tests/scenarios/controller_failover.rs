@@ -66,17 +66,17 @@ fn admin_status(controller: &str) -> String {
 
 /// A controller, a name server, A the master and B in its SyncStateSet.
 /// Fields drop in order: the processes before the directory they write to.
-struct Pair {
-    a: ServerProcess,
-    b: ServerProcess,
+pub(crate) struct Pair {
+    pub(crate) a: ServerProcess,
+    pub(crate) b: ServerProcess,
     _controller: ServerProcess,
     _namesrv: ServerProcess,
-    controller: String,
-    namesrv: String,
+    pub(crate) controller: String,
+    pub(crate) namesrv: String,
     _dir: tempfile::TempDir,
 }
 
-async fn start_pair() -> Pair {
+pub(crate) async fn start_pair() -> Pair {
     let dir = tempfile::tempdir().expect("temp dir");
     let (controller_process, controller) = ServerProcess::start_on_free_ports(
         "controller-failover-controller",

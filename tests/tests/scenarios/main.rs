@@ -20,5 +20,6 @@ mod data_safety;
 mod hand_off;
 mod master_slave;
 mod offset_durability;
+mod progress_failover;
 mod transactions;
 mod two_groups;

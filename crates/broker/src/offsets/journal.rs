@@ -6,10 +6,15 @@
 //! - `1` queue progress: topic, group, queue id, offset, reset epoch, acknowledged ranges (a u16
 //!   count, then each range's start and end) — after a commit, reset, rewind, acknowledged
 //!   ranges reported, or a slave's merge;
-//! - `2` group removed: group; `3` topic removed: topic.
+//! - `2` group removed: group; `3` topic removed: topic;
+//! - `4` replica position: the next offset of the master's progress stream to apply.
 //!
 //! Strings are a big-endian u16 length and UTF-8; numbers big-endian. A snapshot is a u64 count
-//! followed by that many queue-progress bodies.
+//! followed by that many queue-progress bodies, then — only when it is not 0 — the replica
+//! position as an i64.
+//!
+//! The same records, batched, are what a master publishes to its replicas
+//! ([`crate::progress_stream`]); there a record is a change to merge, not a value to restore.
 
 use tidemark_protocol::acked::{AckedRanges, ACKED_RANGES_MAX};
 use tidemark_storage::journal::JournalCodec;
@@ -19,6 +24,7 @@ use super::ConsumerOffsetTable;
 const QUEUE_PROGRESS: u8 = 1;
 const GROUP_REMOVED: u8 = 2;
 const TOPIC_REMOVED: u8 = 3;
+const REPLICA_POSITION: u8 = 4;
 
 /// One (topic, group, queue)'s stored progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +76,35 @@ pub(crate) fn topic_removed_record(topic: &str) -> Vec<u8> {
     let mut out = vec![TOPIC_REMOVED];
     put_str(&mut out, topic);
     out
+}
+
+pub(crate) fn replica_position_record(position: i64) -> Vec<u8> {
+    let mut out = vec![REPLICA_POSITION];
+    out.extend_from_slice(&position.to_be_bytes());
+    out
+}
+
+/// A journal record, read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Record<'a> {
+    QueueProgress(ProgressEntry<'a>),
+    GroupRemoved(&'a str),
+    TopicRemoved(&'a str),
+    ReplicaPosition(i64),
+}
+
+/// Reads one record whole (no trailing bytes).
+pub(crate) fn decode_record(bytes: &[u8]) -> Result<Record<'_>, String> {
+    let mut reader = Reader { bytes };
+    let record = match reader.u8("kind")? {
+        QUEUE_PROGRESS => Record::QueueProgress(reader.entry()?),
+        GROUP_REMOVED => Record::GroupRemoved(reader.str("group")?),
+        TOPIC_REMOVED => Record::TopicRemoved(reader.str("topic")?),
+        REPLICA_POSITION => Record::ReplicaPosition(reader.i64("replica position")?),
+        other => return Err(format!("unknown record kind {other}")),
+    };
+    reader.finish()?;
+    Ok(record)
 }
 
 /// Reads fields off a record, failing with what was being read.
@@ -179,29 +214,23 @@ impl JournalCodec for OffsetJournalCodec<'_> {
             let entry = reader.entry()?;
             table.restore_queue(&entry);
         }
+        if !reader.bytes.is_empty() {
+            table.replica_position = reader.i64("replica position")?;
+        }
         reader.finish()?;
         Ok(table)
     }
 
     fn apply(&self, table: &mut ConsumerOffsetTable, record: &[u8]) -> Result<(), String> {
-        let mut reader = Reader { bytes: record };
-        match reader.u8("kind")? {
-            QUEUE_PROGRESS => {
-                let entry = reader.entry()?;
-                reader.finish()?;
-                table.restore_queue(&entry);
-            }
-            GROUP_REMOVED => {
-                let group = reader.str("group")?;
-                reader.finish()?;
+        match decode_record(record)? {
+            Record::QueueProgress(entry) => table.restore_queue(&entry),
+            Record::GroupRemoved(group) => {
                 table.drop_group(group);
             }
-            TOPIC_REMOVED => {
-                let topic = reader.str("topic")?;
-                reader.finish()?;
+            Record::TopicRemoved(topic) => {
                 table.drop_topic(topic);
             }
-            other => return Err(format!("unknown record kind {other}")),
+            Record::ReplicaPosition(position) => table.replica_position = position,
         }
         Ok(())
     }
@@ -215,6 +244,9 @@ pub(crate) fn encode_snapshot(table: &ConsumerOffsetTable) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + table.entry_count() * 48);
     out.extend_from_slice(&(table.entry_count() as i64).to_be_bytes());
     table.for_each_entry(|entry| put_entry(&mut out, &entry));
+    if table.replica_position != 0 {
+        out.extend_from_slice(&table.replica_position.to_be_bytes());
+    }
     out
 }
 

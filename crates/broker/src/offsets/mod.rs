@@ -40,6 +40,7 @@ use tidemark_protocol::body::{split_topic_at_group, topic_at_group, ConsumerOffs
 use tracing::warn;
 
 mod journal;
+mod merge;
 mod shared;
 
 pub use shared::{ConsumerOffsets, Journaled};
@@ -177,6 +178,10 @@ type QueueMap = BTreeMap<i32, QueueProgress>;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConsumerOffsetTable {
     topics: HashMap<String, HashMap<String, QueueMap>>,
+    /// A replica's place in its master's progress stream: the next queue offset of the
+    /// progress topic to apply (`progress_stream`). Journaled with the changes it applied, so
+    /// a restart resumes where they end; not part of the exported offsets.
+    replica_position: i64,
 }
 
 /// A queue whose group is held back by one message while later ones are done.
@@ -503,79 +508,6 @@ impl ConsumerOffsetTable {
             .map_or(0, |progress| progress.reset_epoch)
     }
 
-    /// A slave takes its master's offsets (see the module rules) and reports the queues where
-    /// it is ahead under the same epoch. Entries only the slave has are kept.
-    pub fn merge_from_master(&mut self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
-        self.merge(master).0
-    }
-
-    /// The merge, and the (topic, group, queue)s whose stored value it changed.
-    fn merge(
-        &mut self,
-        master: &ConsumerOffsetTable,
-    ) -> (Vec<AheadOfMaster>, Vec<(String, String, i32)>) {
-        let mut changed = Vec::new();
-        for (topic, groups) in &master.topics {
-            for (group, queues) in groups {
-                for (&queue_id, theirs) in queues {
-                    let ours = self.progress(topic, group, queue_id).cloned();
-                    let merged = match &ours {
-                        None => Some((theirs.offset, theirs.reset_epoch, theirs.acked.clone())),
-                        Some(ours) if theirs.reset_epoch > ours.reset_epoch => {
-                            Some((theirs.offset, theirs.reset_epoch, theirs.acked.clone()))
-                        }
-                        Some(ours) if theirs.reset_epoch == ours.reset_epoch => {
-                            let offset = ours.offset.max(theirs.offset);
-                            let acked = ours.acked.union(&theirs.acked).above(offset);
-                            Some((offset, ours.reset_epoch, acked))
-                        }
-                        Some(_) => None,
-                    };
-                    if let Some((offset, reset_epoch, acked)) = merged {
-                        if ours.as_ref().is_none_or(|ours| {
-                            (ours.offset, ours.reset_epoch, &ours.acked)
-                                != (offset, reset_epoch, &acked)
-                        }) {
-                            changed.push((topic.clone(), group.clone(), queue_id));
-                        }
-                        let progress = self
-                            .queues_mut(topic, group)
-                            .entry(queue_id)
-                            .or_insert(QueueProgress::new(offset));
-                        if progress.offset != offset {
-                            progress.offset_moved_ms = theirs.offset_moved_ms;
-                        }
-                        progress.offset = offset;
-                        progress.reset_epoch = reset_epoch;
-                        progress.acked = acked;
-                    }
-                }
-            }
-        }
-        let mut ahead = Vec::new();
-        for (topic, groups) in &self.topics {
-            for (group, queues) in groups {
-                for (&queue_id, ours) in queues {
-                    let theirs = master.progress(topic, group, queue_id);
-                    let same_epoch =
-                        theirs.map_or(0, |theirs| theirs.reset_epoch) == ours.reset_epoch;
-                    if same_epoch && theirs.is_none_or(|theirs| ours.offset > theirs.offset) {
-                        ahead.push(AheadOfMaster {
-                            topic: topic.clone(),
-                            group: group.clone(),
-                            queue_id,
-                            offset: ours.offset,
-                        });
-                    }
-                }
-            }
-        }
-        ahead.sort_unstable_by(|a, b| {
-            (&a.topic, &a.group, a.queue_id).cmp(&(&b.topic, &b.group, b.queue_id))
-        });
-        (ahead, changed)
-    }
-
     /// All queues' offsets of a (topic, group).
     pub fn queue_offsets(&self, topic: &str, group: &str) -> Option<BTreeMap<i32, i64>> {
         let queues = self.topics.get(topic)?.get(group)?;
@@ -623,6 +555,11 @@ impl ConsumerOffsetTable {
     /// Forgets a deleted topic.
     pub fn drop_topic(&mut self, topic: &str) -> usize {
         self.topics.remove(topic).map_or(0, |groups| groups.len())
+    }
+
+    /// The next queue offset of the master's progress stream this replica applies.
+    pub fn replica_position(&self) -> i64 {
+        self.replica_position
     }
 
     /// The `consumerOffset.json` / GET_ALL_CONSUMER_OFFSET form.

@@ -14,12 +14,14 @@ use tidemark_storage::journal::{Journal, JournalError, JournalOptions, RecoveryR
 use tracing::{debug, info, warn};
 
 use super::journal::{
-    encode_snapshot, group_removed_record, queue_progress_record, topic_removed_record,
-    OffsetJournalCodec,
+    decode_record, encode_snapshot, group_removed_record, queue_progress_record,
+    replica_position_record, topic_removed_record, OffsetJournalCodec, Record,
 };
+use super::merge::Incoming;
 use super::{
     AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable, QueueProgress, StuckQueue,
 };
+use crate::progress_stream::{ProgressOutbox, STREAM_CONSUMER_OFFSETS};
 use tidemark_protocol::acked::AckedRanges;
 
 /// The broker's consumer offsets: a [`ConsumerOffsetTable`] behind its own lock, journaled.
@@ -29,6 +31,9 @@ pub struct ConsumerOffsets {
     inner: Mutex<Revised>,
     /// `None` only for tables that need not survive (tests of the rules).
     journal: Option<Journal>,
+    /// Where every journaled change is also queued for the replicas (`progress_stream`);
+    /// `None` for tables without replicas to tell (tests of the rules).
+    outbox: Option<Arc<ProgressOutbox>>,
 }
 
 #[derive(Debug, Default)]
@@ -57,6 +62,7 @@ impl ConsumerOffsets {
         Self {
             inner: Mutex::new(Revised { table, revision: 0 }),
             journal: None,
+            outbox: None,
         }
     }
 
@@ -75,17 +81,32 @@ impl ConsumerOffsets {
             Self {
                 inner: Mutex::new(Revised { table, revision: 0 }),
                 journal: Some(journal),
+                outbox: None,
             },
             report,
         ))
+    }
+
+    /// Every change journaled from now on is also queued in `outbox` for the replicas.
+    pub fn publish_to(&mut self, outbox: Arc<ProgressOutbox>) {
+        self.outbox = Some(outbox);
     }
 
     fn lock(&self) -> MutexGuard<'_, Revised> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Journals a record (under the table's lock, so the journal's order is the table's).
+    /// Journals a record and queues it for the replicas (under the table's lock, so both
+    /// orders are the table's).
     fn journal(&self, record: Option<Vec<u8>>) -> Journaled {
+        if let (Some(outbox), Some(record)) = (&self.outbox, &record) {
+            outbox.push(STREAM_CONSUMER_OFFSETS, record.clone());
+        }
+        self.journal_here(record)
+    }
+
+    /// Journals a record that is this broker's alone (what it applied of its master's stream).
+    fn journal_here(&self, record: Option<Vec<u8>>) -> Journaled {
         let Some(journal) = &self.journal else {
             return Journaled::Nothing;
         };
@@ -290,6 +311,11 @@ impl ConsumerOffsets {
         self.merge_journaled(master).0
     }
 
+    /// [`ConsumerOffsetTable::ahead_of`].
+    pub fn ahead_of(&self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
+        self.lock().table.ahead_of(master)
+    }
+
     /// [`ConsumerOffsetTable::merge`] under the lock, journaling every queue it changed.
     fn merge_journaled(&self, other: &ConsumerOffsetTable) -> (Vec<AheadOfMaster>, usize) {
         let mut inner = self.lock();
@@ -308,6 +334,86 @@ impl ConsumerOffsets {
     /// queue entries changed (each journaled).
     pub fn merge_from_peer(&self, peer: &ConsumerOffsetTable) -> usize {
         self.merge_journaled(peer).1
+    }
+
+    /// Applies records of the master's progress stream by the merge rule (removals as they
+    /// come) and moves the replica position to `next_position`, journaling what changed but
+    /// queuing none of it for replicas. Returns how many records could not be read (skipped).
+    pub fn apply_replicated(&self, records: &[Vec<u8>], next_position: i64, now_ms: i64) -> usize {
+        let mut inner = self.lock();
+        let mut skipped = 0;
+        let mut changed = false;
+        for bytes in records {
+            let record = match decode_record(bytes) {
+                Ok(record) => record,
+                Err(error) => {
+                    debug!(%error, "unreadable progress record");
+                    skipped += 1;
+                    continue;
+                }
+            };
+            match record {
+                Record::QueueProgress(entry) => {
+                    let incoming = Incoming {
+                        offset: entry.offset,
+                        reset_epoch: entry.reset_epoch,
+                        acked: &entry.acked,
+                        offset_moved_ms: now_ms,
+                    };
+                    let (topic, group, queue_id) = (entry.topic, entry.group, entry.queue_id);
+                    if inner.table.merge_entry(topic, group, queue_id, incoming) {
+                        changed = true;
+                        let mine = inner.table.entry(topic, group, queue_id);
+                        self.journal_here(mine.map(|entry| queue_progress_record(&entry)));
+                    }
+                }
+                Record::GroupRemoved(group) => {
+                    changed |= inner.table.drop_group(group) > 0;
+                    self.journal_here(Some(group_removed_record(group)));
+                }
+                Record::TopicRemoved(topic) => {
+                    changed |= inner.table.drop_topic(topic) > 0;
+                    self.journal_here(Some(topic_removed_record(topic)));
+                }
+                // Not something a master publishes.
+                Record::ReplicaPosition(_) => skipped += 1,
+            }
+        }
+        if changed {
+            inner.revision += 1;
+        }
+        self.move_replica_position(&mut inner, next_position);
+        skipped
+    }
+
+    fn move_replica_position(&self, inner: &mut Revised, position: i64) {
+        if inner.table.replica_position != position {
+            inner.table.replica_position = position;
+            self.journal_here(Some(replica_position_record(position)));
+        }
+    }
+
+    /// Where this replica is in its master's progress stream.
+    pub fn replica_position(&self) -> i64 {
+        self.lock().table.replica_position()
+    }
+
+    /// Moves the replica position without applying anything (the log was cut back, or
+    /// retention removed messages before they were applied).
+    pub fn set_replica_position(&self, position: i64) {
+        let mut inner = self.lock();
+        self.move_replica_position(&mut inner, position);
+    }
+
+    /// Every queue's progress as stream records: what a master publishes when its stream
+    /// dropped records.
+    pub fn progress_records(&self) -> Vec<Vec<u8>> {
+        let inner = self.lock();
+        let mut records = Vec::with_capacity(inner.table.entry_count());
+        inner
+            .table
+            .for_each_entry(|entry| records.push(queue_progress_record(&entry)));
+        records
     }
 
     pub fn is_empty(&self) -> bool {

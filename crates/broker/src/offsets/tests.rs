@@ -340,3 +340,83 @@ fn the_first_to_take_a_queue_over_holds_it() {
     assert_eq!(table.claim("T", "g", 1, 4, |_| true), None);
     assert_eq!(table.holder("T", "g", 1), None);
 }
+
+fn progress_record(group: &str, offset: i64, reset_epoch: i64, acked: &[(i64, i64)]) -> Vec<u8> {
+    journal::queue_progress_record(&journal::ProgressEntry {
+        topic: "T",
+        group,
+        queue_id: 0,
+        offset,
+        reset_epoch,
+        acked: AckedRanges::from_ranges(acked.iter().copied()),
+    })
+}
+
+#[test]
+fn a_replica_merges_its_masters_stream_and_keeps_its_place() {
+    let replica = ConsumerOffsets::in_memory(ConsumerOffsetTable::new());
+    let outbox = std::sync::Arc::new(crate::progress_stream::ProgressOutbox::default());
+    let mut replica = replica;
+    replica.publish_to(outbox.clone());
+    let skipped = replica.apply_replicated(
+        &[
+            progress_record("g", 10, 0, &[(12, 14)]),
+            // Older than what came before it (a late record of the same epoch): no step back.
+            progress_record("g", 7, 0, &[]),
+            progress_record("gone", 4, 0, &[]),
+            journal::group_removed_record("gone"),
+            vec![99],
+        ],
+        5,
+        1_000,
+    );
+    assert_eq!(
+        skipped, 1,
+        "the unreadable record is skipped, the others applied"
+    );
+    assert_eq!(replica.query("T", "g", 0), Some(10));
+    assert_eq!(
+        replica.queue_progress("T", "g", 0).map(|p| p.acked),
+        Some(AckedRanges::from_ranges([(12, 14)]))
+    );
+    assert_eq!(replica.query("T", "gone", 0), None);
+    assert_eq!(replica.replica_position(), 5);
+    assert_eq!(
+        outbox.last_pushed(),
+        0,
+        "what a replica applies is not published again"
+    );
+    // An operator's rewind on the master comes with a newer epoch and wins, backwards.
+    replica.apply_replicated(&[progress_record("g", 3, 50, &[])], 6, 2_000);
+    assert_eq!(replica.query("T", "g", 0), Some(3));
+    // A commit taken here is published.
+    replica.commit("T", "g", 0, 8, 100, 3_000, Committer::Progress, None);
+    assert_eq!(outbox.last_pushed(), 1);
+    replica.set_replica_position(2);
+    assert_eq!(replica.replica_position(), 2);
+}
+
+#[test]
+fn the_replica_position_survives_the_journal_and_its_snapshot() {
+    use tidemark_storage::journal::JournalCodec;
+    let empty = || Ok(ConsumerOffsetTable::new());
+    let codec = journal::OffsetJournalCodec { import: &empty };
+    let mut table = ConsumerOffsetTable::new();
+    codec
+        .apply(&mut table, &journal::replica_position_record(42))
+        .expect("applies");
+    assert_eq!(table.replica_position(), 42);
+    table.commit("T", "g", 0, 5, 10, 0);
+    let restored = codec
+        .restore(&journal::encode_snapshot(&table))
+        .expect("restores");
+    assert_eq!(restored.replica_position(), 42);
+    assert_eq!(restored.query("T", "g", 0), Some(5));
+    // A snapshot without a position (written before there was one) still reads.
+    let mut plain = ConsumerOffsetTable::new();
+    plain.commit("T", "g", 0, 5, 10, 0);
+    let restored = codec
+        .restore(&journal::encode_snapshot(&plain))
+        .expect("restores");
+    assert_eq!(restored.replica_position(), 0);
+}

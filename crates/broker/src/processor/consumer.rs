@@ -270,7 +270,8 @@ fn from_consumer(request: &RemotingCommand) -> bool {
 /// from a consumer this broker has no heartbeat of yet, it is ignored.
 ///
 /// A synchronous request is answered only once the stored value is durable in the offset
-/// journal (a oneway one is durable within the journal's next group commit).
+/// journal (a oneway one is durable within the journal's next group commit) and, on a SYNC
+/// master, once the replicas a SYNC send waits for have it (`progress_stream`).
 pub(super) async fn update_offset(
     state: &BrokerState,
     channel: &Channel,
@@ -319,11 +320,20 @@ pub(super) async fn update_offset(
     if request.is_oneway() {
         return success();
     }
-    match state.offsets.durable(journaled).await {
-        Ok(()) => success(),
-        Err(failure) => error(
+    // Taken after the commit: it covers the commit's own record, or — when it changed
+    // nothing — the record that set the value it confirmed.
+    let published_through = state.progress_stream.outbox().last_pushed();
+    if let Err(failure) = state.offsets.durable(journaled).await {
+        return error(
             ResponseCode::SystemError,
             format!("consumer offset not durable: {failure}"),
+        );
+    }
+    match crate::progress_stream::wait_replicated(state, published_through).await {
+        ResponseCode::Success => success(),
+        code => error(
+            code,
+            "consumer offset stored here, not yet confirmed by the in-sync replicas",
         ),
     }
 }

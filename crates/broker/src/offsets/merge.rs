@@ -1,0 +1,120 @@
+//! Taking another copy's progress without losing our own: the rule a slave applies to its
+//! master's offsets (the periodic sync and the replicated progress stream alike) and a
+//! returning master to a slave's. Per queue, a newer reset epoch wins outright (an operator
+//! reset, even backwards); the same epoch keeps the larger offset and the union of the
+//! acknowledged ranges above it; an older epoch (a copy that lost a reset) changes nothing.
+
+use tidemark_protocol::acked::AckedRanges;
+
+use super::{AheadOfMaster, ConsumerOffsetTable, QueueProgress};
+
+impl ConsumerOffsetTable {
+    /// A slave takes its master's offsets (see the module rules) and reports the queues where
+    /// it is ahead under the same epoch. Entries only the slave has are kept.
+    pub fn merge_from_master(&mut self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
+        self.merge(master).0
+    }
+
+    /// The merge, and the (topic, group, queue)s whose stored value it changed.
+    pub(super) fn merge(
+        &mut self,
+        master: &ConsumerOffsetTable,
+    ) -> (Vec<AheadOfMaster>, Vec<(String, String, i32)>) {
+        let mut changed = Vec::new();
+        for (topic, groups) in &master.topics {
+            for (group, queues) in groups {
+                for (&queue_id, theirs) in queues {
+                    let incoming = Incoming {
+                        offset: theirs.offset,
+                        reset_epoch: theirs.reset_epoch,
+                        acked: &theirs.acked,
+                        offset_moved_ms: theirs.offset_moved_ms,
+                    };
+                    if self.merge_entry(topic, group, queue_id, incoming) {
+                        changed.push((topic.clone(), group.clone(), queue_id));
+                    }
+                }
+            }
+        }
+        (self.ahead_of(master), changed)
+    }
+
+    /// The queues where this table is ahead of `master` under the same reset epoch (or has an
+    /// entry the master lacks), sorted.
+    pub fn ahead_of(&self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {
+        let mut ahead = Vec::new();
+        for (topic, groups) in &self.topics {
+            for (group, queues) in groups {
+                for (&queue_id, ours) in queues {
+                    let theirs = master.progress(topic, group, queue_id);
+                    let same_epoch =
+                        theirs.map_or(0, |theirs| theirs.reset_epoch) == ours.reset_epoch;
+                    if same_epoch && theirs.is_none_or(|theirs| ours.offset > theirs.offset) {
+                        ahead.push(AheadOfMaster {
+                            topic: topic.clone(),
+                            group: group.clone(),
+                            queue_id,
+                            offset: ours.offset,
+                        });
+                    }
+                }
+            }
+        }
+        ahead.sort_unstable_by(|a, b| {
+            (&a.topic, &a.group, a.queue_id).cmp(&(&b.topic, &b.group, b.queue_id))
+        });
+        ahead
+    }
+
+    /// Merges one queue's progress from another copy; returns whether the stored value
+    /// (offset, epoch or acknowledged ranges) changed.
+    pub(super) fn merge_entry(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        theirs: Incoming<'_>,
+    ) -> bool {
+        let ours = self.progress(topic, group, queue_id);
+        let merged = match ours {
+            None => (theirs.offset, theirs.reset_epoch, theirs.acked.clone()),
+            Some(ours) if theirs.reset_epoch > ours.reset_epoch => {
+                (theirs.offset, theirs.reset_epoch, theirs.acked.clone())
+            }
+            Some(ours) if theirs.reset_epoch == ours.reset_epoch => {
+                let offset = ours.offset.max(theirs.offset);
+                let acked = ours.acked.union(theirs.acked).above(offset);
+                (offset, ours.reset_epoch, acked)
+            }
+            Some(_) => return false,
+        };
+        let (offset, reset_epoch, acked) = merged;
+        let acked = acked.above(offset);
+        if ours.is_some_and(|ours| {
+            (ours.offset, ours.reset_epoch, &ours.acked) == (offset, reset_epoch, &acked)
+        }) {
+            return false;
+        }
+        let progress = self
+            .queues_mut(topic, group)
+            .entry(queue_id)
+            .or_insert(QueueProgress::new(offset));
+        if progress.offset != offset {
+            progress.offset_moved_ms = theirs.offset_moved_ms;
+        }
+        progress.offset = offset;
+        progress.reset_epoch = reset_epoch;
+        progress.acked = acked;
+        true
+    }
+}
+
+/// One queue's progress as another copy holds it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Incoming<'a> {
+    pub offset: i64,
+    pub reset_epoch: i64,
+    pub acked: &'a AckedRanges,
+    /// When the other copy's offset last moved (0: unknown).
+    pub offset_moved_ms: i64,
+}

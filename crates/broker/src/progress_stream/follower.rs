@@ -1,0 +1,133 @@
+//! A replica's side: applies the progress messages its log received from the master, from the
+//! position its offset table keeps (journaled with what it applied, so a restart resumes there).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_protocol::message::{DecodeOptions, MessageRecord};
+use tidemark_store::{GetStatus, StoreError};
+use tracing::{debug, warn};
+
+use super::{decode_batch, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS};
+use crate::state::BrokerState;
+
+/// Messages read per store call.
+const MESSAGES_PER_READ: usize = 64;
+const BYTES_PER_READ: usize = 8 << 20;
+/// A replica looks at its log this often even when no replicated append woke it.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = state.progress_stream.appended() => {}
+            _ = tokio::time::sleep(LOOK_EVERY) => {}
+        }
+        if !state.role.is_slave() {
+            continue;
+        }
+        if let Err(error) = drain(&state).await {
+            warn!(%error, "applying the master's progress stream failed; trying again");
+        }
+    }
+}
+
+/// The log was cut back (a replica reconciling with a new master): progress messages past the
+/// cut are gone, and the ones copied next take their queue offsets, so the position must not
+/// stay past the cut. Blocking (journal append).
+pub(crate) fn after_log_cut(state: &BrokerState) {
+    let written = state.store.written_max_offset(PROGRESS_TOPIC, 0);
+    if state.offsets.replica_position() > written {
+        state.offsets.set_replica_position(written);
+    }
+}
+
+/// [`catch_up`] off the async threads: what a replica about to become master awaits first.
+pub(crate) async fn drain(state: &Arc<BrokerState>) -> Result<usize, String> {
+    let applying = state.clone();
+    tokio::task::spawn_blocking(move || catch_up(&applying))
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| error.to_string())
+}
+
+/// Applies every progress message the local log holds past the table's replica position;
+/// returns how many it read. Blocking (store reads, journal appends).
+pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
+    let mut read = 0;
+    loop {
+        let position = state.offsets.replica_position();
+        let written = state.store.written_max_offset(PROGRESS_TOPIC, 0);
+        if position > written {
+            // The log was cut back below what was applied: what follows the cut is new.
+            state.offsets.set_replica_position(written);
+            continue;
+        }
+        if position == written {
+            return Ok(read);
+        }
+        let got = state.store.get(
+            PROGRESS_TOPIC,
+            0,
+            position,
+            MESSAGES_PER_READ,
+            BYTES_PER_READ,
+            |_| true,
+        )?;
+        match got.status {
+            GetStatus::Found if got.next_begin_offset > position => {}
+            GetStatus::OffsetTooSmall
+            | GetStatus::MessageWasRemoving
+            | GetStatus::OffsetFoundNull
+                if got.next_begin_offset > position =>
+            {
+                // Retention removed messages not applied yet: what they held is lost to this
+                // replica (the periodic sync's first round gave it a base to start from).
+                warn!(
+                    from = position,
+                    to = got.next_begin_offset,
+                    "progress messages removed before this replica applied them"
+                );
+                state.offsets.set_replica_position(got.next_begin_offset);
+                continue;
+            }
+            // Nothing readable yet (behind a read fence, or a queue still being built).
+            _ => return Ok(read),
+        }
+        let mut records = Vec::new();
+        for raw in &got.messages {
+            match MessageRecord::decode(raw, 0, DecodeOptions::default()) {
+                Ok((record, _)) => match decode_batch(&record.body) {
+                    Ok(batch) => records.extend(
+                        batch
+                            .into_iter()
+                            .filter(|(stream, _)| *stream == STREAM_CONSUMER_OFFSETS)
+                            .map(|(_, bytes)| bytes.to_vec()),
+                    ),
+                    Err(error) => warn!(%error, "progress message unreadable; skipped"),
+                },
+                Err(error) => warn!(%error, "progress record unreadable; skipped"),
+            }
+        }
+        let skipped =
+            state
+                .offsets
+                .apply_replicated(&records, got.next_begin_offset, crate::state::now_ms());
+        if skipped > 0 {
+            warn!(
+                skipped,
+                "progress records this broker cannot read were skipped"
+            );
+        }
+        read += got.messages.len();
+        debug!(
+            messages = got.messages.len(),
+            records = records.len(),
+            next = got.next_begin_offset,
+            "applied the master's progress"
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! The master's side: the outbox's records, batched into messages of the progress topic.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidemark_protocol::message::Properties;
+use tidemark_store::NewMessage;
+use tracing::{debug, warn};
+
+use super::{encode_batch, StreamRecord, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS};
+use crate::state::BrokerState;
+
+/// Record bytes per message at most (a message may hold up to 4 MiB).
+const BATCH_BYTES_MAX: usize = 1 << 20;
+/// How long a failed append waits before it is tried again.
+const RETRY_AFTER: Duration = Duration::from_millis(200);
+
+enum Round {
+    Published,
+    Idle,
+    Failed,
+}
+
+pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        let wait = match publish_one(&state).await {
+            Round::Published => Duration::ZERO,
+            Round::Failed => RETRY_AFTER,
+            Round::Idle => Duration::MAX,
+        };
+        tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            _ = state.progress_stream.outbox().queued() => {}
+            _ = tokio::time::sleep(wait.min(Duration::from_secs(3600))) => {}
+        }
+    }
+    // What is queued at a graceful stop still reaches the log (and the replicas).
+    while matches!(publish_one(&state).await, Round::Published) {}
+}
+
+async fn publish_one(state: &BrokerState) -> Round {
+    let outbox = state.progress_stream.outbox();
+    // A slave's own changes (commits consumers send it while the master is away) are not the
+    // stream's: the master learns them through the periodic sync. A master that never had a
+    // replica (a broker on its own, `tidemark dev`) writes nothing nobody reads; a slave that
+    // joins later takes its first copy of the offsets from the periodic sync.
+    let has_replicas = state.config.enable_controller_mode || state.ha.ever_had_slave();
+    if state.role.is_slave() || !has_replicas {
+        outbox.discard_all();
+        return Round::Idle;
+    }
+    let Some(batch) = outbox.take(BATCH_BYTES_MAX) else {
+        return Round::Idle;
+    };
+    let mut records = Vec::new();
+    if batch.resync {
+        warn!("progress stream fell behind: publishing whole tables");
+        records.extend(
+            state
+                .offsets
+                .progress_records()
+                .into_iter()
+                .map(|bytes| StreamRecord {
+                    stream: STREAM_CONSUMER_OFFSETS,
+                    bytes,
+                }),
+        );
+    }
+    records.extend(batch.records.iter().cloned());
+    let message = message(state, Bytes::from(encode_batch(&records)));
+    // Straight to the store, not through the send path: progress is not traffic, and the
+    // put counters operators read stay the clients' messages.
+    match state.store.append_batch(std::slice::from_ref(&message)) {
+        Ok((appended, durable)) => {
+            state.ha.notify_new_data();
+            let end = appended
+                .first()
+                .map_or(0, |one| one.commit_log_offset + u64::from(one.size));
+            outbox.published(batch.through, end);
+            state.message_arrived(PROGRESS_TOPIC, 0);
+            debug!(records = records.len(), end, "progress published");
+            if let Err(failure) = durable.await {
+                warn!(%failure, "progress message not flushed");
+            }
+            Round::Published
+        }
+        Err(failure) => {
+            warn!(%failure, records = records.len(), "progress message not stored; trying again");
+            outbox.put_back(batch);
+            Round::Failed
+        }
+    }
+}
+
+fn message(state: &BrokerState, body: Bytes) -> NewMessage {
+    let store_host = state.store_host();
+    NewMessage {
+        topic: PROGRESS_TOPIC.to_owned(),
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: crate::state::now_ms(),
+        born_host: store_host,
+        store_host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        properties: Properties::default(),
+    }
+}

@@ -1,0 +1,158 @@
+//! Consumer progress across a failover (controller mode, brokers A and B of one name, B in A's
+//! SyncStateSet). A group consumes 200 messages and shuts down, which commits every queue
+//! synchronously; A is SIGKILLed at once, well inside the 10 s between periodic slave syncs
+//! (RocketMQ's only way for offsets to reach a slave). The group, started again against B,
+//! must get the 40 messages sent after the failover and none of the 200 again: B resumes from
+//! every offset A acknowledged.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tidemark_client::{
+    concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
+    MessageQueue, Producer, PushConsumer, SendStatus,
+};
+use tidemark_tests::{against_apache, init_logging, unique, wait_until};
+
+use crate::controller_failover::start_pair;
+
+/// The committed offset of each of `topic`'s queues, as whichever master the name server
+/// names answers; `None` while no master answers.
+async fn committed(namesrv: &str, group: &str, topic: &str) -> Option<BTreeMap<MessageQueue, i64>> {
+    // A new admin each time: no route cached from before a failover.
+    let admin = Admin::connect(ClientConfig::new(namesrv)).await.ok()?;
+    let stats = admin.consume_stats(group, Some(topic)).await.ok();
+    admin.shutdown().await;
+    let offsets: BTreeMap<MessageQueue, i64> = stats?
+        .offset_table
+        .into_iter()
+        .filter(|(queue, _)| queue.topic == topic)
+        .map(|(queue, line)| (queue, line.consumer_offset))
+        .collect();
+    (!offsets.is_empty()).then_some(offsets)
+}
+
+/// A push consumer of `group` recording every body it is handed.
+async fn consumer(
+    namesrv: &str,
+    group: &str,
+    topic: &str,
+    seen: &Arc<Mutex<Vec<String>>>,
+) -> PushConsumer {
+    let seen = seen.clone();
+    PushConsumer::builder(group)
+        .namesrv_addr(namesrv)
+        .subscribe(topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(1))
+        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+            let seen = seen.clone();
+            async move {
+                let mut seen = seen.lock().expect("lock");
+                seen.extend(
+                    messages
+                        .iter()
+                        .map(|message| String::from_utf8_lossy(&message.body).into_owned()),
+                );
+                ConsumeStatus::Success
+            }
+        }))
+        .await
+        .expect("consumer")
+}
+
+async fn send(producer: &Producer, topic: &str, prefix: &str, count: usize) -> BTreeSet<String> {
+    let mut acked = BTreeSet::new();
+    let mut attempts = 0;
+    while acked.len() < count && attempts < count * 20 {
+        attempts += 1;
+        let body = format!("{prefix}-{}", acked.len());
+        match producer.send(Message::new(topic, body.clone())).await {
+            Ok(result) if result.status == SendStatus::SendOk => {
+                acked.insert(body);
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert_eq!(acked.len(), count, "{prefix}: every send acknowledged");
+    acked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_resumes_on_the_new_master_from_what_the_old_one_acknowledged() {
+    if against_apache() {
+        eprintln!("skipped: starts Tidemark controllers and brokers itself");
+        return;
+    }
+    init_logging();
+    let mut pair = start_pair().await;
+    let namesrv = pair.namesrv.clone();
+    let topic = unique("ProgressFailover");
+    let group = unique("ProgressFailoverG");
+    let mut config = ClientConfig::new(namesrv.as_str());
+    config.poll_name_server_interval = Duration::from_secs(1);
+    let producer = Producer::builder(unique("ProgressFailoverP"))
+        .client_config(config)
+        .start()
+        .await
+        .expect("producer");
+    let first = send(&producer, &topic, "before", 200).await;
+
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let consuming = consumer(&namesrv, &group, &topic, &seen).await;
+    let all = wait_until(Duration::from_secs(60), || {
+        seen.lock()
+            .expect("lock")
+            .iter()
+            .collect::<BTreeSet<_>>()
+            .len()
+            >= first.len()
+    })
+    .await;
+    assert!(all, "the group never consumed the first 200");
+    // Shutting down commits every queue synchronously: acknowledged once B has the commits.
+    consuming.shutdown().await;
+    let acknowledged = committed(&namesrv, &group, &topic)
+        .await
+        .expect("A answers the group's offsets");
+    assert_eq!(
+        acknowledged.values().sum::<i64>(),
+        200,
+        "A holds the group's commits of all 200: {acknowledged:?}"
+    );
+
+    pair.a.kill();
+    // Sent to B once it is master (a topic it has not heard of yet it creates on the send).
+    let second = send(&producer, &topic, "after", 40).await;
+    seen.lock().expect("lock").clear();
+    let resumed = consumer(&namesrv, &group, &topic, &seen).await;
+    let all = wait_until(Duration::from_secs(60), || {
+        seen.lock()
+            .expect("lock")
+            .iter()
+            .collect::<BTreeSet<_>>()
+            .len()
+            >= second.len()
+    })
+    .await;
+    resumed.shutdown().await;
+    producer.shutdown().await;
+    let seen = seen.lock().expect("lock").clone();
+    let replayed: Vec<&String> = seen.iter().filter(|body| first.contains(*body)).collect();
+    assert!(
+        all,
+        "the group never consumed the 40 sent after the failover"
+    );
+    assert!(
+        replayed.is_empty(),
+        "{} of the messages consumed before the failover came again: {:?}",
+        replayed.len(),
+        replayed.iter().take(10).collect::<Vec<_>>()
+    );
+    println!(
+        "progress across a failover: A acknowledged {:?}; after its SIGKILL the group \
+         got the 40 new messages from B and 0 of the 200 again",
+        acknowledged.values().collect::<Vec<_>>()
+    );
+}
