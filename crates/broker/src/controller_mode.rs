@@ -366,6 +366,21 @@ async fn follow_decision(
             .epochs()
             .begin(epoch, i64::try_from(written).unwrap_or(i64::MAX))
             .map_err(|error| error.to_string())?;
+        // Half messages and their resolutions came with the log: what is pending is read from
+        // it again (recovery may append op records, so only once the new epoch has begun).
+        let recovering = state.clone();
+        let timeout = state.live.get().transaction_timeout;
+        let (pending, _) = tokio::task::spawn_blocking(move || {
+            crate::transaction::recovery::recover(
+                &recovering.store,
+                recovering.store_host(),
+                timeout,
+            )
+        })
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| error.to_string())?;
+        state.transactions.replace_with(pending);
         // Alone in its SyncStateSet until slaves catch up: nothing to wait for yet.
         state.role.set(RoleNow {
             role: BrokerRole::AsyncMaster,

@@ -76,6 +76,9 @@ pub async fn serve_master(
                         return;
                     };
                     state.ha.slave_connected();
+                    // Whole progress tables into the log, which this slave copies from its
+                    // end on: whatever the stream carried before it may be missing there.
+                    state.progress_stream.outbox().request_resync();
                     if let Err(error) = serve_slave(&state, stream).await {
                         debug!(%peer, %error, "HA connection ended");
                     }
@@ -272,7 +275,6 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
         .await
         .map_err(|_| std::io::Error::other("connect timed out"))??;
     info!(%addr, tls = stream.is_tls(), "following the master's commit log");
-    state.progress_stream.session_started();
     let (mut reader, mut writer) = stream.into_halves();
     let mut reported = state.store.commit_log_positions().1;
     if let Some(id) = crate::controller_mode::own_controller_id(state) {

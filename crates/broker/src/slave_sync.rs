@@ -11,10 +11,10 @@
 //! are then sent to the master as ordinary UPDATE_CONSUMER_OFFSET requests, which the master's
 //! forward-only table accepts — so the master learns them even when no consumer is running.
 //!
-//! A Tidemark master streams its progress through the log (`progress_stream`): from one, the
-//! slave merges the offsets once per replication session, as a base for what the log does not
-//! hold, and otherwise only tells the master where it is ahead. A copy fetched now and merged
-//! later could undo a removal the stream applied in between.
+//! A Tidemark master streams its progress through the log (`progress_stream`), whole tables
+//! first whenever a slave connects: from one, the slave takes neither offsets nor POP state
+//! here, and only tells the master where its offsets are ahead. A copy fetched now and taken
+//! later could undo what the stream applied in between.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -45,8 +45,6 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         Duration::from_millis(state.live.get().slave_sync_interval_ms.max(100))
     };
     let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period(&state));
-    // The streaming master, and the replication session, whose offsets were merged as a base.
-    let mut base_from: Option<(String, u64)> = None;
     loop {
         tokio::select! {
             _ = &mut stop => break,
@@ -59,7 +57,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         }
         match state.master.broker_addr() {
             Some(master) if master != state.config.broker_addr() => {
-                sync_all(&state, &client, &master, &mut base_from).await
+                sync_all(&state, &client, &master).await
             }
             _ => debug!("no master registered; slave sync waits"),
         }
@@ -96,12 +94,7 @@ async fn fetch(client: &RemotingClient, master: &str, code: RequestCode) -> Fetc
 }
 
 /// One round; each step stands alone (a failed one does not stop the others).
-pub(crate) async fn sync_all(
-    state: &Arc<BrokerState>,
-    client: &RemotingClient,
-    master: &str,
-    base_from: &mut Option<(String, u64)>,
-) {
+pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, master: &str) {
     let mut master_streams = false;
     if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllTopicConfig).await {
         match TopicConfigSerializeWrapper::from_json_bytes(&body) {
@@ -125,18 +118,9 @@ pub(crate) async fn sync_all(
         Fetched::Refused => Some(ConsumerOffsetTable::default()),
         Fetched::Unreachable => None,
     };
-    let session = (master.to_owned(), state.progress_stream.sessions());
     let ahead = match master_offsets {
-        Some(master_offsets) if master_streams && base_from.as_ref() == Some(&session) => {
-            state.offsets.ahead_of(&master_offsets)
-        }
-        Some(master_offsets) => {
-            let ahead = state.offsets.merge_from_master(&master_offsets);
-            if master_streams {
-                *base_from = Some(session);
-            }
-            ahead
-        }
+        Some(master_offsets) if master_streams => state.offsets.ahead_of(&master_offsets),
+        Some(master_offsets) => state.offsets.merge_from_master(&master_offsets),
         None => Vec::new(),
     };
     for entry in &ahead {
@@ -165,7 +149,9 @@ pub(crate) async fn sync_all(
         );
     }
 
-    sync_pop_state(state, client, master).await;
+    if !master_streams {
+        sync_pop_state(state, client, master).await;
+    }
 
     if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllDelayOffset).await {
         match DelayOffsetWrapper::from_json_bytes(&body) {

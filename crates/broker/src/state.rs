@@ -355,7 +355,7 @@ impl BrokerState {
         if let Some(damage) = &recovery.damage {
             warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "offset journal was damaged; progress recorded after that point is lost");
         }
-        let (timers, timer_recovery) = crate::timer::Timers::open(
+        let (mut timers, timer_recovery) = crate::timer::Timers::open(
             storage.clone(),
             &config.timer_journal_dir(),
             JournalOptions::default(),
@@ -363,7 +363,7 @@ impl BrokerState {
         if let Some(damage) = &timer_recovery.damage {
             warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "timer journal was damaged; timer messages delivered after that point may be delivered again");
         }
-        let (pop, pop_recovery) = crate::pop::PopTable::open(
+        let (mut pop, pop_recovery) = crate::pop::PopTable::open(
             storage.clone(),
             &config.pop_journal_dir(),
             JournalOptions::default(),
@@ -407,6 +407,8 @@ impl BrokerState {
         };
         let progress_stream = crate::progress_stream::ProgressStream::default();
         offsets.publish_to(progress_stream.outbox().clone());
+        pop.publish_to(progress_stream.outbox().clone());
+        timers.publish_to(progress_stream.outbox().clone());
         let state = BrokerState {
             config,
             live,

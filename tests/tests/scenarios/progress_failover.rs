@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use tidemark_client::{
     concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
-    MessageQueue, Producer, PushConsumer, SendStatus,
+    MessageQueue, Producer, PushConsumer, SendStatus, SimpleConsumer,
 };
-use tidemark_tests::{against_apache, init_logging, unique, wait_until};
+use tidemark_tests::{against_apache, init_logging, unique, wait_for_route, wait_until};
 
-use crate::controller_failover::start_pair;
+use crate::controller_failover::{start_pair, Pair};
 
 /// The committed offset of each of `topic`'s queues, as whichever master the name server
 /// names answers; `None` while no master answers.
@@ -79,24 +79,49 @@ async fn send(producer: &Producer, topic: &str, prefix: &str, count: usize) -> B
     acked
 }
 
+/// A pair, names for this test's topic and group, and a producer that asks for routes every
+/// second (otherwise it keeps the dead master's for 30 s).
+struct Setup {
+    pair: Pair,
+    namesrv: String,
+    topic: String,
+    group: String,
+    producer: Producer,
+}
+
+async fn setup(prefix: &str) -> Setup {
+    init_logging();
+    let pair = start_pair().await;
+    let namesrv = pair.namesrv.clone();
+    let mut config = ClientConfig::new(namesrv.as_str());
+    config.poll_name_server_interval = Duration::from_secs(1);
+    let producer = Producer::builder(unique(&format!("{prefix}P")))
+        .client_config(config)
+        .start()
+        .await
+        .expect("producer");
+    Setup {
+        pair,
+        namesrv,
+        topic: unique(prefix),
+        group: unique(&format!("{prefix}G")),
+        producer,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_resumes_on_the_new_master_from_what_the_old_one_acknowledged() {
     if against_apache() {
         eprintln!("skipped: starts Tidemark controllers and brokers itself");
         return;
     }
-    init_logging();
-    let mut pair = start_pair().await;
-    let namesrv = pair.namesrv.clone();
-    let topic = unique("ProgressFailover");
-    let group = unique("ProgressFailoverG");
-    let mut config = ClientConfig::new(namesrv.as_str());
-    config.poll_name_server_interval = Duration::from_secs(1);
-    let producer = Producer::builder(unique("ProgressFailoverP"))
-        .client_config(config)
-        .start()
-        .await
-        .expect("producer");
+    let Setup {
+        mut pair,
+        namesrv,
+        topic,
+        group,
+        producer,
+    } = setup("ProgressFailover").await;
     let first = send(&producer, &topic, "before", 200).await;
 
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -154,5 +179,94 @@ async fn a_group_resumes_on_the_new_master_from_what_the_old_one_acknowledged() 
         "progress across a failover: A acknowledged {:?}; after its SIGKILL the group \
          got the 40 new messages from B and 0 of the 200 again",
         acknowledged.values().collect::<Vec<_>>()
+    );
+}
+
+/// A POP consumer on B, with a minute's invisibility (nothing it is handed comes back within
+/// this test).
+async fn pop_consumer(namesrv: &str, group: &str, topic: &str) -> SimpleConsumer {
+    let mut config = ClientConfig::new(namesrv);
+    config.poll_name_server_interval = Duration::from_secs(1);
+    SimpleConsumer::builder(group)
+        .client_config(config)
+        .subscribe(topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .invisible_duration(Duration::from_secs(60))
+        .await_duration(Duration::from_secs(1))
+        .start()
+        .await
+        .expect("simple consumer")
+}
+
+/// POP progress across the same failover: 60 messages popped on A, 50 acknowledged (each answer
+/// waits for B) and 10 left in flight for a minute; A is SIGKILLed at once. From B the group gets
+/// the 20 messages sent after and none of the 60: neither the acknowledged ones nor the ones
+/// still invisible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_acknowledgements_and_invisible_messages_survive_a_failover() {
+    if against_apache() {
+        eprintln!("skipped: starts Tidemark controllers and brokers itself");
+        return;
+    }
+    let Setup {
+        mut pair,
+        namesrv,
+        topic,
+        group,
+        producer,
+    } = setup("PopFailover").await;
+    let before = send(&producer, &topic, "before", 60).await;
+    assert!(
+        wait_for_route(&namesrv, &topic).await,
+        "{topic} never routed"
+    );
+
+    let consumer = pop_consumer(&namesrv, &group, &topic).await;
+    let mut popped = BTreeSet::new();
+    let mut acked = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while popped.len() < before.len() && tokio::time::Instant::now() < deadline {
+        for message in consumer.receive(32).await.unwrap_or_default() {
+            let body = String::from_utf8_lossy(&message.message.body).into_owned();
+            if popped.insert(body) && acked < 50 {
+                consumer.ack(&message).await.expect("ack on A");
+                acked += 1;
+            }
+        }
+    }
+    consumer.shutdown().await;
+    assert_eq!(popped, before, "all 60 popped on A");
+
+    pair.a.kill();
+    let after = send(&producer, &topic, "after", 20).await;
+    let consumer = pop_consumer(&namesrv, &group, &topic).await;
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut rounds_after_all = 0;
+    while rounds_after_all < 3 && tokio::time::Instant::now() < deadline {
+        for message in consumer.receive(32).await.unwrap_or_default() {
+            got.push(String::from_utf8_lossy(&message.message.body).into_owned());
+            let _ = consumer.ack(&message).await;
+        }
+        if after.iter().all(|body| got.contains(body)) {
+            rounds_after_all += 1;
+        }
+    }
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    let again: Vec<&String> = got.iter().filter(|body| before.contains(*body)).collect();
+    assert!(
+        after.iter().all(|body| got.contains(body)),
+        "B never handed out all 20 sent after the failover: got {got:?}"
+    );
+    assert!(
+        again.is_empty(),
+        "{} of the 60 popped on A were handed out again by B: {:?}",
+        again.len(),
+        again.iter().take(10).collect::<Vec<_>>()
+    );
+    println!(
+        "POP across a failover: 50 acknowledged and 10 invisible on A, then from B the 20 new \
+         and 0 of the 60"
     );
 }

@@ -405,15 +405,18 @@ impl ConsumerOffsets {
         self.move_replica_position(&mut inner, position);
     }
 
-    /// Every queue's progress as stream records: what a master publishes when its stream
-    /// dropped records.
-    pub fn progress_records(&self) -> Vec<Vec<u8>> {
+    /// Queues every queue's progress for the replicas, under the table's lock so the copy sits
+    /// in the stream where the table was; returns how many entries. A replica merges them like
+    /// any change (what it holds and the master does not stays).
+    pub fn publish_whole(&self) -> usize {
+        let Some(outbox) = &self.outbox else {
+            return 0;
+        };
         let inner = self.lock();
-        let mut records = Vec::with_capacity(inner.table.entry_count());
-        inner
-            .table
-            .for_each_entry(|entry| records.push(queue_progress_record(&entry)));
-        records
+        inner.table.for_each_entry(|entry| {
+            outbox.push(STREAM_CONSUMER_OFFSETS, queue_progress_record(&entry));
+        });
+        inner.table.entry_count()
     }
 
     pub fn is_empty(&self) -> bool {

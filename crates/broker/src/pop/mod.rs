@@ -13,6 +13,7 @@
 //! Lock order: this table's lock, then the journal's queue lock (inside `Journal::append`).
 //! Nothing else is taken inside.
 
+mod replica;
 pub mod revive;
 pub mod state;
 
@@ -31,6 +32,7 @@ pub use state::{InFlight, PopQueue, Popped, QueueKey, ANY_RECEIPT};
 use state::{PopCodec, PopState};
 
 use crate::offsets::Journaled;
+use crate::progress_stream::{ProgressOutbox, STREAM_POP};
 
 /// The leading byte of [`PopTable::replica`]'s body: the form of what follows.
 const REPLICA_FORMAT: u8 = 1;
@@ -94,6 +96,8 @@ pub struct PopTable {
     journal: Journal,
     /// Wakes the revive service when an earlier visibility deadline appears.
     wake: Notify,
+    /// Where every journaled change is also queued for the replicas (`progress_stream`).
+    outbox: Option<Arc<ProgressOutbox>>,
 }
 
 #[derive(Debug, Default)]
@@ -101,6 +105,9 @@ struct Inner {
     state: PopState,
     /// (visible at, queue, offset) of every in-flight message not being revived.
     deadlines: BTreeSet<(i64, QueueKey, i64)>,
+    /// A replica applied its master's changes without keeping `deadlines` up to date (nothing
+    /// revives there); indexed again before it acts as master.
+    deadlines_stale: bool,
     /// Queues a pop is reading right now: one pop per queue at a time.
     busy: HashSet<QueueKey>,
     /// Orderly: the attempt id of the pop that took each queue (kept in memory: after a restart
@@ -240,6 +247,7 @@ impl PopTable {
                 inner: Mutex::new(inner),
                 journal,
                 wake: Notify::new(),
+                outbox: None,
             },
             report,
         ))
@@ -249,7 +257,22 @@ impl PopTable {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Every change journaled from now on is also queued in `outbox` for the replicas.
+    pub fn publish_to(&mut self, outbox: Arc<ProgressOutbox>) {
+        self.outbox = Some(outbox);
+    }
+
+    /// Journals a record and queues it for the replicas (under the table's lock, so both orders
+    /// are the table's).
     fn journal(&self, record: &[u8]) -> Journaled {
+        if let Some(outbox) = &self.outbox {
+            outbox.push(STREAM_POP, record.to_vec());
+        }
+        self.journal_here(record)
+    }
+
+    /// Journals a record that is this broker's alone (what it applied of its master's stream).
+    fn journal_here(&self, record: &[u8]) -> Journaled {
         match self.journal.append(record) {
             Ok(ticket) => Journaled::Pending(ticket),
             Err(failure) => {
@@ -592,46 +615,6 @@ impl PopTable {
             cut.cut();
             PopCodec.snapshot(&inner.state)
         })?;
-        Ok(true)
-    }
-
-    /// The whole state as a master hands it to its slaves (TIDEMARK_GET_ALL_POP_STATE): the
-    /// format byte, then the journal's snapshot form.
-    pub fn replica(&self) -> Vec<u8> {
-        let inner = self.lock();
-        let mut body = vec![REPLICA_FORMAT];
-        body.extend_from_slice(&PopCodec.snapshot(&inner.state));
-        body
-    }
-
-    /// A slave takes its master's state ([`replica`](Self::replica)) in place of its own,
-    /// durably: the journal is compacted into a snapshot of it. Returns whether anything
-    /// changed. Only for a slave: nothing pops or acknowledges there, so the copy is the whole
-    /// truth until this broker becomes master. Blocking.
-    pub fn replace_from_master(&self, replica: &[u8]) -> Result<bool, ReplicaError> {
-        let snapshot = match replica.split_first() {
-            Some((&REPLICA_FORMAT, snapshot)) => snapshot,
-            Some((&format, _)) => return Err(ReplicaError::Format(format)),
-            None => return Err(ReplicaError::Format(0)),
-        };
-        let master = PopCodec
-            .restore(snapshot)
-            .map_err(ReplicaError::Unreadable)?;
-        if self.lock().state == master {
-            return Ok(false);
-        }
-        self.journal
-            .compact(|cut| {
-                let mut inner = self.lock();
-                inner.state = master;
-                inner.reviving.clear();
-                inner.attempts.clear();
-                inner.index();
-                cut.cut();
-                PopCodec.snapshot(&inner.state)
-            })
-            .map_err(ReplicaError::Journal)?;
-        self.wake.notify_one();
         Ok(true)
     }
 

@@ -152,3 +152,47 @@ fn only_a_sooner_deadline_wakes_the_revive_service() {
     assert!(woken(&table), "an earlier one");
     table.close();
 }
+
+#[test]
+fn a_replica_follows_the_masters_changes_and_whole_copies_and_keeps_them() {
+    let (master_dir, replica_dir) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let outbox = Arc::new(crate::progress_stream::ProgressOutbox::default());
+    let mut master = open(master_dir.path());
+    master.publish_to(outbox.clone());
+    let (a, b) = (QueueKey::new("G", "T", 0), QueueKey::new("G", "T", 1));
+    pop(&master, &a, 4, 100, &[0, 1, 2, 3]);
+    pop(&master, &b, 2, 100, &[0, 1]);
+    let _ = master.finish(&a, 1, 100);
+
+    // A replica that joins now gets a whole copy, then the changes after it.
+    let replica = open(replica_dir.path());
+    pop(&replica, &QueueKey::new("Old", "T", 0), 1, 50, &[0]);
+    let _ = outbox.take_all();
+    assert_eq!(master.publish_whole(), 2);
+    let _ = master.finish(&b, 0, 100);
+    let (changed, _) = master.change_invisibility(&a, 2, 100, 150, 60_000);
+    assert!(changed.is_some());
+    let records = outbox.take_all();
+    assert_eq!(replica.apply_replicated(&records), 0);
+    assert_eq!(
+        replica.lock().state,
+        master.lock().state,
+        "the replica holds the master's state, its own gone"
+    );
+    assert_eq!(
+        replica.apply_replicated(&[(2, vec![77])]),
+        1,
+        "an unreadable record is skipped"
+    );
+
+    // It survives the replica's restart, and a replica about to be master revives from it.
+    let expected = master.lock().state.clone();
+    drop(replica);
+    let replica = open(replica_dir.path());
+    assert_eq!(replica.lock().state, expected);
+    replica.after_replication();
+    assert_eq!(replica.next_deadline(), Some(1_100));
+}

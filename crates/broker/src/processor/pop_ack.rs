@@ -1,6 +1,8 @@
 //! ACK_MESSAGE (200051), BATCH_ACK_MESSAGE (200151) and CHANGE_MESSAGE_INVISIBLETIME (200053):
 //! a popped message is finished, or stays invisible longer. Each is answered once it is
-//! durable in the POP journal, so an acknowledgement the client saw survives a crash.
+//! durable in the POP journal, so an acknowledgement the client saw survives a crash, and an
+//! acknowledgement on a SYNC master once its in-sync replicas have it (`progress_stream`), so
+//! it survives a failover too.
 //!
 //! Answers follow RocketMQ: an acknowledgement of a message that is no longer in flight under
 //! that receipt (already finished, its invisibility changed, or visible again) is SUCCESS and
@@ -100,7 +102,15 @@ async fn settle(
         ));
     }
     crate::pop::commit_floor(state, key);
-    None
+    // On a SYNC master, acknowledged once the in-sync replicas have it, like a commit.
+    let through = state.progress_stream.outbox().last_pushed();
+    match crate::progress_stream::wait_replicated(state, through).await {
+        ResponseCode::Success => None,
+        code => Some(error(
+            code,
+            "acknowledgement recorded here, not yet confirmed by the in-sync replicas",
+        )),
+    }
 }
 
 pub(super) async fn ack(state: &Arc<BrokerState>, request: &RemotingCommand) -> RemotingCommand {

@@ -9,7 +9,10 @@ use tidemark_protocol::message::{DecodeOptions, MessageRecord};
 use tidemark_store::{GetStatus, StoreError};
 use tracing::{debug, warn};
 
-use super::{decode_batch, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS};
+use super::{
+    decode_batch, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS, STREAM_POP, STREAM_POP_WHOLE,
+    STREAM_TIMERS, STREAM_TIMERS_WHOLE,
+};
 use crate::state::BrokerState;
 
 /// Messages read per store call.
@@ -29,7 +32,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         if !state.role.is_slave() {
             continue;
         }
-        if let Err(error) = drain(&state).await {
+        if let Err(error) = apply_available(&state).await {
             warn!(%error, "applying the master's progress stream failed; trying again");
         }
     }
@@ -45,13 +48,24 @@ pub(crate) fn after_log_cut(state: &BrokerState) {
     }
 }
 
-/// [`catch_up`] off the async threads: what a replica about to become master awaits first.
-pub(crate) async fn drain(state: &Arc<BrokerState>) -> Result<usize, String> {
+/// [`catch_up`] off the async threads.
+async fn apply_available(state: &Arc<BrokerState>) -> Result<usize, String> {
     let applying = state.clone();
     tokio::task::spawn_blocking(move || catch_up(&applying))
         .await
         .map_err(|error| error.to_string())?
         .map_err(|error| error.to_string())
+}
+
+/// What a replica about to become master awaits first: everything its log holds applied, and
+/// the POP deadlines rebuilt for the revive service it is about to run.
+pub(crate) async fn drain(state: &Arc<BrokerState>) -> Result<usize, String> {
+    let read = apply_available(state).await?;
+    let rebuilding = state.clone();
+    tokio::task::spawn_blocking(move || rebuilding.pop.after_replication())
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(read)
 }
 
 /// Applies every progress message the local log holds past the table's replica position;
@@ -97,25 +111,41 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
             // Nothing readable yet (behind a read fence, or a queue still being built).
             _ => return Ok(read),
         }
-        let mut records = Vec::new();
+        let mut offsets = Vec::new();
+        let mut pop = Vec::new();
+        let mut timers = Vec::new();
         for raw in &got.messages {
             match MessageRecord::decode(raw, 0, DecodeOptions::default()) {
                 Ok((record, _)) => match decode_batch(&record.body) {
-                    Ok(batch) => records.extend(
-                        batch
-                            .into_iter()
-                            .filter(|(stream, _)| *stream == STREAM_CONSUMER_OFFSETS)
-                            .map(|(_, bytes)| bytes.to_vec()),
-                    ),
+                    Ok(batch) => {
+                        for (stream, bytes) in batch {
+                            match stream {
+                                STREAM_CONSUMER_OFFSETS => offsets.push(bytes.to_vec()),
+                                STREAM_POP | STREAM_POP_WHOLE => pop.push((stream, bytes.to_vec())),
+                                STREAM_TIMERS | STREAM_TIMERS_WHOLE => {
+                                    timers.push((stream, bytes.to_vec()))
+                                }
+                                other => debug!(
+                                    stream = other,
+                                    "progress stream this broker does not know; skipped"
+                                ),
+                            }
+                        }
+                    }
                     Err(error) => warn!(%error, "progress message unreadable; skipped"),
                 },
                 Err(error) => warn!(%error, "progress record unreadable; skipped"),
             }
         }
-        let skipped =
+        // The tables are independent, each in its own order; the position moves with the
+        // offsets, last, so a crash in between applies these POP and timer records again
+        // rather than skipping any (a POP message in flight may count one delivery more).
+        let mut skipped = state.pop.apply_replicated(&pop);
+        skipped += state.timers.apply_replicated(&timers);
+        skipped +=
             state
                 .offsets
-                .apply_replicated(&records, got.next_begin_offset, crate::state::now_ms());
+                .apply_replicated(&offsets, got.next_begin_offset, crate::state::now_ms());
         if skipped > 0 {
             warn!(
                 skipped,
@@ -125,7 +155,9 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
         read += got.messages.len();
         debug!(
             messages = got.messages.len(),
-            records = records.len(),
+            offsets = offsets.len(),
+            pop = pop.len(),
+            timers = timers.len(),
             next = got.next_begin_offset,
             "applied the master's progress"
         );

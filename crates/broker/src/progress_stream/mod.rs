@@ -10,8 +10,14 @@
 //! master applies everything its log holds first: the new master's offsets are never behind
 //! what the old one acknowledged.
 //!
+//! Whenever a replica connects, the master publishes whole copies of its tables first (the
+//! replica may lack what the stream carried before), and again if its outbox overflowed.
+//!
 //! A message's body: a format byte (1), then records, each a stream byte, a big-endian u32
-//! length and that many bytes. Stream 1 is consumer offsets (the offset journal's records).
+//! length and that many bytes. Streams: 1 consumer offsets (the offset journal's records; a
+//! whole copy is every queue's record), 2 POP progress (the POP journal's records), 3 a piece of
+//! a whole POP state, 4 a timer message delivered (the timer journal's records), 5 the whole
+//! delivered set.
 
 mod follower;
 mod outbox;
@@ -21,7 +27,6 @@ pub(crate) use follower::{after_log_cut, drain, run as follow};
 pub use outbox::ProgressOutbox;
 pub(crate) use publisher::run as publish;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,8 +42,6 @@ use crate::state::BrokerState;
 pub struct ProgressStream {
     outbox: Arc<ProgressOutbox>,
     appended: Notify,
-    /// Replica: HA sessions with a master started so far.
-    sessions: AtomicU64,
 }
 
 impl ProgressStream {
@@ -55,18 +58,6 @@ impl ProgressStream {
     async fn appended(&self) {
         self.appended.notified().await;
     }
-
-    /// A replica began copying a master's log. A master outside controller mode publishes
-    /// only while it knows of a replica, so what changed before this session may be missing
-    /// from the stream: the periodic sync takes a full copy once per session.
-    pub fn session_started(&self) {
-        self.sessions.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// How many sessions started (see [`session_started`](Self::session_started)).
-    pub fn sessions(&self) -> u64 {
-        self.sessions.load(Ordering::Acquire)
-    }
 }
 
 /// The system topic progress travels in (one queue).
@@ -74,6 +65,14 @@ pub const PROGRESS_TOPIC: &str = "rmq_sys_tidemark_progress";
 
 /// The consumer-offset stream: records of [`crate::offsets`]'s journal.
 pub(crate) const STREAM_CONSUMER_OFFSETS: u8 = 1;
+/// POP progress: records of [`crate::pop`]'s journal.
+pub(crate) const STREAM_POP: u8 = 2;
+/// POP progress, whole: what a master publishes when a replica connects.
+pub(crate) const STREAM_POP_WHOLE: u8 = 3;
+/// Timer messages delivered: records of [`crate::timer`]'s journal.
+pub(crate) const STREAM_TIMERS: u8 = 4;
+/// Timer messages delivered, whole.
+pub(crate) const STREAM_TIMERS_WHOLE: u8 = 5;
 
 const FORMAT: u8 = 1;
 

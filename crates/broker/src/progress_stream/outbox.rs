@@ -10,9 +10,10 @@ use tokio::sync::{watch, Notify};
 
 use super::StreamRecord;
 
-/// Pending bytes past which the outbox stops keeping records one by one and asks for a full
-/// copy of the tables instead (a master that cannot append for a long while).
-const PENDING_BYTES_MAX: usize = 16 << 20;
+/// Pending bytes past which the outbox stops keeping records one by one and asks for whole
+/// copies of the tables instead (a master that cannot append for a long while). Room for the
+/// whole copies themselves: a million queue entries take about 60 MiB.
+const PENDING_BYTES_MAX: usize = 256 << 20;
 
 /// Where publication stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,8 +31,6 @@ pub struct Batch {
     pub records: Vec<StreamRecord>,
     /// The sequence number of the batch's last record.
     pub through: u64,
-    /// Records were dropped for space: publish whole tables before these records.
-    pub resync: bool,
 }
 
 #[derive(Debug, Default)]
@@ -40,7 +39,8 @@ struct Pending {
     bytes: usize,
     /// Sequence number of the last record pushed (the first is 1).
     pushed: u64,
-    /// Records were dropped since the last whole copy.
+    /// The tables must publish whole copies of themselves (records were dropped for space,
+    /// or a replica connected that may lack what came before).
     resync: bool,
 }
 
@@ -95,10 +95,23 @@ impl ProgressOutbox {
         self.queued.notified().await;
     }
 
+    /// Asks the tables for whole copies of themselves: a replica connected, and what was
+    /// published before may be missing from its log.
+    pub fn request_resync(&self) {
+        self.pending().resync = true;
+        self.queued.notify_one();
+    }
+
+    /// Whether whole copies are due; clears the request. The tables push them under their own
+    /// locks, so they land in the stream in order with every change.
+    pub fn take_resync(&self) -> bool {
+        std::mem::take(&mut self.pending().resync)
+    }
+
     /// Takes records for one message, at most `max_bytes` of them (at least one).
     pub fn take(&self, max_bytes: usize) -> Option<Batch> {
         let mut pending = self.pending();
-        if pending.records.is_empty() && !pending.resync {
+        if pending.records.is_empty() {
             return None;
         }
         let mut records = Vec::new();
@@ -112,12 +125,7 @@ impl ProgressOutbox {
         }
         pending.bytes -= bytes;
         let through = pending.pushed - pending.records.len() as u64;
-        let resync = std::mem::take(&mut pending.resync);
-        Some(Batch {
-            records,
-            through,
-            resync,
-        })
+        Some(Batch { records, through })
     }
 
     /// A batch that could not be appended goes back to the front, to be tried again.
@@ -127,7 +135,6 @@ impl ProgressOutbox {
         for record in batch.records.into_iter().rev() {
             pending.records.push_front(record);
         }
-        pending.resync |= batch.resync;
     }
 
     /// Everything pushed so far is dropped (this broker is not a master): waiters are told.
@@ -160,6 +167,16 @@ impl ProgressOutbox {
             *published = now;
             true
         });
+    }
+
+    /// Every queued record as (stream, bytes), emptying the outbox: what a replica would apply.
+    #[cfg(test)]
+    pub(crate) fn take_all(&self) -> Vec<(u8, Vec<u8>)> {
+        let mut records = Vec::new();
+        while let Some(batch) = self.take(usize::MAX) {
+            records.extend(batch.records.into_iter().map(|r| (r.stream, r.bytes)));
+        }
+        records
     }
 
     /// Waits until the record `seq` is dealt with: `Some(Some(end))` in the log below `end`,
@@ -209,9 +226,13 @@ mod tests {
         let outbox = ProgressOutbox::default();
         outbox.push(1, vec![0; PENDING_BYTES_MAX]);
         outbox.push(1, vec![0; 2]);
-        let batch = outbox.take(usize::MAX).expect("a resync");
-        assert!(batch.resync);
-        assert!(batch.records.is_empty());
-        assert_eq!(batch.through, 2);
+        assert!(
+            outbox.take(usize::MAX).is_none(),
+            "the records were dropped"
+        );
+        assert!(outbox.take_resync());
+        assert!(!outbox.take_resync(), "asked once");
+        outbox.request_resync();
+        assert!(outbox.take_resync());
     }
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use tidemark_protocol::message::Properties;
 use tidemark_store::NewMessage;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
-use super::{encode_batch, StreamRecord, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS};
+use super::{encode_batch, PROGRESS_TOPIC};
 use crate::state::BrokerState;
 
 /// Record bytes per message at most (a message may hold up to 4 MiB).
@@ -46,32 +46,26 @@ async fn publish_one(state: &BrokerState) -> Round {
     let outbox = state.progress_stream.outbox();
     // A slave's own changes (commits consumers send it while the master is away) are not the
     // stream's: the master learns them through the periodic sync. A master that never had a
-    // replica (a broker on its own, `tidemark dev`) writes nothing nobody reads; a slave that
-    // joins later takes its first copy of the offsets from the periodic sync.
+    // replica (a broker on its own, `tidemark dev`) writes nothing nobody reads; every replica
+    // that connects gets whole copies of the tables first (see `ha::serve_slave`).
     let has_replicas = state.config.enable_controller_mode || state.ha.ever_had_slave();
     if state.role.is_slave() || !has_replicas {
         outbox.discard_all();
         return Round::Idle;
     }
+    if outbox.take_resync() {
+        let (offsets, pop) = (state.offsets.publish_whole(), state.pop.publish_whole());
+        state.timers.publish_whole();
+        info!(
+            offsets,
+            pop, "publishing whole progress tables for the replicas"
+        );
+    }
     let Some(batch) = outbox.take(BATCH_BYTES_MAX) else {
         return Round::Idle;
     };
-    let mut records = Vec::new();
-    if batch.resync {
-        warn!("progress stream fell behind: publishing whole tables");
-        records.extend(
-            state
-                .offsets
-                .progress_records()
-                .into_iter()
-                .map(|bytes| StreamRecord {
-                    stream: STREAM_CONSUMER_OFFSETS,
-                    bytes,
-                }),
-        );
-    }
-    records.extend(batch.records.iter().cloned());
-    let message = message(state, Bytes::from(encode_batch(&records)));
+    let records = &batch.records;
+    let message = message(state, Bytes::from(encode_batch(records)));
     // Straight to the store, not through the send path: progress is not traffic, and the
     // put counters operators read stay the clients' messages.
     match state.store.append_batch(std::slice::from_ref(&message)) {
@@ -82,14 +76,14 @@ async fn publish_one(state: &BrokerState) -> Round {
                 .map_or(0, |one| one.commit_log_offset + u64::from(one.size));
             outbox.published(batch.through, end);
             state.message_arrived(PROGRESS_TOPIC, 0);
-            debug!(records = records.len(), end, "progress published");
+            debug!(records = batch.records.len(), end, "progress published");
             if let Err(failure) = durable.await {
                 warn!(%failure, "progress message not flushed");
             }
             Round::Published
         }
         Err(failure) => {
-            warn!(%failure, records = records.len(), "progress message not stored; trying again");
+            warn!(%failure, records = batch.records.len(), "progress message not stored; trying again");
             outbox.put_back(batch);
             Round::Failed
         }

@@ -14,6 +14,7 @@
 //! (RocketMQ rounds it down to `timerPrecisionMs`, 1 s, and delivers within about a second).
 
 mod progress;
+mod replica;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -30,6 +31,7 @@ use tracing::warn;
 
 pub use progress::Delivered;
 
+use crate::progress_stream::{ProgressOutbox, STREAM_TIMERS};
 use crate::state::{now_ms, BrokerState};
 
 /// With nothing due sooner, the service still looks for new timer messages this often (sends
@@ -46,6 +48,8 @@ pub struct Timers {
     journal: Journal,
     inner: Mutex<Pending>,
     wake: Notify,
+    /// Where every delivery journaled is also queued for the replicas (`progress_stream`).
+    outbox: Option<Arc<ProgressOutbox>>,
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +80,7 @@ impl Timers {
                     scanned,
                 }),
                 wake: Notify::new(),
+                outbox: None,
             },
             report,
         ))
@@ -104,7 +109,11 @@ impl Timers {
     fn mark_delivered(&self, offset: i64) {
         let mut inner = self.lock();
         if inner.delivered.insert(offset) {
-            if let Err(failure) = self.journal.append(&progress::delivered_record(offset)) {
+            let record = progress::delivered_record(offset);
+            if let Some(outbox) = &self.outbox {
+                outbox.push(STREAM_TIMERS, record.clone());
+            }
+            if let Err(failure) = self.journal.append(&record) {
                 warn!(%failure, offset, "timer delivery not journaled; it may be delivered again after a restart");
             }
         }

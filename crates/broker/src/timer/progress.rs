@@ -97,6 +97,42 @@ impl Delivered {
     pub fn range_count(&self) -> usize {
         self.ranges.len()
     }
+
+    /// Marks `start..end` delivered.
+    pub fn insert_range(&mut self, start: i64, end: i64) {
+        let (mut start, mut end) = (start.max(self.low), end);
+        if start >= end {
+            return;
+        }
+        // Ranges that overlap or touch the new one become part of it.
+        let joined: Vec<(i64, i64)> = self
+            .ranges
+            .range(..=end)
+            .filter(|(_, range_end)| **range_end >= start)
+            .map(|(range_start, range_end)| (*range_start, *range_end))
+            .collect();
+        for (range_start, range_end) in joined {
+            self.ranges.remove(&range_start);
+            start = start.min(range_start);
+            end = end.max(range_end);
+        }
+        if start <= self.low {
+            self.low = self.low.max(end);
+            while let Some(range_end) = self.ranges.remove(&self.low) {
+                self.low = range_end;
+            }
+        } else {
+            self.ranges.insert(start, end);
+        }
+    }
+
+    /// Takes every offset `other` holds delivered as delivered too.
+    pub fn merge(&mut self, other: &Delivered) {
+        self.insert_range(i64::MIN, other.low);
+        for (start, end) in &other.ranges {
+            self.insert_range(*start, *end);
+        }
+    }
 }
 
 pub(crate) fn delivered_record(offset: i64) -> Vec<u8> {
@@ -104,6 +140,18 @@ pub(crate) fn delivered_record(offset: i64) -> Vec<u8> {
     out.push(DELIVERED);
     out.extend_from_slice(&offset.to_be_bytes());
     out
+}
+
+/// The offset a delivered record names.
+pub(crate) fn delivered_offset(record: &[u8]) -> Result<i64, String> {
+    match record.first() {
+        Some(&DELIVERED) if record.len() == 9 => i64_at(record, 1, "offset"),
+        Some(other) => Err(format!(
+            "unknown timer record kind {other} ({} bytes)",
+            record.len()
+        )),
+        None => Err("empty timer record".to_owned()),
+    }
 }
 
 fn i64_at(bytes: &[u8], at: usize, what: &str) -> Result<i64, String> {
@@ -151,17 +199,8 @@ impl JournalCodec for DeliveredCodec {
     }
 
     fn apply(&self, state: &mut Delivered, record: &[u8]) -> Result<(), String> {
-        match record.first() {
-            Some(&DELIVERED) if record.len() == 9 => {
-                state.insert(i64_at(record, 1, "offset")?);
-                Ok(())
-            }
-            Some(other) => Err(format!(
-                "unknown timer record kind {other} ({} bytes)",
-                record.len()
-            )),
-            None => Err("empty timer record".to_owned()),
-        }
+        state.insert(delivered_offset(record)?);
+        Ok(())
     }
 
     fn snapshot(&self, state: &Delivered) -> Vec<u8> {
@@ -178,6 +217,29 @@ impl JournalCodec for DeliveredCodec {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ranges_and_copies_merge_into_one_delivered_set() {
+        let mut ours = Delivered::default();
+        for offset in [0, 1, 5, 9] {
+            ours.insert(offset);
+        }
+        let mut theirs = Delivered::default();
+        for offset in [0, 1, 2, 3, 6, 7, 8, 12] {
+            theirs.insert(offset);
+        }
+        ours.merge(&theirs);
+        let mut one_by_one = Delivered::default();
+        for offset in [0, 1, 2, 3, 5, 6, 7, 8, 9, 12] {
+            one_by_one.insert(offset);
+        }
+        assert_eq!(ours, one_by_one);
+        assert_eq!(ours.low(), 4);
+        ours.insert_range(3, 5);
+        assert_eq!(ours.low(), 10, "joined up to the ranges above");
+        ours.insert_range(20, 20);
+        assert_eq!(ours.range_count(), 1);
+    }
+
     use super::*;
 
     #[test]

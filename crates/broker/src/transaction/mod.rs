@@ -100,6 +100,20 @@ impl Transactions {
         table
     }
 
+    /// Takes `rebuilt`'s pending halves in place of these (a replica becoming master: what it
+    /// held since its start is stale; the log it copied says what is pending now).
+    pub fn replace_with(&self, rebuilt: Transactions) {
+        let _resolving = self
+            .resolving
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let halves = rebuilt
+            .pending
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        *self.lock() = halves;
+    }
+
     /// Records a half message just stored.
     pub fn add(&self, half: PendingHalf) {
         let mut pending = self.lock();
