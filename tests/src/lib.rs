@@ -8,6 +8,7 @@
 //! starts a name server and a master with its slaves as separate `tidemark` processes.
 
 pub mod certs;
+pub mod controller_pair;
 pub mod netns;
 pub mod webdriver;
 

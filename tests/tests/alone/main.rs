@@ -10,4 +10,5 @@ static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 mod failover_hosts;
 mod pop;
+mod progress_faults;
 mod timers;

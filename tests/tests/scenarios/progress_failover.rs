@@ -15,7 +15,7 @@ use tidemark_client::{
 };
 use tidemark_tests::{against_apache, init_logging, unique, wait_for_route, wait_until};
 
-use crate::controller_failover::{start_pair, Pair};
+use tidemark_tests::controller_pair::{start_pair, Pair};
 
 /// The committed offset of each of `topic`'s queues, as whichever master the name server
 /// names answers; `None` while no master answers.

@@ -30,6 +30,7 @@ use tidemark_protocol::{HeaderError, RemotingCommand, RequestCode, ResponseCode}
 use tidemark_remoting::{Channel, Reply, ReplyFuture, RequestHandler};
 use tracing::debug;
 
+use crate::progress_stream;
 use crate::state::BrokerState;
 
 /// The broker's request handler.
@@ -139,7 +140,8 @@ impl RequestHandler for BrokerHandler {
                 }
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
                 RequestCode::QueryConsumerOffset => {
-                    consumer::query_offset(&state, &channel, &request)
+                    let answer = consumer::query_offset(&state, &channel, &request);
+                    progress_stream::once_replicated(&state, answer).await
                 }
                 RequestCode::UpdateConsumerOffset => {
                     consumer::update_offset(&state, &channel, &request).await
@@ -175,9 +177,13 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::DeleteSubscriptionGroup => {
                     admin::delete_subscription_group(&state, &request).await
                 }
-                RequestCode::GetConsumeStats => consume_stats::consume_stats(&state, &request),
+                RequestCode::GetConsumeStats => {
+                    let answer = consume_stats::consume_stats(&state, &request);
+                    progress_stream::once_replicated(&state, answer).await
+                }
                 RequestCode::GetBrokerConsumeStats => {
-                    consume_stats::broker_consume_stats(&state, &request)
+                    let answer = consume_stats::broker_consume_stats(&state, &request);
+                    progress_stream::once_replicated(&state, answer).await
                 }
                 RequestCode::GetProducerConnectionList => {
                     admin::producer_connections(&state, &request)
@@ -211,7 +217,10 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::InvokeBrokerToGetConsumerStatus => {
                     relay::consumer_status(&state, &request).await
                 }
-                RequestCode::GetConsumerProgress => admin::consumer_progress(&state, &request),
+                RequestCode::GetConsumerProgress => {
+                    let answer = admin::consumer_progress(&state, &request);
+                    progress_stream::once_replicated(&state, answer).await
+                }
                 RequestCode::CloneGroupOffset => {
                     clone_offset::clone_group_offset(&state, &request).await
                 }

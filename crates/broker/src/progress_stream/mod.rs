@@ -163,6 +163,25 @@ pub(crate) async fn wait_replicated(state: &BrokerState, seq: u64) -> ResponseCo
     }
 }
 
+/// Holds an answer that shows progress (an offset query, consume stats) until every change
+/// made so far is on the replicas a SYNC send waits for, so nobody is shown a value a
+/// failover could take back. When they do not confirm within `slave_timeout` the answer is
+/// the code a SYNC send would get instead (the reader asks again; a consumer's rebalance skips
+/// the queue until the next round, as it does for any failed query).
+pub(crate) async fn once_replicated(
+    state: &BrokerState,
+    answer: tidemark_protocol::RemotingCommand,
+) -> tidemark_protocol::RemotingCommand {
+    let through = state.progress_stream.outbox().last_pushed();
+    match wait_replicated(state, through).await {
+        ResponseCode::Success => answer,
+        code => tidemark_protocol::RemotingCommand::response(
+            code,
+            Some("consumer progress not yet confirmed by the in-sync replicas".to_owned()),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
