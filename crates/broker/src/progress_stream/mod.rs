@@ -128,7 +128,10 @@ pub(crate) fn decode_batch(body: &[u8]) -> Result<Vec<(u8, &[u8])>, String> {
 
 /// What a synchronous commit answers after waiting for its replicas: success, or the code a
 /// SYNC send would get (the commit is stored on this broker either way). Only a SYNC master
-/// waits; `seq` is the outbox position that holds the commit.
+/// waits; `seq` is the outbox position that holds the commit. With no replica to wait for
+/// (none connected, or one too far behind, which the controllers drop from the set) it is
+/// success: the change stands on this broker as a SYNC send's message does, and a consumer
+/// that could not commit or read offsets while a slave is down would stop.
 pub(crate) async fn wait_replicated(state: &BrokerState, seq: u64) -> ResponseCode {
     if !state.role.now().waits_for_slaves() {
         return ResponseCode::Success;
@@ -157,8 +160,7 @@ pub(crate) async fn wait_replicated(state: &BrokerState, seq: u64) -> ResponseCo
         )
         .await;
     match waited {
-        ReplicaWait::Replicated => ResponseCode::Success,
-        ReplicaWait::SlaveNotAvailable => ResponseCode::SlaveNotAvailable,
+        ReplicaWait::Replicated | ReplicaWait::SlaveNotAvailable => ResponseCode::Success,
         ReplicaWait::Timeout => ResponseCode::FlushSlaveTimeout,
     }
 }
@@ -166,8 +168,8 @@ pub(crate) async fn wait_replicated(state: &BrokerState, seq: u64) -> ResponseCo
 /// Holds an answer that shows progress (an offset query, consume stats) until every change
 /// made so far is on the replicas a SYNC send waits for, so nobody is shown a value a
 /// failover could take back. When they do not confirm within `slave_timeout` the answer is
-/// the code a SYNC send would get instead (the reader asks again; a consumer's rebalance skips
-/// the queue until the next round, as it does for any failed query).
+/// FLUSH_SLAVE_TIMEOUT instead (the reader asks again; a consumer's rebalance skips the queue
+/// until the next round, as it does for any failed query).
 pub(crate) async fn once_replicated(
     state: &BrokerState,
     answer: tidemark_protocol::RemotingCommand,
