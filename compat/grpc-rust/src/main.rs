@@ -438,8 +438,7 @@ async fn transaction_check(server: &Server, report: &mut Report) -> Result<(), S
     let ended = Instant::now();
     let no_check_window = Duration::from_secs(3);
     let deadline = ended + Duration::from_secs(12);
-    while Instant::now() < deadline
-        && (report.committed == 0 || ended.elapsed() < no_check_window)
+    while Instant::now() < deadline && (report.committed == 0 || ended.elapsed() < no_check_window)
     {
         for message in receive(&consumer, &topic, 4, Duration::from_secs(10), report).await {
             match body_of(&message).as_str() {
