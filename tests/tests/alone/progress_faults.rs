@@ -22,7 +22,7 @@ use tidemark_client::{
     Producer, PushConsumer, SendStatus,
 };
 use tidemark_tests::controller_pair::{admin_status, in_sync, start_pair, Pair};
-use tidemark_tests::{init_logging, unique, wait_until, wait_until_async};
+use tidemark_tests::{init_logging, unique, wait_until, wait_until_async, ServerProcess};
 
 const ROUNDS: usize = 4;
 /// Messages a consumer can hold between pulling and committing them at a fault: a pull batch
@@ -83,27 +83,27 @@ async fn routed_master(namesrv: &str) -> Option<String> {
 
 /// Waits out `hold` after a fault on the master, watching the controllers: when they named the
 /// other broker master (`None`: not within `hold`).
-async fn elected(
-    controller: &str,
-    a_addr: &str,
-    a_was_master: bool,
-    hold: Duration,
-) -> Option<Instant> {
+async fn elected(pair: &Pair, a_was_master: bool, hold: Duration) -> Option<Instant> {
     let until = Instant::now() + hold;
     let mut elected = None;
     while Instant::now() < until {
-        if elected.is_none() {
-            let a_is_master = admin_status(controller).lines().find_map(|line| {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                fields.contains(&"master").then(|| fields.contains(&a_addr))
-            });
-            if a_is_master.is_some_and(|a_is_master| a_is_master != a_was_master) {
-                elected = Some(Instant::now());
-            }
+        if elected.is_none()
+            && controllers_master_is_a(pair).is_some_and(|a_is_master| a_is_master != a_was_master)
+        {
+            elected = Some(Instant::now());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     elected
+}
+
+/// A or B.
+fn target(pair: &mut Pair, a: bool) -> &mut ServerProcess {
+    if a {
+        &mut pair.a
+    } else {
+        &mut pair.b
+    }
 }
 
 /// Both replicas in sync, and clients routed to the master the controllers name.
@@ -247,47 +247,29 @@ async fn random_faults_lose_nothing_acknowledged_and_move_no_offset_back() {
         };
         let hold = Duration::from_millis(3_000 + choices.below(3_000));
         let a_is_master = controllers_master_is_a(&pair).expect("the controllers name a master");
-        let (master, slave) = if a_is_master {
-            (&mut pair.a, &mut pair.b)
-        } else {
-            (&mut pair.b, &mut pair.a)
-        };
         let faulted = Instant::now();
+        let on_master = !matches!(fault, Fault::KillSlave);
         match fault {
-            Fault::KillMaster => {
-                master.kill();
-                elections.push((
-                    fault,
-                    faulted,
-                    elected(&pair.controller, &pair.a_addr, a_is_master, hold).await,
-                ));
-                let master = if a_is_master {
-                    &mut pair.a
-                } else {
-                    &mut pair.b
-                };
-                master.restart();
+            Fault::KillMaster | Fault::KillSlave => {
+                target(&mut pair, a_is_master == on_master).kill()
             }
-            Fault::KillSlave => {
-                slave.kill();
-                tokio::time::sleep(hold).await;
-                slave.restart();
+            Fault::PauseMaster => target(&mut pair, a_is_master == on_master).signal("STOP"),
+        }
+        if on_master {
+            // A paused master is held 3 s longer: its controller heartbeats must lapse first.
+            let hold = match fault {
+                Fault::PauseMaster => hold + Duration::from_secs(3),
+                _ => hold,
+            };
+            elections.push((fault, faulted, elected(&pair, a_is_master, hold).await));
+        } else {
+            tokio::time::sleep(hold).await;
+        }
+        match fault {
+            Fault::KillMaster | Fault::KillSlave => {
+                target(&mut pair, a_is_master == on_master).restart()
             }
-            Fault::PauseMaster => {
-                master.signal("STOP");
-                let hold = hold + Duration::from_secs(3);
-                elections.push((
-                    fault,
-                    faulted,
-                    elected(&pair.controller, &pair.a_addr, a_is_master, hold).await,
-                ));
-                let master = if a_is_master {
-                    &mut pair.a
-                } else {
-                    &mut pair.b
-                };
-                master.signal("CONT");
-            }
+            Fault::PauseMaster => target(&mut pair, a_is_master == on_master).signal("CONT"),
         }
         done.push(format!("{fault:?} {} ms", hold.as_millis()));
         assert!(
