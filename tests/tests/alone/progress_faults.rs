@@ -10,7 +10,7 @@
 //! can have in flight at each fault. The seed is printed; `TIDEMARK_FAULT_SEED=N` replays a
 //! run's choice of faults and pauses. For each fault on the master it prints how long after the
 //! election every queue was consumed again (measured, not asserted: 2.4–3.0 s after a SIGKILL,
-//! 4.4–5.0 s after a SIGSTOP in the runs so far).
+//! 4.4–5.5 s after a SIGSTOP in the runs so far).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
