@@ -107,6 +107,8 @@ pub(crate) async fn run(state: Arc<BrokerState>, mut stop: watch::Receiver<bool>
             _ = stop.changed() => {}
             _ = tokio::time::sleep(TICK) => {}
             _ = state.role_change_announced.notified() => {}
+            // A slave that cut its log leaves the SyncStateSet at once, not a tick later.
+            _ = state.ha.replica_fell_back() => {}
         }
     }
     client.shutdown();
@@ -506,8 +508,10 @@ const SLAVE_NOT_CATCHING_UP: Duration = Duration::from_secs(15);
 
 /// Master: the SyncStateSet as this broker sees its slaves, reported when it differs from the
 /// controllers' (RocketMQ's `AutoSwitchHAService` rules): a slave stays while it caught up
-/// within [`SLAVE_NOT_CATCHING_UP`] and is connected; one joins once it has everything the
-/// in-sync replicas have (the confirm offset) and reached this master's epoch.
+/// within [`SLAVE_NOT_CATCHING_UP`], is connected and reports no less than it once had (a
+/// slave that cut its log may lack acknowledged records: it leaves at once); one joins once it
+/// has everything the in-sync replicas have (the confirm offset) and reached this master's
+/// epoch.
 async fn maintain_sync_state_set(
     state: &BrokerState,
     client: &RemotingClient,
@@ -532,6 +536,7 @@ async fn maintain_sync_state_set(
     let keeps = |id: &i64| {
         progress.get(id).is_some_and(|replica| {
             replica.connected
+                && !replica.fell_back()
                 && now.saturating_duration_since(replica.caught_up_at) <= SLAVE_NOT_CATCHING_UP
         })
     };
@@ -552,6 +557,7 @@ async fn maintain_sync_state_set(
     for (id, replica) in &progress {
         if !desired.contains(id)
             && replica.connected
+            && !replica.fell_back()
             && replica.offset >= confirm
             && i64::try_from(replica.offset).unwrap_or(i64::MAX) >= epoch_start
         {

@@ -23,6 +23,8 @@ pub struct HaState {
     acked_changed: Notify,
     /// Woken when the log grows (a put), so transfers need not poll.
     new_data: Notify,
+    /// Woken when a slave reports less than it had: the SyncStateSet must drop it now.
+    replica_fell_back: Notify,
     /// Controller mode: each identified slave's progress, by its controller-given id.
     replicas: Mutex<HashMap<i64, Replica>>,
     /// Controller mode: the slaves in the SyncStateSet the controllers hold (this master
@@ -45,6 +47,17 @@ pub struct Replica {
     pub connected: bool,
     /// This log's end at its previous report.
     log_end_before: u64,
+    /// The most it ever reported in this master's term. Reporting less means it cut its log:
+    /// it may lack records this master acknowledged, so it is not in sync until it has this
+    /// much again.
+    highest: u64,
+}
+
+impl Replica {
+    /// Whether it reports less than it once had (it truncated its log since).
+    pub fn fell_back(&self) -> bool {
+        self.offset < self.highest
+    }
 }
 
 /// How a SYNC_MASTER send's wait for the slave ended.
@@ -103,20 +116,35 @@ impl HaState {
             caught_up_at: now,
             connected: true,
             log_end_before: log_end,
+            highest: offset,
         });
         if offset >= replica.log_end_before {
             replica.caught_up_at = now;
         }
+        let fell_back = offset < replica.offset;
         replica.offset = offset;
+        replica.highest = replica.highest.max(offset);
         replica.connected = true;
         replica.log_end_before = log_end;
         drop(replicas);
         self.acked_changed.notify_waiters();
+        if fell_back {
+            self.replica_fell_back.notify_waiters();
+        }
+    }
+
+    /// Resolves when a slave next reports less than it had before.
+    pub(crate) fn replica_fell_back(&self) -> tokio::sync::futures::Notified<'_> {
+        self.replica_fell_back.notified()
     }
 
     /// Controller mode: the slaves the controllers count in this master's SyncStateSet
-    /// (`own_id` is the master's id; 0 with no slaves when this broker is not master).
+    /// (`own_id` is the master's id; 0 with no slaves when this broker is not master, which
+    /// also forgets what slaves reported: a new term measures them against its own log).
     pub(crate) fn set_in_sync(&self, own_id: i64, slaves: Vec<i64>) {
+        if own_id <= 0 {
+            self.replicas().clear();
+        }
         self.own_id.store(own_id, Ordering::Release);
         *self.in_sync.lock().unwrap_or_else(PoisonError::into_inner) = slaves;
         self.acked_changed.notify_waiters();
@@ -277,6 +305,36 @@ mod tests {
             ha.wait_replicated(150, 150, u64::MAX, wait).await,
             ReplicaWait::Replicated
         );
+    }
+
+    #[test]
+    fn a_slave_that_cut_its_log_has_fallen_back_until_it_has_as_much_again() {
+        let ha = HaState::default();
+        ha.replica_reported(2, 100, 100);
+        let fell_back = |ha: &HaState| ha.replica_progress()[&2].fell_back();
+        assert!(!fell_back(&ha));
+        let notified = ha.replica_fell_back();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        ha.replica_reported(2, 60, 120);
+        assert!(fell_back(&ha));
+        assert!(futures_ready(notified));
+        ha.replica_reported(2, 99, 120);
+        assert!(fell_back(&ha));
+        ha.replica_reported(2, 100, 120);
+        assert!(!fell_back(&ha));
+        // A new term forgets the old one's reports.
+        ha.replica_reported(2, 50, 120);
+        ha.set_in_sync(0, Vec::new());
+        ha.replica_reported(2, 50, 120);
+        assert!(!fell_back(&ha));
+    }
+
+    fn futures_ready(future: std::pin::Pin<&mut impl std::future::Future>) -> bool {
+        let waker = std::task::Waker::noop();
+        future
+            .poll(&mut std::task::Context::from_waker(waker))
+            .is_ready()
     }
 
     #[tokio::test]
