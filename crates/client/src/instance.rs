@@ -38,6 +38,8 @@ use crate::offset_store::CommitDelivery;
 use crate::route::BrokerAddressTable;
 use crate::BoxFuture;
 
+mod broker_watch;
+
 /// The topic whose route stands in for topics the name server does not know yet
 /// (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
 pub const AUTO_CREATE_TOPIC: &str = "TBW102";
@@ -81,6 +83,7 @@ pub(crate) struct ClientInstance {
     consumers: Mutex<Vec<ConsumerData>>,
     /// When a heartbeat was last sent out of turn (see [`heartbeat_now`](Self::heartbeat_now)).
     unscheduled_heartbeat_ms: std::sync::atomic::AtomicI64,
+    broker_watch: broker_watch::BrokerWatch,
     shutdown: CancellationToken,
 }
 
@@ -109,6 +112,7 @@ impl ClientInstance {
             producer_groups: Mutex::new(BTreeSet::new()),
             consumers: Mutex::new(Vec::new()),
             unscheduled_heartbeat_ms: std::sync::atomic::AtomicI64::new(0),
+            broker_watch: broker_watch::BrokerWatch::default(),
             shutdown: CancellationToken::new(),
         })
     }
@@ -276,9 +280,12 @@ impl ClientInstance {
             return Ok(None);
         };
         let route = Arc::new(route);
-        let new_broker = lock(&self.brokers).merge(&route.broker_datas);
+        let merged = lock(&self.brokers).merge(&route.broker_datas);
         lock(&self.routes).insert(topic.to_owned(), route.clone());
-        if new_broker && !lock(&self.consumers).is_empty() {
+        if merged.changed {
+            self.broker_watch.announce_change();
+        }
+        if merged.added && !lock(&self.consumers).is_empty() {
             // A consumer must be known to a broker before it can rebalance or pull there; do not
             // leave that to the next heartbeat period.
             self.send_heartbeats().await;
@@ -291,7 +298,9 @@ impl ClientInstance {
     }
 
     pub fn watch_topic(&self, topic: &str, route: Arc<TopicRouteData>) {
-        let _ = lock(&self.brokers).merge(&route.broker_datas);
+        if lock(&self.brokers).merge(&route.broker_datas).changed {
+            self.broker_watch.announce_change();
+        }
         lock(&self.routes).insert(topic.to_owned(), route);
     }
 

@@ -120,6 +120,15 @@ pub fn subscribe_queues(topic: &str, route: &TopicRouteData) -> Vec<MessageQueue
     queues
 }
 
+/// What merging a route changed in a [`BrokerAddressTable`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Merged {
+    /// An address not known before.
+    pub added: bool,
+    /// Some broker name's addresses differ from before (a new master, say).
+    pub changed: bool,
+}
+
 /// Broker addresses by broker name and broker id, merged from every route fetched.
 #[derive(Debug, Default, Clone)]
 pub struct BrokerAddressTable {
@@ -128,20 +137,21 @@ pub struct BrokerAddressTable {
 
 impl BrokerAddressTable {
     /// Replaces what is known of each broker in `brokers` (a route is the current truth for the
-    /// broker names it lists). Returns whether an address was added.
-    pub fn merge(&mut self, brokers: &[BrokerData]) -> bool {
-        let mut added = false;
+    /// broker names it lists).
+    pub fn merge(&mut self, brokers: &[BrokerData]) -> Merged {
+        let mut merged = Merged::default();
         for broker in brokers {
             let before = self
                 .brokers
                 .insert(broker.broker_name.clone(), broker.broker_addrs.clone());
-            added |= broker.broker_addrs.values().any(|addr| {
+            merged.changed |= before.as_ref() != Some(&broker.broker_addrs);
+            merged.added |= broker.broker_addrs.values().any(|addr| {
                 !before
                     .as_ref()
                     .is_some_and(|old| old.values().any(|known| known == addr))
             });
         }
-        added
+        merged
     }
 
     /// Keeps only broker names still present in some route.
@@ -294,6 +304,34 @@ mod tests {
             .map(|q| format!("{}{}", q.broker_name, q.queue_id))
             .collect();
         assert_eq!(names, ["b0", "b1"]);
+    }
+
+    #[test]
+    fn merging_tells_a_moved_master_from_an_unchanged_route() {
+        let mut table = BrokerAddressTable::default();
+        let first = table.merge(&route(&[("a", true, 1, 6)]).broker_datas);
+        assert_eq!(
+            first,
+            Merged {
+                added: true,
+                changed: true
+            }
+        );
+        assert_eq!(
+            table.merge(&route(&[("a", true, 1, 6)]).broker_datas),
+            Merged::default()
+        );
+        // The slave took over: the same addresses, one of them now the master's.
+        let mut failed_over = route(&[("a", true, 1, 6)]);
+        failed_over.broker_datas[0].broker_addrs = [(0, "a:10921".to_owned())].into();
+        assert_eq!(
+            table.merge(&failed_over.broker_datas),
+            Merged {
+                added: false,
+                changed: true
+            }
+        );
+        assert_eq!(table.master("a"), Some("a:10921"));
     }
 
     #[test]

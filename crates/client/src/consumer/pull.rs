@@ -104,6 +104,12 @@ impl ConsumerCore {
             let pull_started = Instant::now();
             let outcome = tokio::select! {
                 _ = slot.stopped() => break,
+                // A failover moved the broker name while the pull was held: pull from the new
+                // master rather than wait out the old one's silence.
+                _ = self.instance.until_moved_from(&addr, &queue.broker_name, broker_id) => {
+                    debug!(?queue, %addr, "pull abandoned: the routes name another broker now");
+                    continue;
+                }
                 outcome = self.instance.pull(&addr, &header, &queue, PULL_TIMEOUT_WHEN_SUSPENDED, &extra) => outcome,
             };
             if let Ok(outcome) = &outcome {
@@ -129,6 +135,14 @@ impl ConsumerCore {
                         // pull again soon.
                         self.instance.heartbeat_now().await;
                         slot.pause(PULL_DELAY_AFTER_HEARTBEAT).await;
+                        continue;
+                    }
+                    // A broker that died may have been replaced already: ask, and go there now.
+                    self.instance.probe_broker(&addr).await;
+                    if self
+                        .instance
+                        .routed_elsewhere(&addr, &queue.broker_name, broker_id)
+                    {
                         continue;
                     }
                     slot.pause(PULL_DELAY_ON_ERROR).await;
