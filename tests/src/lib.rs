@@ -9,7 +9,9 @@
 
 pub mod certs;
 pub mod controller_pair;
+pub mod go_fault_client;
 pub mod netns;
+pub mod replica_set;
 pub mod webdriver;
 
 use std::collections::VecDeque;

@@ -18,78 +18,11 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::json::{self, JsonBody, Value};
 use tidemark_protocol::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{ClientConfig, RemotingClient};
-use tidemark_tests::{
-    free_port, init_logging, port_taken, tidemark_binary, wait_until_async, ServerProcess,
-};
+use tidemark_tests::replica_set::{field, start_controllers, text_of};
+use tidemark_tests::{init_logging, tidemark_binary, wait_until_async};
 
 const WAIT: Duration = Duration::from_secs(30);
 const CALL: Duration = Duration::from_secs(3);
-
-/// Three `tidemark controller` processes on ports of their own, named `{name}-1` to `{name}-3`
-/// with their files in `dir`, each given `extra` after the common arguments; and their
-/// addresses. A port checked free can be taken (by any connection's local end) before its
-/// controller binds it: then all three start again on other ports, since each names the
-/// others' addresses.
-fn start_controllers(
-    name: &str,
-    dir: &std::path::Path,
-    extra: &[&str],
-) -> (Vec<ServerProcess>, Vec<String>) {
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let addrs: Vec<String> = (0..3)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
-            .collect();
-        let peers = addrs
-            .iter()
-            .enumerate()
-            .map(|(index, addr)| format!("{}={addr}", index + 1))
-            .collect::<Vec<_>>()
-            .join(";");
-        let mut processes = Vec::new();
-        let mut taken = false;
-        for (index, addr) in addrs.iter().enumerate() {
-            let id = index + 1;
-            // A failed attempt's files name other addresses: not reused.
-            let data_dir = dir.join(format!("{name}-{id}"));
-            let _ = std::fs::remove_dir_all(&data_dir);
-            let args = [
-                "controller".to_owned(),
-                "--id".into(),
-                id.to_string(),
-                "--peers".into(),
-                peers.clone(),
-                "--listen".into(),
-                addr.clone(),
-                "--data-dir".into(),
-                data_dir.display().to_string(),
-            ]
-            .into_iter()
-            .chain(extra.iter().map(|arg| (*arg).to_owned()))
-            .collect();
-            match ServerProcess::try_start(
-                &format!("{name}-{id}"),
-                tidemark_binary(),
-                args,
-                "tidemark controller ready",
-            ) {
-                Ok(process) => processes.push(process),
-                Err(failure) if attempts < 5 && port_taken(&failure) => {
-                    taken = true;
-                    break;
-                }
-                Err(failure) => panic!("{failure}"),
-            }
-        }
-        if !taken {
-            return (processes, addrs);
-        }
-        eprintln!("{name}: a port was taken meanwhile; starting all three on others");
-        // Stopped (dropped) before the next attempt removes their files.
-        drop(processes);
-    }
-}
 
 /// One heartbeat of broker `id` (of broker-x at 10.9.0.`id`:10911).
 fn beat(id: i64) -> BrokerHeartbeatRequestHeader {
@@ -141,25 +74,6 @@ async fn status(controllers: &str) -> Option<(Vec<Value>, Vec<Value>)> {
     Some((table(lines.next())?, table(lines.next())?))
 }
 
-fn field<'a>(row: &'a Value, key: &str) -> Option<&'a Value> {
-    match row {
-        Value::Object(object) => object
-            .entries()
-            .iter()
-            .find(|(name, _)| matches!(name, Value::String(name) if name == key))
-            .map(|(_, value)| value),
-        _ => None,
-    }
-}
-
-fn text(row: &Value, key: &str) -> String {
-    match field(row, key) {
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => format!("{other:?}"),
-        None => String::new(),
-    }
-}
-
 /// The leader's address once the controllers agree on one.
 async fn leader(controllers: &str) -> String {
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -167,7 +81,7 @@ async fn leader(controllers: &str) -> String {
         if let Some((leaders, _)) = status(controllers).await {
             let named: BTreeSet<String> = leaders
                 .iter()
-                .map(|row| text(row, "leaderAddr"))
+                .map(|row| text_of(row, "leaderAddr"))
                 .filter(|addr| !addr.is_empty())
                 .collect();
             let leading = leaders
@@ -236,8 +150,12 @@ async fn replica_info(
 async fn controllers_survive_sigkill_of_their_leader_and_of_all_of_them() {
     init_logging();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (mut processes, addrs) =
-        start_controllers("controller", dir.path(), &["--broker-timeout-ms", "3000"]);
+    let (mut processes, addrs) = start_controllers(
+        "controller",
+        dir.path(),
+        3,
+        &["--broker-timeout-ms", "3000"],
+    );
     let controllers = addrs.join(";");
     leader(&controllers).await;
 
@@ -361,7 +279,7 @@ async fn controllers_survive_sigkill_of_their_leader_and_of_all_of_them() {
     let (_, replicas) = status(&controllers).await.expect("controller-status");
     let roles: Vec<(String, String)> = replicas
         .iter()
-        .map(|row| (text(row, "brokerId"), text(row, "role")))
+        .map(|row| (text_of(row, "brokerId"), text_of(row, "role")))
         .collect();
     assert_eq!(roles.len(), 2, "{replicas:?}");
     assert!(
@@ -391,7 +309,7 @@ async fn controllers_survive_sigkill_of_their_leader_and_of_all_of_them() {
         status(&controllers).await.is_some_and(|(leaders, _)| {
             leaders
                 .iter()
-                .all(|row| text(row, "leaderAddr") == second_leader)
+                .all(|row| text_of(row, "leaderAddr") == second_leader)
         })
     })
     .await;
@@ -445,6 +363,7 @@ async fn controllers_with_tls_and_acl_refuse_strangers() {
     let (_processes, addrs) = start_controllers(
         "secure-controller",
         dir.path(),
+        3,
         &[
             "--tls-mode",
             "enforcing",
