@@ -9,6 +9,7 @@
 static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 mod failover_hosts;
+mod fault_watch;
 mod pop;
 mod progress_faults;
 mod timers;

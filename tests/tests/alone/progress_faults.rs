@@ -1,33 +1,40 @@
-//! Seeded random faults on a controller-mode pair (one controller, brokers A and B of one name)
-//! while a producer sends steadily and a push consumer group consumes: SIGKILL of the master,
-//! SIGKILL of the slave, SIGSTOP of the master (its controller heartbeats stop, so B is
-//! elected), each undone after 3–6 s, and the next only once both replicas are in sync again.
-//! Every 250 ms the group's committed offsets are read from whichever master answers.
+//! Seeded random faults on a broker set in controller mode while two applications send and
+//! consume steadily: Tidemark's Rust client, and Apache's Go client (rocketmq-client-go v2,
+//! `compat/remoting-go/cmd/faultclient`), each with its own topic and group. Faults: SIGKILL of
+//! the master or of a slave, SIGSTOP of the master (its controller heartbeats stop, so another
+//! replica is elected), and with three controllers and three replicas also SIGKILL of the
+//! controllers' Raft leader, and a paused master whose successor is SIGKILLed as soon as it is
+//! elected. Each is undone after 3–6 s, and the next comes once every replica is in sync again.
 //!
-//! At the end: no acknowledged send lost; no committed offset ever read lower than an earlier
-//! reading of the same queue (commits travel with the log, and a master answers offsets only
-//! once its in-sync replicas have them); deliveries beyond the first within what a consumer
-//! can have in flight at each fault. The seed is printed; `TIDEMARK_FAULT_SEED=N` replays a
-//! run's choice of faults and pauses. For each fault on the master it prints how long after the
-//! election every queue was consumed again (measured, not asserted: 2.4–3.0 s after a SIGKILL,
-//! 4.4–5.5 s after a SIGSTOP in the runs so far).
+//! At the end, for both applications: no acknowledged send lost; no committed offset ever read
+//! lower than an earlier reading of the same queue (commits travel with the log, and a master
+//! answers offsets only once its in-sync replicas have them); deliveries beyond the first
+//! within what a consumer can have in flight at each fault. Throughout: no replica the
+//! controllers list in sync lacks a record acknowledged before they were asked. With the Rust
+//! client every queue is consumed again within 5 s of each election (the Go client's own
+//! timers decide for it; its times are printed). The seed is printed;
+//! `TIDEMARK_FAULT_SEED=N` replays a run's choice of faults and pauses.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tidemark_client::{
-    concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
-    Producer, PushConsumer, SendStatus,
+    concurrent_fn, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer,
+    PushConsumer, SendStatus,
 };
-use tidemark_tests::controller_pair::{admin_status, in_sync, start_pair, Pair};
-use tidemark_tests::{init_logging, unique, wait_until, wait_until_async, ServerProcess};
+use tidemark_tests::go_fault_client::{commit_log_offset, GoFaultClient};
+use tidemark_tests::replica_set::ReplicaSet;
+use tidemark_tests::{init_logging, tidemark_binary, unique, wait_until, wait_until_async};
 
-const ROUNDS: usize = 4;
+use crate::fault_watch::{routed_master, view, watch_in_sync, watch_offsets, Acknowledged};
+
 /// Messages a consumer can hold between pulling and committing them at a fault: a pull batch
 /// (32) for each of the topic's queues.
 const IN_FLIGHT_PER_FAULT: usize = 4 * 32;
+/// How soon after an election the Rust client consumes every queue again.
+const RUST_CLIENT_BACK_WITHIN: Duration = Duration::from_secs(5);
 
 /// xorshift64*: a few random choices, reproducible from the seed.
 struct Choices(u64);
@@ -41,93 +48,35 @@ impl Choices {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
     KillMaster,
     KillSlave,
     PauseMaster,
+    KillLeaderController,
+    /// The master paused, and the replica elected in its place killed at once.
+    PauseMasterKillSuccessor,
 }
 
-/// Per queue id, the committed offset as the master answers now; `None` while none answers.
-async fn committed(namesrv: &str, group: &str, topic: &str) -> Option<BTreeMap<i32, i64>> {
-    let admin = Admin::connect(ClientConfig::new(namesrv)).await.ok()?;
-    let stats = admin.consume_stats(group, Some(topic)).await.ok();
-    admin.shutdown().await;
-    Some(
-        stats?
-            .offset_table
-            .into_iter()
-            .filter(|(queue, _)| queue.topic == topic)
-            .map(|(queue, line)| (queue.queue_id, line.consumer_offset))
-            .collect(),
-    )
+/// A new master, and when the controllers named it (`measured`: whether the run lets clients
+/// come back before the next fault, so how soon they did says something).
+struct Election {
+    fault: Fault,
+    faulted: Instant,
+    elected: Option<Instant>,
+    measured: bool,
 }
 
-/// Whether the controllers' master is A (`None`: they name none).
-fn controllers_master_is_a(pair: &Pair) -> Option<bool> {
-    admin_status(&pair.controller).lines().find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields
-            .contains(&"master")
-            .then(|| fields.contains(&pair.a_addr.as_str()))
-    })
+/// What the Rust application saw.
+#[derive(Default)]
+struct RustRecord {
+    acked: Vec<String>,
+    deliveries: BTreeMap<String, usize>,
+    delivered_at: Vec<(i32, Instant)>,
 }
 
-/// The address the name server routes clients to as master.
-async fn routed_master(namesrv: &str) -> Option<String> {
-    let admin = Admin::connect(ClientConfig::new(namesrv)).await.ok()?;
-    let masters = admin.masters(None).await.ok();
-    admin.shutdown().await;
-    Some(masters?.first()?.addr.clone())
-}
-
-/// Waits out `hold` after a fault on the master, watching the controllers: when they named the
-/// other broker master (`None`: not within `hold`).
-async fn elected(pair: &Pair, a_was_master: bool, hold: Duration) -> Option<Instant> {
-    let until = Instant::now() + hold;
-    let mut elected = None;
-    while Instant::now() < until {
-        if elected.is_none()
-            && controllers_master_is_a(pair).is_some_and(|a_is_master| a_is_master != a_was_master)
-        {
-            elected = Some(Instant::now());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    elected
-}
-
-/// A or B.
-fn target(pair: &mut Pair, a: bool) -> &mut ServerProcess {
-    if a {
-        &mut pair.a
-    } else {
-        &mut pair.b
-    }
-}
-
-/// Both replicas in sync, and clients routed to the master the controllers name.
-async fn settled(pair: &Pair) -> bool {
-    wait_until_async(Duration::from_secs(90), || async {
-        let Some(a_is_master) = controllers_master_is_a(pair) else {
-            return false;
-        };
-        let master = if a_is_master {
-            &pair.a_addr
-        } else {
-            &pair.b_addr
-        };
-        in_sync(&admin_status(&pair.controller)) == 1
-            && routed_master(&pair.namesrv).await.as_ref() == Some(master)
-    })
-    .await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_faults_lose_nothing_acknowledged_and_move_no_offset_back() {
-    let _alone = crate::ALONE.lock().await;
-    init_logging();
-    let seed = std::env::var("TIDEMARK_FAULT_SEED")
+fn seed() -> u64 {
+    std::env::var("TIDEMARK_FAULT_SEED")
         .ok()
         .and_then(|seed| seed.parse().ok())
         .unwrap_or_else(|| {
@@ -135,26 +84,211 @@ async fn random_faults_lose_nothing_acknowledged_and_move_no_offset_back() {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |since| since.as_nanos() as u64)
                 | 1
-        });
-    println!("fault run seed {seed} (TIDEMARK_FAULT_SEED={seed} replays its choices)");
-    let mut choices = Choices(seed);
-    let mut pair = start_pair().await;
-    let namesrv = pair.namesrv.clone();
-    let topic = unique("Faults");
-    let group = unique("FaultsG");
-    let mut config = ClientConfig::new(namesrv.as_str());
-    config.poll_name_server_interval = Duration::from_secs(1);
+        })
+}
 
-    let acked: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
+/// Waits up to `within` for the controllers to name a master other than `old`.
+async fn new_master(controllers: &str, old: &str, within: Duration) -> Option<Instant> {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if view(controllers)
+            .await
+            .master()
+            .is_some_and(|master| master != old)
+        {
+            return Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// Every replica in sync, a controller leading, and clients routed to the controllers' master.
+async fn settled(set: &ReplicaSet) -> bool {
+    let controllers = set.controllers_arg();
+    let slaves = set.replicas.len() - 1;
+    wait_until_async(Duration::from_secs(90), || async {
+        let listed = view(&controllers).await;
+        let Some(master) = listed.master() else {
+            return false;
+        };
+        listed.leader.is_some()
+            && listed.slaves_in_sync() == slaves
+            && routed_master(&set.namesrv).await.as_deref() == Some(master)
+    })
+    .await
+}
+
+/// Applies one fault and undoes it; returns the elections it caused.
+async fn apply(
+    set: &mut ReplicaSet,
+    fault: Fault,
+    hold: Duration,
+    choices: &mut Choices,
+) -> Vec<Election> {
+    let controllers = set.controllers_arg();
+    let listed = view(&controllers).await;
+    let master_addr = listed
+        .master()
+        .expect("the controllers name a master")
+        .to_owned();
+    let master = set
+        .replica_at(&master_addr)
+        .expect("a replica of the set is master");
+    let faulted = Instant::now();
+    let mut elections = Vec::new();
+    // A paused master is held 3 s longer: its controller heartbeats must lapse first.
+    let paused_hold = hold + Duration::from_secs(3);
+    match fault {
+        Fault::KillMaster => {
+            set.replicas[master].kill();
+            let elected = new_master(&controllers, &master_addr, hold).await;
+            tokio::time::sleep(hold.saturating_sub(faulted.elapsed())).await;
+            set.replicas[master].restart();
+            elections.push(Election {
+                fault,
+                faulted,
+                elected,
+                measured: true,
+            });
+        }
+        Fault::KillSlave => {
+            let slaves: Vec<usize> = (0..set.replicas.len())
+                .filter(|index| *index != master)
+                .collect();
+            let slave = slaves[choices.below(slaves.len() as u64) as usize];
+            set.replicas[slave].kill();
+            tokio::time::sleep(hold).await;
+            set.replicas[slave].restart();
+        }
+        Fault::PauseMaster => {
+            set.replicas[master].signal("STOP");
+            let elected = new_master(&controllers, &master_addr, paused_hold).await;
+            tokio::time::sleep(paused_hold.saturating_sub(faulted.elapsed())).await;
+            set.replicas[master].signal("CONT");
+            elections.push(Election {
+                fault,
+                faulted,
+                elected,
+                measured: true,
+            });
+        }
+        Fault::KillLeaderController => {
+            let leader = listed
+                .leader
+                .as_deref()
+                .and_then(|leader| set.controller_addrs.iter().position(|addr| addr == leader))
+                .expect("a controller leads");
+            set.controllers[leader].kill();
+            tokio::time::sleep(hold).await;
+            set.controllers[leader].restart();
+        }
+        Fault::PauseMasterKillSuccessor => {
+            set.replicas[master].signal("STOP");
+            let elected = new_master(&controllers, &master_addr, paused_hold).await;
+            elections.push(Election {
+                fault,
+                faulted,
+                elected,
+                measured: false,
+            });
+            let successor = match elected {
+                Some(_) => view(&controllers)
+                    .await
+                    .master()
+                    .and_then(|addr| set.replica_at(addr)),
+                None => None,
+            };
+            if let Some(successor) = successor {
+                // Once a third replica is back in the successor's SyncStateSet (the election
+                // left the successor alone in it), it is the one to take over: an election
+                // in quick succession while the first master is still paused.
+                wait_until_async(hold, || async {
+                    view(&controllers).await.slaves_in_sync() > 0
+                })
+                .await;
+                let killed = Instant::now();
+                let successor_addr = set.replica_addrs[successor].clone();
+                set.replicas[successor].kill();
+                let elected = new_master(&controllers, &successor_addr, hold).await;
+                elections.push(Election {
+                    fault,
+                    faulted: killed,
+                    elected,
+                    measured: true,
+                });
+                set.replicas[successor].restart();
+            }
+            set.replicas[master].signal("CONT");
+        }
+    }
+    elections
+}
+
+/// How long after `elected` every queue was delivered again (`None`: some never was).
+fn back_after(
+    elected: Instant,
+    delivered_at: &[(i32, Instant)],
+    queues: usize,
+) -> Option<Duration> {
+    let mut first_after: BTreeMap<i32, Instant> = BTreeMap::new();
+    for (queue, at) in delivered_at {
+        if *at > elected {
+            first_after.entry(*queue).or_insert(*at);
+        }
+    }
+    (first_after.len() == queues)
+        .then(|| {
+            first_after
+                .values()
+                .max()
+                .map(|at| at.duration_since(elected))
+        })
+        .flatten()
+}
+
+/// Creates `topic` (4 queues) on every replica, so any of them serves it as master at once.
+fn create_topic(set: &ReplicaSet, topic: &str) {
+    for addr in &set.replica_addrs {
+        let output = std::process::Command::new(tidemark_binary())
+            .args([
+                "admin",
+                "topic-create",
+                "-n",
+                &set.namesrv,
+                "-b",
+                addr,
+                "-t",
+                topic,
+            ])
+            .args(["-r", "4", "-w", "4"])
+            .output()
+            .expect("run tidemark admin");
+        assert!(
+            output.status.success(),
+            "topic-create on {addr}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+async fn start_rust_application(
+    namesrv: &str,
+    topic: &str,
+    group: &str,
+    record: Arc<Mutex<RustRecord>>,
+    acknowledged: Arc<Acknowledged>,
+    stop: Arc<AtomicBool>,
+) -> (Producer, PushConsumer, tokio::task::JoinHandle<()>) {
+    let mut config = ClientConfig::new(namesrv);
+    config.poll_name_server_interval = Duration::from_secs(1);
     let producer = Producer::builder(unique("FaultsP"))
-        .client_config(config.clone())
+        .client_config(config)
         .start()
         .await
         .expect("producer");
     let sending = {
-        let (producer, topic, acked, stop) =
-            (producer.clone(), topic.clone(), acked.clone(), stop.clone());
+        let (producer, topic, record) = (producer.clone(), topic.to_owned(), record.clone());
         tokio::spawn(async move {
             let mut index = 0;
             while !stop.load(Ordering::Relaxed) {
@@ -165,7 +299,10 @@ async fn random_faults_lose_nothing_acknowledged_and_move_no_offset_back() {
                     .await
                 {
                     Ok(result) if result.status == SendStatus::SendOk => {
-                        acked.lock().expect("lock").insert(body);
+                        if let Some(offset) = commit_log_offset(&result.offset_msg_id) {
+                            acknowledged.rust_acked(offset);
+                        }
+                        record.lock().expect("lock").acked.push(body);
                     }
                     _ => tokio::time::sleep(Duration::from_millis(50)).await,
                 }
@@ -173,176 +310,275 @@ async fn random_faults_lose_nothing_acknowledged_and_move_no_offset_back() {
             }
         })
     };
-    let deliveries: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
-    // When each queue delivered, for how soon consumption resumes after an election.
-    let delivered_at: Arc<Mutex<Vec<(i32, Instant)>>> = Arc::default();
-    let consumer = {
-        let (deliveries, delivered_at) = (deliveries.clone(), delivered_at.clone());
-        // The consumer keeps the client's default route polling (30 s): how soon it consumes
-        // again after a failover is the client's own doing, measured below.
-        PushConsumer::builder(group.as_str())
-            .namesrv_addr(&namesrv)
-            .subscribe(topic.as_str(), "*")
-            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-            .rebalance_interval(Duration::from_secs(1))
-            .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
-                let (deliveries, delivered_at) = (deliveries.clone(), delivered_at.clone());
-                async move {
-                    let now = Instant::now();
-                    let mut deliveries = deliveries.lock().expect("lock");
-                    let mut delivered_at = delivered_at.lock().expect("lock");
-                    for message in messages {
-                        delivered_at.push((message.queue.queue_id, now));
-                        *deliveries
-                            .entry(String::from_utf8_lossy(&message.body).into_owned())
-                            .or_default() += 1;
-                    }
-                    ConsumeStatus::Success
+    // The consumer keeps the client's default route polling (30 s): how soon it consumes again
+    // after a failover is the client's own doing.
+    let consumer = PushConsumer::builder(group)
+        .namesrv_addr(namesrv)
+        .subscribe(topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .rebalance_interval(Duration::from_secs(1))
+        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+            let record = record.clone();
+            async move {
+                let now = Instant::now();
+                let mut record = record.lock().expect("lock");
+                for message in messages {
+                    record.delivered_at.push((message.queue.queue_id, now));
+                    *record
+                        .deliveries
+                        .entry(String::from_utf8_lossy(&message.body).into_owned())
+                        .or_default() += 1;
                 }
-            }))
-            .await
-            .expect("consumer")
-    };
-    // Readings that went back: (queue, highest earlier reading, this one).
-    let regressions: Arc<Mutex<Vec<(i32, i64, i64)>>> = Arc::default();
-    let watching = {
-        let (namesrv, group, topic, stop, regressions) = (
-            namesrv.clone(),
-            group.clone(),
-            topic.clone(),
-            stop.clone(),
-            regressions.clone(),
-        );
-        tokio::spawn(async move {
-            let mut highest: BTreeMap<i32, i64> = BTreeMap::new();
-            let mut readings = 0usize;
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(offsets) = committed(&namesrv, &group, &topic).await {
-                    readings += 1;
-                    for (queue, offset) in offsets {
-                        let seen = highest.entry(queue).or_insert(offset);
-                        if offset < *seen {
-                            regressions
-                                .lock()
-                                .expect("lock")
-                                .push((queue, *seen, offset));
-                        }
-                        *seen = (*seen).max(offset);
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                ConsumeStatus::Success
             }
-            readings
-        })
-    };
+        }))
+        .await
+        .expect("consumer");
+    (producer, consumer, sending)
+}
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut done = Vec::new();
-    let mut elections = Vec::new();
-    for _ in 0..ROUNDS {
-        let fault = match choices.below(3) {
-            0 => Fault::KillMaster,
-            1 => Fault::KillSlave,
-            _ => Fault::PauseMaster,
-        };
-        let hold = Duration::from_millis(3_000 + choices.below(3_000));
-        let a_is_master = controllers_master_is_a(&pair).expect("the controllers name a master");
-        let faulted = Instant::now();
-        let on_master = !matches!(fault, Fault::KillSlave);
-        match fault {
-            Fault::KillMaster | Fault::KillSlave => {
-                target(&mut pair, a_is_master == on_master).kill()
-            }
-            Fault::PauseMaster => target(&mut pair, a_is_master == on_master).signal("STOP"),
-        }
-        if on_master {
-            // A paused master is held 3 s longer: its controller heartbeats must lapse first.
-            let hold = match fault {
-                Fault::PauseMaster => hold + Duration::from_secs(3),
-                _ => hold,
-            };
-            elections.push((fault, faulted, elected(&pair, a_is_master, hold).await));
-        } else {
-            tokio::time::sleep(hold).await;
-        }
-        match fault {
-            Fault::KillMaster | Fault::KillSlave => {
-                target(&mut pair, a_is_master == on_master).restart()
-            }
-            Fault::PauseMaster => target(&mut pair, a_is_master == on_master).signal("CONT"),
-        }
-        done.push(format!("{fault:?} {} ms", hold.as_millis()));
-        assert!(
-            settled(&pair).await,
-            "after {fault:?} the pair never had both replicas in sync again:\n{}",
-            admin_status(&pair.controller)
-        );
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::Relaxed);
-    sending.await.expect("producer task");
-    let readings = watching.await.expect("watcher task");
-    producer.shutdown().await;
-    let acked = acked.lock().expect("lock").clone();
-    let started = Instant::now();
-    let all = wait_until(Duration::from_secs(90), || {
-        let deliveries = deliveries.lock().expect("lock");
-        acked.iter().all(|body| deliveries.contains_key(body))
-    })
-    .await;
-    consumer.shutdown().await;
-    let deliveries = deliveries.lock().expect("lock").clone();
+/// Acknowledged and lost, delivered again.
+fn tally(acked: &[String], deliveries: &BTreeMap<String, usize>) -> (usize, usize) {
     let lost = acked
         .iter()
         .filter(|body| !deliveries.contains_key(*body))
         .count();
-    let again: usize = deliveries.values().map(|count| count - 1).sum();
-    let regressions = regressions.lock().expect("lock").clone();
-    let delivered_at = delivered_at.lock().expect("lock").clone();
-    for (fault, faulted, elected) in &elections {
-        let Some(elected) = elected else {
-            println!("fault run seed {seed}: {fault:?}: no new master within the fault");
+    let again = deliveries.values().map(|count| count - 1).sum();
+    (lost, again)
+}
+
+async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &[Fault]) {
+    init_logging();
+    let seed = seed();
+    println!("fault run seed {seed} (TIDEMARK_FAULT_SEED={seed} replays its choices)");
+    let mut choices = Choices(seed);
+    let mut set = ReplicaSet::start(replicas, controllers).await;
+    let namesrv = set.namesrv.clone();
+    let (topic, group) = (unique("Faults"), unique("FaultsG"));
+    let (go_topic, go_group) = (unique("GoFaults"), unique("GoFaultsG"));
+    create_topic(&set, &topic);
+    create_topic(&set, &go_topic);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_sending = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(Acknowledged::default());
+    let record: Arc<Mutex<RustRecord>> = Arc::default();
+    let (producer, consumer, sending) = start_rust_application(
+        &namesrv,
+        &topic,
+        &group,
+        record.clone(),
+        acknowledged.clone(),
+        stop_sending.clone(),
+    )
+    .await;
+    let go = {
+        let (namesrv, go_topic, go_group) = (namesrv.clone(), go_topic.clone(), go_group.clone());
+        tokio::task::spawn_blocking(move || GoFaultClient::start(&namesrv, &go_topic, &go_group))
+            .await
+            .expect("Go client start")
+    };
+    let go = Arc::new(Mutex::new(go));
+    acknowledged.follow_go(go.clone());
+    let offsets = tokio::spawn(watch_offsets(
+        namesrv.clone(),
+        vec![
+            (group.clone(), topic.clone()),
+            (go_group.clone(), go_topic.clone()),
+        ],
+        stop.clone(),
+    ));
+    let in_sync = tokio::spawn(watch_in_sync(
+        namesrv.clone(),
+        set.controllers_arg(),
+        acknowledged.clone(),
+        stop.clone(),
+    ));
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut done = Vec::new();
+    let mut elections = Vec::new();
+    for _ in 0..rounds {
+        let fault = faults[choices.below(faults.len() as u64) as usize];
+        let hold = Duration::from_millis(3_000 + choices.below(3_000));
+        let started = Instant::now();
+        elections.extend(apply(&mut set, fault, hold, &mut choices).await);
+        assert!(
+            settled(&set).await,
+            "after {fault:?} the set never had every replica in sync again: {:?}",
+            set.view()
+        );
+        done.push(format!(
+            "{fault:?} {} ms (settled after {} ms)",
+            hold.as_millis(),
+            started.elapsed().as_millis()
+        ));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop_sending.store(true, Ordering::Relaxed);
+    sending.await.expect("producer task");
+    producer.shutdown().await;
+    {
+        let go = go.clone();
+        tokio::task::spawn_blocking(move || go.lock().expect("lock").stop_sending())
+            .await
+            .expect("Go stop");
+    }
+    let go_acked: Vec<String> = go
+        .lock()
+        .expect("lock")
+        .events()
+        .acked
+        .into_keys()
+        .collect();
+    let rust_acked = record.lock().expect("lock").acked.clone();
+    let started = Instant::now();
+    let all = wait_until(Duration::from_secs(90), || {
+        let go_events = go.lock().expect("lock").events();
+        let rust = record.lock().expect("lock");
+        rust_acked
+            .iter()
+            .all(|body| rust.deliveries.contains_key(body))
+            && go_acked
+                .iter()
+                .all(|body| go_events.deliveries.contains_key(body))
+    })
+    .await;
+    let all_consumed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let (readings, regressions) = offsets.await.expect("offset watcher");
+    let (replica_readings, lacking) = in_sync.await.expect("in-sync watcher");
+    consumer.shutdown().await;
+    let go_events = go.lock().expect("lock").events();
+    let go_stderr = go.lock().expect("lock").stderr();
+    if let Ok(go) = Arc::try_unwrap(go) {
+        let go = go.into_inner().expect("lock");
+        tokio::task::spawn_blocking(move || go.shutdown())
+            .await
+            .expect("Go shutdown");
+    }
+    let rust = std::mem::take(&mut *record.lock().expect("lock"));
+
+    let (rust_lost, rust_again) = tally(&rust_acked, &rust.deliveries);
+    let (go_lost, go_again) = tally(&go_acked, &go_events.deliveries);
+    let mut slow = Vec::new();
+    for election in &elections {
+        let Some(elected) = election.elected else {
+            println!(
+                "fault run seed {seed}: {:?}: no new master within the fault",
+                election.fault
+            );
             continue;
         };
-        // Per queue, the first delivery after the election; the last queue to come back counts.
-        let mut first_after: BTreeMap<i32, Instant> = BTreeMap::new();
-        for (queue, at) in &delivered_at {
-            if at > elected {
-                first_after.entry(*queue).or_insert(*at);
-            }
-        }
-        let back = first_after
-            .values()
-            .max()
-            .map(|at| at.duration_since(*elected));
+        let rust_back = back_after(elected, &rust.delivered_at, 4);
+        let go_back = back_after(elected, &go_events.delivered_at, 4);
+        let shown = |back: Option<Duration>| {
+            back.map_or("never".to_owned(), |back| {
+                format!("{} ms", back.as_millis())
+            })
+        };
         println!(
-            "fault run seed {seed}: {fault:?}: new master elected {} ms after the fault; every queue \
-             consumed again {} after the election ({} queues)",
-            elected.duration_since(*faulted).as_millis(),
-            back.map_or("never".to_owned(), |back| format!("{} ms", back.as_millis())),
-            first_after.len()
+            "fault run seed {seed}: {:?}: new master elected {} ms after the fault; every queue \
+             consumed again {} (Rust client), {} (Go client) after the election{}",
+            election.fault,
+            elected.duration_since(election.faulted).as_millis(),
+            shown(rust_back),
+            shown(go_back),
+            if election.measured {
+                ""
+            } else {
+                " (the next fault came first)"
+            }
         );
+        if election.measured && rust_back.is_none_or(|back| back > RUST_CLIENT_BACK_WITHIN) {
+            slow.push((election.fault, rust_back));
+        }
     }
     println!(
-        "fault run seed {seed}: {} ({}); {} acknowledged, {lost} lost, {again} delivered again, \
-         {} of {readings} offset readings went back; all consumed {} ms after sending stopped",
+        "fault run seed {seed}: {} replicas, {} controllers: {}; Rust client {} acknowledged, \
+         {rust_lost} lost, {rust_again} delivered again; Go client {} acknowledged, {go_lost} \
+         lost, {go_again} delivered again; {} of {readings} offset readings went back; {} of \
+         {replica_readings} in-sync replica readings lacked an acknowledged record; all consumed \
+         {} ms after sending stopped",
+        replicas,
+        controllers,
         done.join(", "),
-        ROUNDS,
-        acked.len(),
+        rust_acked.len(),
+        go_acked.len(),
         regressions.len(),
-        started.elapsed().as_millis()
+        lacking.len(),
+        all_consumed.as_millis()
     );
     assert!(
-        all && lost == 0,
-        "{lost} acknowledged messages never consumed (seed {seed})"
+        all && rust_lost == 0 && go_lost == 0,
+        "acknowledged messages never consumed: {rust_lost} (Rust), {go_lost} (Go) (seed {seed}); \
+         Go client's failed sends:\n{go_stderr}"
     );
+    let regressions: Vec<String> = regressions
+        .iter()
+        .map(|went| {
+            format!(
+                "{} queue {}: {} then {}",
+                went.group, went.queue, went.before, went.after
+            )
+        })
+        .collect();
     assert!(
         regressions.is_empty(),
-        "committed offsets read lower than before (queue, before, after): {regressions:?} (seed {seed})"
+        "committed offsets read lower than before: {regressions:?} (seed {seed})"
+    );
+    let lacking: Vec<String> = lacking
+        .iter()
+        .map(|replica| {
+            format!(
+                "{}'s log ended at {} with a record acknowledged at {}",
+                replica.addr, replica.log_end, replica.acknowledged_at
+            )
+        })
+        .collect();
+    assert!(
+        lacking.is_empty(),
+        "replicas listed in sync without an acknowledged record: {lacking:?} (seed {seed})"
+    );
+    let bound = rounds * IN_FLIGHT_PER_FAULT;
+    assert!(
+        rust_again <= bound && go_again <= bound,
+        "deliveries beyond the first: {rust_again} (Rust), {go_again} (Go), more than {bound} in \
+         flight over {rounds} faults (seed {seed})"
     );
     assert!(
-        again <= ROUNDS * IN_FLIGHT_PER_FAULT,
-        "{again} deliveries beyond the first, more than {} in flight over {ROUNDS} faults (seed {seed})",
-        ROUNDS * IN_FLIGHT_PER_FAULT
+        slow.is_empty(),
+        "the Rust client took longer than {RUST_CLIENT_BACK_WITHIN:?} to consume every queue \
+         after an election: {slow:?} (seed {seed})"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_faults_on_two_replicas_lose_nothing_and_move_no_offset_back() {
+    let _alone = crate::ALONE.lock().await;
+    fault_run(
+        2,
+        1,
+        4,
+        &[Fault::KillMaster, Fault::KillSlave, Fault::PauseMaster],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_faults_on_three_replicas_and_controllers_lose_nothing_and_move_no_offset_back() {
+    let _alone = crate::ALONE.lock().await;
+    fault_run(
+        3,
+        3,
+        6,
+        &[
+            Fault::KillMaster,
+            Fault::KillSlave,
+            Fault::PauseMaster,
+            Fault::KillLeaderController,
+            Fault::PauseMasterKillSuccessor,
+        ],
+    )
+    .await;
 }
