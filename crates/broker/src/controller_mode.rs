@@ -414,7 +414,7 @@ async fn follow_decision(
 pub(crate) async fn reconcile_with_master(state: &Arc<BrokerState>) -> Result<(), String> {
     use tidemark_protocol::body::EpochEntryCache;
     use tidemark_protocol::json::JsonBody;
-    use tidemark_store::epochs::{consistent_point, EpochSpan};
+    use tidemark_store::epochs::EpochSpan;
     let master = state
         .master
         .broker_addr()
@@ -456,40 +456,24 @@ pub(crate) async fn reconcile_with_master(state: &Arc<BrokerState>) -> Result<()
             end_offset: entry.end_offset.min(cache.max_offset),
         })
         .collect();
-    let (_, written, _) = state.store.commit_log_positions();
-    let local = state
-        .store
-        .epochs()
-        .spans(i64::try_from(written).unwrap_or(i64::MAX));
-    if !local.is_empty() {
-        let Some(point) = consistent_point(&local, &remote) else {
-            return Err(format!(
-                "this log shares no epoch with the master {master}'s ({local:?} against \
-                 {remote:?}); it cannot follow it without losing data — move the store away"
-            ));
-        };
-        let point = u64::try_from(point).unwrap_or(0);
-        if point < written {
-            let cutting = state.clone();
-            let cut = tokio::task::spawn_blocking(move || {
-                let cut = cutting.store.truncate_to(point);
-                crate::progress_stream::after_log_cut(&cutting);
-                cut
-            })
-            .await
-            .map_err(|error| error.to_string())?
-            .map_err(|error| error.to_string())?;
-            warn!(
-                point,
-                cut, "cut this log back to where it agrees with the new master"
-            );
+    let following = state.clone();
+    let cut = tokio::task::spawn_blocking(move || {
+        let cut = following.store.follow_history(&remote)?;
+        if cut > 0 {
+            crate::progress_stream::after_log_cut(&following);
         }
+        Ok::<_, tidemark_store::StoreError>(cut)
+    })
+    .await
+    .map_err(|error| error.to_string())?
+    .map_err(|error| format!("following {master}: {error}"))?;
+    if cut > 0 {
+        warn!(
+            cut,
+            "cut this log back to where it agrees with the new master"
+        );
     }
-    let store = state.store.clone();
-    tokio::task::spawn_blocking(move || store.epochs().replace(&remote))
-        .await
-        .map_err(|error| error.to_string())?
-        .map_err(|error| error.to_string())
+    Ok(())
 }
 
 /// This broker's controller-given id while it follows a master in controller mode (sent to the

@@ -76,6 +76,44 @@ impl MessageStore {
         self.truncate_to(whole)
     }
 
+    /// Controller mode, before following a master whose epoch history is `master`: cuts this
+    /// log back to where the two histories agree ([`crate::epochs::consistent_point`]) and
+    /// takes the master's history as its own. An empty log has nothing to cut, so it only takes
+    /// the history — its own may end in an epoch that wrote nothing, which the master has
+    /// replaced since. Returns the bytes cut; refused when a log with records shares no epoch
+    /// with the master's (following would lose them).
+    pub fn follow_history(&self, master: &[crate::epochs::EpochSpan]) -> Result<u64> {
+        let written = self.inner.commit_log.written();
+        let local = self
+            .epochs()
+            .spans(i64::try_from(written).unwrap_or(i64::MAX));
+        let mut cut = 0;
+        if written > 0 && !local.is_empty() {
+            let point = match crate::epochs::consistent_point(&local, master) {
+                Some(point) => point,
+                // The master was elected on an empty log: the epoch it replaced at 0 wrote
+                // nothing there, so none of this log's older epochs is on the master.
+                None if master.first().is_some_and(|first| {
+                    first.start_offset == 0 && local.iter().all(|mine| mine.epoch < first.epoch)
+                }) =>
+                {
+                    0
+                }
+                None => {
+                    return Err(StoreError::Unrecoverable {
+                        reason: format!(
+                            "this log shares no epoch with the master's ({local:?} against \
+                             {master:?}); following it would lose records: move the store away"
+                        ),
+                    })
+                }
+            };
+            cut = self.truncate_to(u64::try_from(point).unwrap_or(0))?;
+        }
+        self.epochs().replace(master)?;
+        Ok(cut)
+    }
+
     /// Controller mode: cuts this log back to `offset` — a record boundary where it stops
     /// agreeing with the new master's (see [`crate::epochs::consistent_point`]) — so that
     /// replication resumes there and no record the new master never had survives. Queue

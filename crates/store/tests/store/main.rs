@@ -9,6 +9,7 @@ mod common;
 mod behaviour;
 mod crash;
 mod destroy;
+mod elections;
 mod index;
 mod java_layout;
 mod model;

@@ -12,7 +12,7 @@ use tidemark_store::{FlushPolicy, MessageStore, StoreError};
 
 const CHUNK_MAX: usize = 32 * 1024;
 
-fn open(storage: &SimStorage, root: &str) -> MessageStore {
+pub(crate) fn open(storage: &SimStorage, root: &str) -> MessageStore {
     MessageStore::open_with(
         small_config(root, FlushPolicy::Async { interval_ms: 50 }),
         Arc::new(storage.clone()) as Arc<dyn Storage>,
@@ -76,7 +76,7 @@ fn assert_same(master: &MessageStore, slave: &MessageStore) {
     }
 }
 
-fn fill(master: &MessageStore, count: usize, seed: u64) {
+pub(crate) fn fill(master: &MessageStore, count: usize, seed: u64) {
     for i in 0..count {
         let size = 50 + ((seed as usize).wrapping_mul(31).wrapping_add(i * 97)) % 700;
         let topic = if i % 3 == 0 { "TopicA" } else { "TopicB" };
