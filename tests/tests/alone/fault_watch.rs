@@ -33,6 +33,30 @@ pub async fn routed_master(namesrv: &str) -> Option<String> {
     Some(masters?.first()?.addr.clone())
 }
 
+/// `topic`'s log read whole from the master: how many bodies it holds, and those stored more
+/// than once.
+pub async fn stored_twice(namesrv: &str, topic: &str) -> (usize, Vec<String>) {
+    let admin = Admin::connect(ClientConfig::new(namesrv))
+        .await
+        .expect("admin client");
+    let mut stored: BTreeMap<String, usize> = BTreeMap::new();
+    admin
+        .scan_topic(topic, 0, usize::MAX, |message| {
+            *stored
+                .entry(String::from_utf8_lossy(&message.body).into_owned())
+                .or_default() += 1;
+        })
+        .await
+        .expect("read the topic whole");
+    admin.shutdown().await;
+    let twice = stored
+        .iter()
+        .filter(|(_, copies)| **copies > 1)
+        .map(|(body, _)| body.clone())
+        .collect();
+    (stored.len(), twice)
+}
+
 /// What the controllers say now, read off the async workers.
 pub async fn view(controllers: &str) -> SetView {
     let controllers = controllers.to_owned();

@@ -6,7 +6,8 @@
 //! controllers' Raft leader, and a paused master whose successor is SIGKILLed as soon as it is
 //! elected. Each is undone after 3–6 s, and the next comes once every replica is in sync again.
 //!
-//! At the end, for both applications: no acknowledged send lost; no committed offset ever read
+//! At the end, for both applications: no acknowledged send lost; no body stored twice in the
+//! log (each topic read whole); no committed offset ever read
 //! lower than an earlier reading of the same queue (commits travel with the log, and a master
 //! answers offsets only once its in-sync replicas have them); deliveries beyond the first
 //! within what a consumer can have in flight at each fault. Throughout: no replica the
@@ -28,7 +29,9 @@ use tidemark_tests::go_fault_client::{commit_log_offset, GoFaultClient};
 use tidemark_tests::replica_set::ReplicaSet;
 use tidemark_tests::{init_logging, tidemark_binary, unique, wait_until, wait_until_async};
 
-use crate::fault_watch::{routed_master, view, watch_in_sync, watch_offsets, Acknowledged};
+use crate::fault_watch::{
+    routed_master, stored_twice, view, watch_in_sync, watch_offsets, Acknowledged,
+};
 
 /// Messages a consumer can hold between pulling and committing them at a fault: a pull batch
 /// (32) for each of the topic's queues.
@@ -459,6 +462,18 @@ async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &
     }
     let rust = std::mem::take(&mut *record.lock().expect("lock"));
 
+    // Each attempt has its own body and neither producer retries: a body twice in the log
+    // is a record stored twice.
+    let (rust_stored, mut twice) = stored_twice(&namesrv, &topic).await;
+    let (go_stored, go_twice) = stored_twice(&namesrv, &go_topic).await;
+    twice.extend(go_twice);
+    assert!(
+        rust_stored >= rust_acked.len() && go_stored >= go_acked.len(),
+        "the logs read whole hold {rust_stored} and {go_stored} bodies, fewer than the {} and {} \
+         acknowledged (seed {seed})",
+        rust_acked.len(),
+        go_acked.len()
+    );
     let (rust_lost, rust_again) = tally(&rust_acked, &rust.deliveries);
     let (go_lost, go_again) = tally(&go_acked, &go_events.deliveries);
     let mut slow = Vec::new();
@@ -498,8 +513,8 @@ async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &
         "fault run seed {seed}: {} replicas, {} controllers: {}; Rust client {} acknowledged, \
          {rust_lost} lost, {rust_again} delivered again; Go client {} acknowledged, {go_lost} \
          lost, {go_again} delivered again; {} of {readings} offset readings went back; {} of \
-         {replica_readings} in-sync replica readings lacked an acknowledged record; all consumed \
-         {} ms after sending stopped",
+         {replica_readings} in-sync replica readings lacked an acknowledged record; {} bodies \
+         stored twice; all consumed {} ms after sending stopped",
         replicas,
         controllers,
         done.join(", "),
@@ -507,12 +522,17 @@ async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &
         go_acked.len(),
         regressions.len(),
         lacking.len(),
+        twice.len(),
         all_consumed.as_millis()
     );
     assert!(
         all && rust_lost == 0 && go_lost == 0,
         "acknowledged messages never consumed: {rust_lost} (Rust), {go_lost} (Go) (seed {seed}); \
          Go client's failed sends:\n{go_stderr}"
+    );
+    assert!(
+        twice.is_empty(),
+        "stored more than once: {twice:?} (seed {seed})"
     );
     let regressions: Vec<String> = regressions
         .iter()
