@@ -188,8 +188,15 @@ impl Inner {
         let mut position = state.replica_dispatched;
         while position < end {
             let left_in_segment = segment_bytes - position % segment_bytes;
+            // A segment's padding counts as dispatched only once all of it is here: a log that
+            // ends inside it ends after the last whole record, which is where a slave elected
+            // now must begin (`cut_partial_record`).
+            let segment_end = position + left_in_segment;
             if left_in_segment < END_OF_SEGMENT_MIN_BYTES {
-                position += left_in_segment;
+                if segment_end > end {
+                    break;
+                }
+                position = segment_end;
                 continue;
             }
             let Some((size, magic)) = log
@@ -199,7 +206,10 @@ impl Inner {
                 break;
             };
             if magic == BLANK_MAGIC_CODE {
-                position += left_in_segment;
+                if segment_end > end {
+                    break;
+                }
+                position = segment_end;
                 continue;
             }
             if size < 8 || size as u64 > left_in_segment {
