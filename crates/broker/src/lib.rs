@@ -17,6 +17,7 @@ pub mod ha_progress;
 pub mod live_config;
 pub mod live_keys;
 mod long_poll;
+mod message_log;
 pub mod metadata;
 pub mod offsets;
 pub mod persister;

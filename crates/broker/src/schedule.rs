@@ -98,12 +98,10 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
                 }
             };
             if let Some(message) = message {
-                let (topic, queue_id) = (message.topic.clone(), message.queue_id);
-                if let Err(failure) = state.store.put(&message) {
+                if let Err(failure) = state.log().deliver_blocking(&message) {
                     warn!(%failure, level, "delayed message not delivered; will retry");
                     break;
                 }
-                state.message_arrived(&topic, queue_id);
                 delivered += 1;
             } else {
                 warn!(

@@ -232,11 +232,17 @@ fn load_or_refuse<T>(
 }
 
 impl BrokerState {
-    /// A message was just stored for the queue: wake the pulls and POP requests waiting for
-    /// one, once readers may see it (behind a read fence, when the fence passes it).
-    pub fn message_arrived(&self, topic: &str, queue_id: i32) {
-        let written_end = self.store.commit_log_positions().1;
-        self.held_pulls.notify(topic, queue_id, written_end);
+    /// The message log: the one door messages go through into the store.
+    pub(crate) fn log(&self) -> crate::message_log::MessageLog<'_> {
+        crate::message_log::MessageLog {
+            store: &self.store,
+            stats: &self.stats,
+            ha: &self.ha,
+            held_pulls: &self.held_pulls,
+            timers: &self.timers,
+            role: &self.role,
+            live: &self.live,
+        }
     }
 
     /// Controller mode, on a master: shows readers only what its SyncStateSet confirmed

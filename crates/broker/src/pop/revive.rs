@@ -22,6 +22,7 @@ use tidemark_store::NewMessage;
 use tracing::{info, warn};
 
 use super::{InFlight, QueueKey};
+use crate::message_log::{Origin, Stored};
 use crate::metadata::dlq_topic;
 use crate::state::{now_ms, BrokerState};
 
@@ -192,10 +193,12 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
     };
     let destination = first.message.topic.clone();
     let messages: Vec<NewMessage> = copies.iter().map(|copy| copy.message.clone()).collect();
-    // Through the broker's append, so the copies count in the destination's traffic (the
-    // metrics' retry and dead-letter figures) and wake the slave's replication.
-    let appended = match crate::processor::append::append(state, &messages)
-        .and_then(|(appended, durable)| durable.wait().map(|()| appended))
+    // Client traffic: the copies count in the destination's traffic (the metrics' retry and
+    // dead-letter figures), wake the slave's replication and the destination's held pulls.
+    let appended = match state
+        .log()
+        .append(&messages, Origin::Traffic)
+        .and_then(Stored::durable_blocking)
     {
         Ok(appended) => appended,
         Err(failure) => {
@@ -229,7 +232,6 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
             .held_pulls
             .notify_topic(&popped_topic(&key.group, &key.topic));
     }
-    state.message_arrived(&destination, 0);
     appended.len()
 }
 

@@ -59,14 +59,11 @@ pub(super) fn record(state: &BrokerState, header: &PullMessageRequestHeader, new
     };
     // Not awaited for durability: the event is a report, and the pull that caused it must not
     // wait for a group commit.
-    match state.store.append_batch(std::slice::from_ref(&message)) {
-        Ok(_) => {
-            state
-                .stats
-                .messages_put_total
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            state.message_arrived(OFFSET_MOVED_EVENT, 0);
-        }
+    match state.log().append(
+        std::slice::from_ref(&message),
+        crate::message_log::Origin::Traffic,
+    ) {
+        Ok(stored) => drop(stored.without_waiting()),
         Err(failure) => warn!(%failure, "could not store the OFFSET_MOVED_EVENT message"),
     }
 }

@@ -10,7 +10,7 @@ use tidemark_protocol::message::{encode_offset_msg_id, property, DecodeOptions, 
 use tidemark_protocol::{RemotingCommand, ResponseCode};
 use tidemark_store::NewMessage;
 
-use super::append::{put, store_error_response};
+use super::append::store_error_response;
 use super::routing::{to_dead_letter, to_schedule};
 use super::{bad_header, error, success};
 use crate::metadata::retry_topic;
@@ -107,7 +107,7 @@ pub(super) async fn send_back(
         }
         state.topics_changed.notify_one();
     }
-    match put(state, vec![message]).await {
+    match state.log().put(vec![message]).await {
         Ok(_) => success(),
         Err(failure) => store_error_response(&failure),
     }

@@ -11,7 +11,7 @@ use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
 use tidemark_store::{Appended, NewMessage};
 
-use super::append::{put, store_error_response};
+use super::append::store_error_response;
 use super::{bad_header, error};
 use crate::ha_progress::ReplicaWait;
 use crate::metadata::{
@@ -108,21 +108,11 @@ pub(super) async fn send(
         }
         super::announce_topic_change(state).await;
     }
-    let stored_in = prepared
-        .messages
-        .first()
-        .map(|message| (message.topic.clone(), message.queue_id));
     let wait_for_slave = state.role.now().waits_for_slaves() && prepared.producer_waits_for_slave;
-    let appended = match put(state, prepared.messages).await {
+    let appended = match state.log().put(prepared.messages).await {
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),
     };
-    if let Some((topic, queue)) = stored_in {
-        if topic == tidemark_store::TIMER_TOPIC {
-            state.timers.wake();
-        }
-        state.message_arrived(&topic, queue);
-    }
     acknowledge(state, queue_id, &appended, wait_for_slave, None).await
 }
 

@@ -10,7 +10,7 @@ use tidemark_remoting::Channel;
 use tidemark_store::NewMessage;
 use tracing::{debug, info};
 
-use super::append::{put, store_error_response};
+use super::append::store_error_response;
 use super::{bad_header, error, success};
 use crate::state::BrokerState;
 use crate::transaction::resolve::{self, Claim, Decision, ResolveError};
@@ -63,7 +63,7 @@ pub(super) async fn send_half(
             return super::metadata_not_durable(&failure);
         }
     }
-    let appended = match put(state, vec![message.clone()]).await {
+    let appended = match state.log().put(vec![message.clone()]).await {
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),
     };

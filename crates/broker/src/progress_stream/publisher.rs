@@ -68,16 +68,18 @@ async fn publish_one(state: &BrokerState) -> Round {
     let message = message(state, Bytes::from(encode_batch(records)));
     // Straight to the store, not through the send path: progress is not traffic, and the
     // put counters operators read stay the clients' messages.
-    match state.store.append_batch(std::slice::from_ref(&message)) {
-        Ok((appended, durable)) => {
-            state.ha.notify_new_data();
-            let end = appended
+    match state.log().append(
+        std::slice::from_ref(&message),
+        crate::message_log::Origin::Bookkeeping,
+    ) {
+        Ok(stored) => {
+            let end = stored
+                .appended()
                 .first()
                 .map_or(0, |one| one.commit_log_offset + u64::from(one.size));
             outbox.published(batch.through, end);
-            state.message_arrived(PROGRESS_TOPIC, 0);
             debug!(records = batch.records.len(), end, "progress published");
-            if let Err(failure) = durable.await {
+            if let Err(failure) = stored.durable().await {
                 warn!(%failure, "progress message not flushed");
             }
             Round::Published

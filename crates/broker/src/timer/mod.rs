@@ -95,6 +95,11 @@ impl Timers {
         self.wake.notify_one();
     }
 
+    /// Resolves at the next [`Timers::wake`] (or at once if one is pending).
+    pub(crate) fn wake_notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.wake.notified()
+    }
+
     /// Messages waiting for their delivery time (as far as the service has scanned).
     pub fn pending(&self) -> usize {
         self.lock().due.len()
@@ -240,13 +245,11 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
             timers.mark_delivered(offset);
             continue;
         };
-        let (topic, queue_id) = (message.topic.clone(), message.queue_id);
-        if let Err(failure) = state.store.put(&message) {
-            warn!(%failure, offset, %topic, "timer message not delivered; will retry");
+        if let Err(failure) = state.log().deliver_blocking(&message) {
+            warn!(%failure, offset, topic = %message.topic, "timer message not delivered; will retry");
             timers.lock().due.insert((now + RETRY_AFTER_MS, offset));
             return delivered;
         }
-        state.message_arrived(&topic, queue_id);
         timers.mark_delivered(offset);
         delivered += 1;
     }
@@ -281,7 +284,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         tokio::select! {
             _ = &mut stop => return,
             _ = tokio::time::sleep(wait) => {}
-            _ = state.timers.wake.notified() => {}
+            _ = state.timers.wake_notified() => {}
         }
     }
 }

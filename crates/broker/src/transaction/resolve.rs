@@ -12,7 +12,7 @@ use tidemark_store::{Appended, NewMessage, StoreError};
 use tracing::{info, warn};
 
 use super::{PendingHalf, Step, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG, OP_TOPIC};
-use crate::processor::append::append;
+use crate::message_log::{Origin, Stored};
 use crate::state::{now_ms, BrokerState};
 
 /// What the producer decided.
@@ -148,28 +148,22 @@ pub async fn resolve(
     let appended = state.transactions.exclusively(clo, |_| {
         let Some(message) = &message else {
             // Until its op record is stored the half stays pending (and is checked back).
-            return match append(state, std::slice::from_ref(&op)) {
-                Ok((_, durable)) => (Step::Resolved, Ok((durable, None))),
+            return match append(state, &op) {
+                Ok(stored) => (Step::Resolved, Ok((stored, None))),
                 Err(failure) => (Step::Unchanged, Err(failure)),
             };
         };
-        match append(state, std::slice::from_ref(message)) {
+        match append(state, message) {
             // From here the commit has happened: whatever becomes of the op record, the half
             // is not pending any more (recovery finds a commit whose op record was lost).
-            Ok((_, durable)) => (
-                Step::Resolved,
-                Ok((durable, Some(append(state, std::slice::from_ref(&op))))),
-            ),
+            Ok(stored) => (Step::Resolved, Ok((stored, Some(append(state, &op))))),
             Err(failure) => (Step::Unchanged, Err(failure)),
         }
     });
-    let (durable, op_appended) = appended.ok_or(ResolveError::NotPending(clo))??;
-    durable.await?;
-    if let Some(message) = &message {
-        state.message_arrived(&message.topic, message.queue_id);
-    }
+    let (stored, op_appended) = appended.ok_or(ResolveError::NotPending(clo))??;
+    stored.durable().await?;
     let op_durable = match op_appended {
-        Some(Ok((_, durable))) => durable.await,
+        Some(Ok(stored)) => stored.durable().await.map(drop),
         Some(Err(failure)) => Err(failure),
         None => Ok(()),
     };
@@ -182,16 +176,17 @@ pub async fn resolve(
 /// Records one check-back of a pending half; `false` when it was resolved meanwhile.
 pub async fn record_check(state: &BrokerState, half: &PendingHalf) -> Result<bool, StoreError> {
     let op = op_message(state.store_host(), OP_CHECKED_TAG, half.queue_offset);
-    let appended = state.transactions.exclusively(half.commit_log_offset, |_| {
-        match append(state, std::slice::from_ref(&op)) {
-            Ok((_, durable)) => (Step::Checked, Ok(durable)),
-            Err(failure) => (Step::Unchanged, Err(failure)),
-        }
-    });
+    let appended =
+        state
+            .transactions
+            .exclusively(half.commit_log_offset, |_| match append(state, &op) {
+                Ok(stored) => (Step::Checked, Ok(stored)),
+                Err(failure) => (Step::Unchanged, Err(failure)),
+            });
     match appended {
         None => Ok(false),
-        Some(durable) => {
-            durable?.await?;
+        Some(stored) => {
+            stored?.durable().await?;
             Ok(true)
         }
     }
@@ -232,8 +227,8 @@ pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), Reso
     let appended = state.transactions.exclusively(clo, |_| {
         let mut waits = Vec::new();
         for message in copy.iter().chain(std::iter::once(&op)) {
-            match append(state, std::slice::from_ref(message)) {
-                Ok((_, durable)) => waits.push(durable),
+            match append(state, message) {
+                Ok(stored) => waits.push(stored),
                 Err(failure) => return (Step::Unchanged, Err(failure)),
             }
         }
@@ -242,8 +237,8 @@ pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), Reso
     let Some(waits) = appended else {
         return Ok(());
     };
-    for durable in waits? {
-        durable.await?;
+    for stored in waits? {
+        stored.durable().await?;
     }
     info!(
         group = %half.producer_group,
@@ -254,6 +249,14 @@ pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), Reso
         "transaction discarded: no producer resolved it after the maximum of check-backs"
     );
     Ok(())
+}
+
+/// Appends one message of a resolution (a commit, an op record, a discarded copy); counted
+/// like any other put, as the records a transaction's sends produce.
+fn append<'a>(state: &'a BrokerState, message: &NewMessage) -> Result<Stored<'a>, StoreError> {
+    state
+        .log()
+        .append(std::slice::from_ref(message), Origin::Traffic)
 }
 
 /// The stored half at `commit_log_offset`.

@@ -10,6 +10,7 @@ mod admin_lists;
 mod admin_queries;
 mod broker_config;
 mod cleanup;
+mod due_messages;
 mod loopback;
 mod offset_journal;
 mod offsets_model;

@@ -594,23 +594,6 @@ async fn pop_state(client: &RemotingClient, broker: &str) -> Vec<u8> {
     response.body.to_vec()
 }
 
-async fn max_offset(client: &RemotingClient, broker: &str) -> i64 {
-    let request = RemotingCommand::request_with_header(
-        RequestCode::GetMaxOffset,
-        &tidemark_protocol::headers::GetMaxOffsetRequestHeader {
-            topic: TOPIC.into(),
-            queue_id: 0,
-            committed: None,
-            broker_name: None,
-        },
-    );
-    call(client, broker, request)
-        .await
-        .decode_header::<tidemark_protocol::headers::OffsetResponseHeader>()
-        .expect("offset header")
-        .offset
-}
-
 /// A slave copies its master's POP state (cursors, in-flight messages and receipts), keeps it
 /// across its own restart, and once its store serves as master (what a controller failover
 /// does) it hands out neither an acknowledged message nor one still invisible.

@@ -14,9 +14,9 @@ pub use tidemark_protocol::body::{
     ConsumerData, HeartbeatData, MessageModel, ProducerData, SubscriptionData,
 };
 pub use tidemark_protocol::headers::{
-    pull_sys_flag, OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
-    QueryConsumerOffsetRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
-    SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+    pull_sys_flag, GetMaxOffsetRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
+    PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, SendMessageRequestHeader,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 pub use tidemark_protocol::json::JsonBody;
 pub use tidemark_protocol::message::{decode_records, DecodeOptions, Properties};
@@ -294,4 +294,24 @@ pub async fn pull_all(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The end of [`TOPIC`]'s queue 0 on `broker`.
+pub async fn max_offset(client: &RemotingClient, broker: &str) -> i64 {
+    let request = RemotingCommand::request_with_header(
+        RequestCode::GetMaxOffset,
+        &GetMaxOffsetRequestHeader {
+            topic: TOPIC.into(),
+            queue_id: 0,
+            committed: None,
+            broker_name: None,
+        },
+    );
+    client
+        .invoke(broker, request, WAIT)
+        .await
+        .expect("answered")
+        .decode_header::<OffsetResponseHeader>()
+        .expect("offset header")
+        .offset
 }
