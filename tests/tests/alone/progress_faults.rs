@@ -74,6 +74,8 @@ struct Election {
 #[derive(Default)]
 struct RustRecord {
     acked: Vec<String>,
+    /// When each of those was acknowledged, for the longest gap between two.
+    acked_at: Vec<Instant>,
     deliveries: BTreeMap<String, usize>,
     delivered_at: Vec<(i32, Instant)>,
 }
@@ -305,7 +307,9 @@ async fn start_rust_application(
                         if let Some(offset) = commit_log_offset(&result.offset_msg_id) {
                             acknowledged.rust_acked(offset);
                         }
-                        record.lock().expect("lock").acked.push(body);
+                        let mut record = record.lock().expect("lock");
+                        record.acked.push(body);
+                        record.acked_at.push(Instant::now());
                     }
                     _ => tokio::time::sleep(Duration::from_millis(50)).await,
                 }
@@ -348,6 +352,25 @@ fn tally(acked: &[String], deliveries: &BTreeMap<String, usize>) -> (usize, usiz
         .count();
     let again = deliveries.values().map(|count| count - 1).sum();
     (lost, again)
+}
+
+/// How many faults a run applies: `default`, or `TIDEMARK_FAULT_ROUNDS` for a longer run by
+/// hand (`TIDEMARK_FAULT_ROUNDS=30 cargo test -p tidemark-tests --test alone -- progress_faults
+/// --nocapture`).
+fn rounds(default: usize) -> usize {
+    std::env::var("TIDEMARK_FAULT_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The longest time between two consecutive acknowledgements.
+fn longest_gap(acked_at: &[Instant]) -> Duration {
+    acked_at
+        .windows(2)
+        .map(|pair| pair[1].duration_since(pair[0]))
+        .max()
+        .unwrap_or_default()
 }
 
 async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &[Fault]) {
@@ -514,7 +537,8 @@ async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &
          {rust_lost} lost, {rust_again} delivered again; Go client {} acknowledged, {go_lost} \
          lost, {go_again} delivered again; {} of {readings} offset readings went back; {} of \
          {replica_readings} in-sync replica readings lacked an acknowledged record; {} bodies \
-         stored twice; all consumed {} ms after sending stopped",
+         stored twice; longest time without a Rust send acknowledged {} ms; all consumed {} ms \
+         after sending stopped",
         replicas,
         controllers,
         done.join(", "),
@@ -523,6 +547,7 @@ async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &
         regressions.len(),
         lacking.len(),
         twice.len(),
+        longest_gap(&rust.acked_at).as_millis(),
         all_consumed.as_millis()
     );
     assert!(
@@ -579,7 +604,7 @@ async fn random_faults_on_two_replicas_lose_nothing_and_move_no_offset_back() {
     fault_run(
         2,
         1,
-        4,
+        rounds(4),
         &[Fault::KillMaster, Fault::KillSlave, Fault::PauseMaster],
     )
     .await;
@@ -591,7 +616,7 @@ async fn random_faults_on_three_replicas_and_controllers_lose_nothing_and_move_n
     fault_run(
         3,
         3,
-        6,
+        rounds(6),
         &[
             Fault::KillMaster,
             Fault::KillSlave,
