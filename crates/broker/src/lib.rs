@@ -7,8 +7,6 @@
 
 pub mod clients;
 pub mod config;
-mod config_file;
-mod config_tls;
 mod controller_mode;
 pub mod delay_offsets;
 pub mod filter;

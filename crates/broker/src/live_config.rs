@@ -93,7 +93,7 @@ impl LiveConfig {
                 let path = updates_file(config);
                 if let Ok(Some(bytes)) = read(&*storage, &path) {
                     let text = String::from_utf8_lossy(&bytes);
-                    for (key, value) in crate::config_file::properties_to_table(&text) {
+                    for (key, value) in crate::config::properties_to_table(&text) {
                         let text = value_text(value);
                         let applied = live_key(&key)
                             .ok_or_else(|| "not a live key".to_owned())
@@ -321,7 +321,7 @@ fn loads(text: &str, toml: bool) -> Result<(), String> {
         text.parse::<toml::Table>()
             .map_err(|error| error.to_string())?
     } else {
-        crate::config_file::properties_to_table(text)
+        crate::config::properties_to_table(text)
     };
     toml::Value::Table(table)
         .try_into::<BrokerConfig>()

@@ -8,7 +8,6 @@ mod bench;
 mod cli_tests;
 mod controller;
 mod inspect;
-mod query_message;
 mod serve;
 mod tls_args;
 

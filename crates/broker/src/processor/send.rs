@@ -5,15 +5,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tidemark_protocol::body::perm;
 use tidemark_protocol::code::version;
-use tidemark_protocol::headers::{SendMessageRequestHeader, SendMessageResponseHeader};
-use tidemark_protocol::message::{decode_batch, encode_offset_msg_id, property, Properties};
+use tidemark_protocol::headers::SendMessageRequestHeader;
+use tidemark_protocol::message::{decode_batch, property, Properties};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Channel;
-use tidemark_store::{Appended, NewMessage};
+use tidemark_store::NewMessage;
 
-use super::append::store_error_response;
+use super::append::{acknowledge, store_error_response};
 use super::{bad_header, error};
-use crate::ha_progress::ReplicaWait;
 use crate::metadata::{
     is_system_topic_for_send, is_valid_topic_name, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX,
 };
@@ -309,56 +308,6 @@ fn batch_messages(
         messages,
         topic_created: false,
         producer_waits_for_slave,
-    })
-}
-
-/// The SEND response: offset message ids, and — a SYNC_MASTER's promise — whether a slave has
-/// the messages (they are stored either way).
-pub(super) async fn acknowledge(
-    state: &BrokerState,
-    queue_id: i32,
-    appended: &[Appended],
-    wait_for_slave: bool,
-    transaction_id: Option<String>,
-) -> RemotingCommand {
-    let Some(first) = appended.first() else {
-        return error(ResponseCode::SystemError, "nothing appended");
-    };
-    let store_host = state.store_host();
-    let message_ids: Vec<String> = appended
-        .iter()
-        .map(|one| encode_offset_msg_id(store_host, one.commit_log_offset as i64))
-        .collect();
-    let mut code = ResponseCode::Success;
-    if wait_for_slave {
-        let end = appended
-            .iter()
-            .map(|one| one.commit_log_offset + u64::from(one.size))
-            .max()
-            .unwrap_or(0);
-        let waited = state
-            .ha
-            .wait_replicated(
-                end,
-                state.store.commit_log_positions().1,
-                state.live.get().ha_slave_fallbehind_max,
-                std::time::Duration::from_millis(state.live.get().slave_timeout),
-            )
-            .await;
-        code = match waited {
-            ReplicaWait::Replicated => ResponseCode::Success,
-            ReplicaWait::SlaveNotAvailable => ResponseCode::SlaveNotAvailable,
-            ReplicaWait::Timeout => ResponseCode::FlushSlaveTimeout,
-        };
-    }
-    RemotingCommand::response(code, None).with_header(&SendMessageResponseHeader {
-        msg_id: message_ids.join(","),
-        queue_id,
-        queue_offset: first.queue_offset,
-        transaction_id,
-        batch_uniq_id: None,
-        msg_region: state.live.get().region_id.clone(),
-        trace_on: state.live.get().trace_on,
     })
 }
 

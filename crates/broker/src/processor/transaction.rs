@@ -73,7 +73,7 @@ pub(super) async fn send_half(
     let half = resolve::pending_half(state, &message, first);
     let transaction_id = (!half.unique_key.is_empty()).then(|| half.unique_key.clone());
     state.transactions.add(half);
-    super::send::acknowledge(state, queue_id, &appended, wait_for_slave, transaction_id).await
+    super::append::acknowledge(state, queue_id, &appended, wait_for_slave, transaction_id).await
 }
 
 /// The refusal of a transactional batch (RocketMQ's remark).

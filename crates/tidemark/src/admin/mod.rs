@@ -6,6 +6,7 @@ mod cluster;
 mod consumer_status;
 mod controllers;
 mod groups;
+mod query_message;
 mod table;
 mod topics;
 
@@ -35,7 +36,7 @@ pub enum AdminCommand {
     TopicStatus(TopicArgs),
     /// A message by its offset message id (with --trace its trace records), by key, or by
     /// queue offset.
-    QueryMessage(crate::query_message::QueryArgs),
+    QueryMessage(query_message::QueryArgs),
     /// Clusters, their brokers and each broker's traffic today.
     ClusterList(cluster::ClusterListArgs),
     /// Who leads the controllers, and each broker set's master, epochs and SyncStateSet.
@@ -224,7 +225,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::PopMessage(args) => pop(args).await,
         AdminCommand::ConsumerProgress(args) => progress(args).await,
         AdminCommand::TopicStatus(args) => topic_status(args).await,
-        AdminCommand::QueryMessage(args) => crate::query_message::query(args).await,
+        AdminCommand::QueryMessage(args) => query_message::query(args).await,
         AdminCommand::ClusterList(args) => cluster::cluster_list(args).await,
         AdminCommand::ControllerStatus(args) => controllers::controller_status(args).await,
         AdminCommand::BrokerStatus(args) => cluster::broker_status(args).await,

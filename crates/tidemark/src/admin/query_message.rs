@@ -20,7 +20,7 @@ use tidemark_protocol::trace::{decode_trace_data, TraceRecord, DEFAULT_TRACE_TOP
 #[derive(Debug, Args)]
 pub struct QueryArgs {
     #[command(flatten)]
-    pub cluster: crate::admin::Cluster,
+    pub cluster: super::Cluster,
     /// The offset message id (store host + commit-log offset), or with `--trace` the client's
     /// message id (`UNIQ_KEY`) too.
     #[arg(long, conflicts_with_all = ["key", "offset"])]

@@ -7,7 +7,11 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tidemark_store::{FlushPolicy, StoreConfig};
 
-use crate::config_file::{properties_to_table, spelled_as_written};
+mod file;
+mod tls;
+
+pub(crate) use file::properties_to_table;
+use file::spelled_as_written;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -519,7 +523,7 @@ impl BrokerConfig {
                 key("grpc_tls_private_key")
             ));
         }
-        crate::config_tls::check(self, key)?;
+        tls::check(self, key)?;
         if self.max_connections == 0 {
             return Err(format!(
                 "{} = 0 would refuse every client: it must be at least 1",
@@ -768,5 +772,4 @@ impl BrokerConfig {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
-mod config_tests;
+mod tests;
