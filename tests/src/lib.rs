@@ -600,6 +600,38 @@ pub fn start_namesrv(label: &str, args: &[&str]) -> (ServerProcess, u16) {
     )
 }
 
+/// A `tidemark broker -c FILE` process named `label`, serving on 127.0.0.1 on a port checked
+/// free (and again on another if that one was taken meanwhile), its store in `dir/stem` and its
+/// configuration in `dir/stem.toml`: those lines, then `settings` (TOML lines of its own —
+/// broker name, role, name server, …). Returns it and its port.
+pub fn start_broker_process(
+    label: &str,
+    dir: &std::path::Path,
+    stem: &str,
+    settings: &str,
+) -> (ServerProcess, u16) {
+    let config = dir.join(format!("{stem}.toml"));
+    let root = dir.join(stem);
+    ServerProcess::start_on_free_ports(
+        label,
+        tidemark_binary(),
+        free_broker_port,
+        |port| {
+            std::fs::write(
+                &config,
+                format!(
+                    "broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\n\
+                     grpc_listen_port = 0\nstore_path_root_dir = \"{}\"\n{settings}\n",
+                    root.display()
+                ),
+            )
+            .expect("write broker config");
+            vec!["broker".into(), "-c".into(), config.display().to_string()]
+        },
+        "tidemark broker ready",
+    )
+}
+
 /// A name server and the brokers of one broker name (a master and its slaves), each a
 /// `tidemark namesrv` / `tidemark broker -c FILE` process.
 #[derive(Debug)]
@@ -625,32 +657,19 @@ impl BrokerSet {
             .prefix("tidemark-ms-")
             .tempdir()
             .expect("create a data directory");
-        let bin = tidemark_binary();
         let (namesrv, namesrv_port) = start_namesrv(&format!("{name}-namesrv"), namesrv_args);
         let mut brokers = Vec::new();
         let mut broker_ports = Vec::new();
         for (id, role) in roles.iter().enumerate() {
-            let root = dir.path().join(format!("broker-{id}"));
-            let config = dir.path().join(format!("broker-{id}.toml"));
-            let (broker, port) = ServerProcess::start_on_free_ports(
+            let (broker, port) = start_broker_process(
                 &format!("{name}-broker{id}"),
-                bin.clone(),
-                free_broker_port,
-                |port| {
-                    std::fs::write(
-                        &config,
-                        format!(
-                            "broker_name = \"broker-ms\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
-                         broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\ngrpc_listen_port = 0\n\
-                         namesrv_addr = \"127.0.0.1:{namesrv_port}\"\nstore_path_root_dir = \"{}\"\n\
-                         register_name_server_period = 10000\n{extra}\n",
-                            root.display()
-                        ),
-                    )
-                    .expect("write broker config");
-                    vec!["broker".into(), "-c".into(), config.display().to_string()]
-                },
-                "tidemark broker ready",
+                dir.path(),
+                &format!("broker-{id}"),
+                &format!(
+                    "broker_name = \"broker-ms\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
+                     namesrv_addr = \"127.0.0.1:{namesrv_port}\"\n\
+                     register_name_server_period = 10000\n{extra}"
+                ),
             );
             brokers.push(broker);
             broker_ports.push(port);

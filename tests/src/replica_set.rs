@@ -8,7 +8,7 @@ use std::time::Duration;
 use tidemark_protocol::json::{self, Value};
 
 use crate::{
-    free_broker_port, free_port, port_taken, start_namesrv, tidemark_binary, wait_until,
+    free_port, port_taken, start_broker_process, start_namesrv, tidemark_binary, wait_until,
     ServerProcess,
 };
 
@@ -89,26 +89,14 @@ fn start_replica(
     controllers: &str,
 ) -> (ServerProcess, String) {
     let label = format!("replica-{index}");
-    let config = dir.join(format!("{label}.toml"));
-    let (process, port) = ServerProcess::start_on_free_ports(
+    let (process, port) = start_broker_process(
         &format!("replica-set-{label}"),
-        tidemark_binary(),
-        free_broker_port,
-        |port| {
-            std::fs::write(
-                &config,
-                format!(
-                    "broker_name = \"{BROKER_NAME}\"\nbroker_ip1 = \"127.0.0.1\"\n\
-                     listen_ip = \"127.0.0.1\"\nlisten_port = {port}\ngrpc_listen_port = 0\n\
-                     namesrv_addr = \"{namesrv}\"\nstore_path_root_dir = \"{}\"\n\
-                     enable_controller_mode = true\ncontroller_addr = \"{controllers}\"\n",
-                    dir.join(&label).display()
-                ),
-            )
-            .expect("write broker config");
-            vec!["broker".into(), "-c".into(), config.display().to_string()]
-        },
-        "tidemark broker ready",
+        dir,
+        &label,
+        &format!(
+            "broker_name = \"{BROKER_NAME}\"\nnamesrv_addr = \"{namesrv}\"\n\
+             enable_controller_mode = true\ncontroller_addr = \"{controllers}\""
+        ),
     );
     (process, format!("127.0.0.1:{port}"))
 }

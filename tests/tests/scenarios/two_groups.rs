@@ -12,7 +12,7 @@ use tidemark_client::{
     concurrent_fn, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer,
 };
 use tidemark_tests::{
-    against_apache, free_broker_port, init_logging, start_namesrv, tidemark_binary, unique,
+    against_apache, init_logging, start_broker_process, start_namesrv, tidemark_binary, unique,
     wait_until, ServerProcess,
 };
 
@@ -22,26 +22,14 @@ fn namesrv(label: &str) -> (ServerProcess, u16) {
 }
 
 fn broker(dir: &std::path::Path, name: &str, namesrv: &str) -> (ServerProcess, String) {
-    let config = dir.join(format!("{name}.toml"));
-    let (process, port) = ServerProcess::start_on_free_ports(
+    let (process, port) = start_broker_process(
         &format!("two-groups-{name}"),
-        tidemark_binary(),
-        free_broker_port,
-        |port| {
-            std::fs::write(
-                &config,
-                format!(
-                    "broker_name = \"{name}\"\nbroker_id = 0\nbroker_role = \"ASYNC_MASTER\"\n\
-                     broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\n\
-                     grpc_listen_port = 0\nnamesrv_addr = \"{namesrv}\"\nstore_path_root_dir = \"{}\"\n\
-                     register_name_server_period = 2000\n",
-                    dir.join(name).display()
-                ),
-            )
-            .expect("write broker config");
-            vec!["broker".into(), "-c".into(), config.display().to_string()]
-        },
-        "tidemark broker ready",
+        dir,
+        name,
+        &format!(
+            "broker_name = \"{name}\"\nbroker_id = 0\nbroker_role = \"ASYNC_MASTER\"\n\
+             namesrv_addr = \"{namesrv}\"\nregister_name_server_period = 2000"
+        ),
     );
     (process, format!("127.0.0.1:{port}"))
 }

@@ -10,18 +10,8 @@ use tidemark_broker::BrokerRole;
 async fn puts_reach(client: &RemotingClient, broker: &str, expected: u64) -> u64 {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let response = client
-            .invoke(
-                broker,
-                RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo),
-                WAIT,
-            )
+        let puts: u64 = runtime_info(client, broker)
             .await
-            .expect("answered");
-        let table = tidemark_protocol::body::KvTable::from_json_bytes(&response.body)
-            .expect("KVTable")
-            .table;
-        let puts: u64 = table
             .get("msgPutTotalTodayNow")
             .and_then(|puts| puts.parse().ok())
             .unwrap_or(0);

@@ -527,17 +527,7 @@ async fn runtime_info_reports_measured_figures() {
     // The figures are sampled periodically: asked until the three puts show (bounded).
     let deadline = tokio::time::Instant::now() + WAIT;
     let table = loop {
-        let response = client
-            .invoke(
-                &cluster.broker,
-                RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo),
-                WAIT,
-            )
-            .await
-            .expect("answered");
-        let table = tidemark_protocol::body::KvTable::from_json_bytes(&response.body)
-            .expect("KVTable")
-            .table;
+        let table = runtime_info(&client, &cluster.broker).await;
         let puts = table
             .get("msgPutTotalTodayNow")
             .cloned()

@@ -315,3 +315,23 @@ pub async fn max_offset(client: &RemotingClient, broker: &str) -> i64 {
         .expect("offset header")
         .offset
 }
+
+/// GET_BROKER_RUNTIME_INFO's table.
+pub async fn runtime_info(
+    client: &RemotingClient,
+    broker: &str,
+) -> std::collections::HashMap<String, String> {
+    let response = client
+        .invoke(
+            broker,
+            RemotingCommand::request(RequestCode::GetBrokerRuntimeInfo),
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    tidemark_protocol::body::KvTable::from_json_bytes(&response.body)
+        .expect("KVTable")
+        .table
+        .into_iter()
+        .collect()
+}
