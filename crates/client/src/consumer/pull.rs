@@ -137,15 +137,13 @@ impl ConsumerCore {
                         slot.pause(PULL_DELAY_AFTER_HEARTBEAT).await;
                         continue;
                     }
-                    // A broker that died may have been replaced already: ask, and go there now.
+                    // A broker that died may have been replaced already: ask, and go there as
+                    // soon as the routes name another (the pause ends early then).
                     self.instance.probe_broker(&addr).await;
-                    if self
-                        .instance
-                        .routed_elsewhere(&addr, &queue.broker_name, broker_id)
-                    {
-                        continue;
+                    tokio::select! {
+                        _ = slot.pause(PULL_DELAY_ON_ERROR) => {}
+                        _ = self.instance.until_moved_from(&addr, &queue.broker_name, broker_id) => {}
                     }
-                    slot.pause(PULL_DELAY_ON_ERROR).await;
                     continue;
                 }
             };
