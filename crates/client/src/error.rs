@@ -28,6 +28,10 @@ pub enum ClientError {
     /// The broker a queue lives on is not known (not in any route fetched so far).
     #[error("broker {broker_name} not found in any route")]
     BrokerNotFound { broker_name: String },
+    /// The routes named another master for the broker name while a request waited on `from`;
+    /// the wait was given up.
+    #[error("the master of {broker_name} moved away from {from} while a request waited on it")]
+    MasterMoved { broker_name: String, from: String },
     /// Every attempt of a send failed; the last error is kept.
     #[error("send to {topic} failed after {attempts} attempt(s): {last}")]
     SendFailed {

@@ -39,6 +39,7 @@ use crate::route::BrokerAddressTable;
 use crate::BoxFuture;
 
 mod broker_watch;
+pub(crate) use broker_watch::HELD_PULL_PROBE_AFTER;
 
 /// The topic whose route stands in for topics the name server does not know yet
 /// (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).

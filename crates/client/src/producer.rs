@@ -567,6 +567,8 @@ impl SendCore {
                     if matches!(error, ClientError::BrokerNotFound { .. }) {
                         // The route is stale; fetch it again before the next attempt.
                         lock(&self.publish).remove(&prepared.topic);
+                    } else if failover_may_explain(&error) {
+                        self.instance.recheck_route(&prepared.topic).await;
                     }
                     last_broker = Some(queue.broker_name.clone());
                     last_error = Some(error);
@@ -649,7 +651,7 @@ impl SendCore {
         }
         let response = self
             .instance
-            .call_with_timeout(&addr, request, timeout)
+            .call_master(&addr, &queue.broker_name, request, timeout)
             .await?;
         let status = match response.response_code() {
             ResponseCode::Success => SendStatus::SendOk,
@@ -705,6 +707,14 @@ struct Prepared {
 }
 
 /// Broker answers after which Java tries another broker (`retryResponseCodes`, 5.x set).
+/// A failure a master change explains: the master is gone, silent, moved or no longer master.
+fn failover_may_explain(error: &ClientError) -> bool {
+    matches!(
+        error,
+        ClientError::Remoting(_) | ClientError::MasterMoved { .. }
+    ) || error.response_code() == Some(ResponseCode::ServiceNotAvailable)
+}
+
 fn is_retryable(code: ResponseCode) -> bool {
     matches!(
         code,

@@ -17,7 +17,9 @@ use tracing::{debug, warn};
 
 use super::core::ConsumerCore;
 use super::queues::QueueSlot;
-use crate::instance::{PullStatus, PULL_SUSPEND, PULL_TIMEOUT_WHEN_SUSPENDED};
+use crate::instance::{
+    PullStatus, HELD_PULL_PROBE_AFTER, PULL_SUSPEND, PULL_TIMEOUT_WHEN_SUSPENDED,
+};
 use crate::message::MessageExt;
 
 /// Pause after a failed pull (`pullTimeDelayMillsWhenException`).
@@ -106,7 +108,7 @@ impl ConsumerCore {
                 _ = slot.stopped() => break,
                 // A failover moved the broker name while the pull was held: pull from the new
                 // master rather than wait out the old one's silence.
-                _ = self.instance.until_moved_from(&addr, &queue.broker_name, broker_id) => {
+                _ = self.instance.until_moved_from(&addr, &queue.broker_name, broker_id, HELD_PULL_PROBE_AFTER) => {
                     debug!(?queue, %addr, "pull abandoned: the routes name another broker now");
                     continue;
                 }
@@ -142,7 +144,7 @@ impl ConsumerCore {
                     self.instance.probe_broker(&addr).await;
                     tokio::select! {
                         _ = slot.pause(PULL_DELAY_ON_ERROR) => {}
-                        _ = self.instance.until_moved_from(&addr, &queue.broker_name, broker_id) => {}
+                        _ = self.instance.until_moved_from(&addr, &queue.broker_name, broker_id, HELD_PULL_PROBE_AFTER) => {}
                     }
                     continue;
                 }
