@@ -29,6 +29,7 @@ use tidemark_protocol::headers::{
     RegisterBrokerToControllerRequestHeader, RegisterBrokerToControllerResponseHeader,
 };
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::now_ms;
 use tidemark_remoting::RemotingClient;
 use tidemark_storage::atomic_file;
 use tokio::sync::watch;
@@ -36,7 +37,7 @@ use tracing::{info, warn};
 
 use crate::config::BrokerRole;
 use crate::role::RoleNow;
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const TICK: Duration = Duration::from_secs(1);
@@ -404,7 +405,7 @@ async fn follow_decision(
         info!(epoch, master, addr = ?master_addr, "following the master");
     }
     applied.master_epoch = epoch;
-    state.topics_changed.notify_one();
+    state.announce_topics_soon();
     Ok(())
 }
 

@@ -17,6 +17,7 @@ pub mod live_keys;
 mod long_poll;
 mod message_log;
 pub mod metadata;
+pub mod metadata_change;
 pub mod offsets;
 pub mod persister;
 pub mod pop;
@@ -92,7 +93,7 @@ impl Broker {
         let live = Arc::new(LiveConfig::new(
             &config,
             Arc::new(tidemark_storage::io::FsStorage),
-            state::now_ms(),
+            tidemark_remoting::now_ms(),
         ));
         let (store, report) = MessageStore::open_tuned(config.store_config(), live.clone())?;
         info!(mode = ?report.mode, end = report.commit_log_end, records = report.records_recovered, "store opened");
@@ -283,11 +284,11 @@ async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
         );
         state
             .stats
-            .with_throughput(|throughput| throughput.sample(state::now_ms(), put, got));
+            .with_throughput(|throughput| throughput.sample(tidemark_remoting::now_ms(), put, got));
         tick += 1;
         if tick % 10 == 1 {
             state.stats.history.sample(
-                state::now_ms(),
+                tidemark_remoting::now_ms(),
                 &state.config.broker_cluster_name,
                 &state.stats.traffic.snapshot(),
             );
@@ -295,7 +296,9 @@ async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
         if !tick.is_multiple_of(10) {
             continue;
         }
-        let expired = state.clients.expire(state::now_ms(), CLIENT_EXPIRY_MS);
+        let expired = state
+            .clients
+            .expire(tidemark_remoting::now_ms(), CLIENT_EXPIRY_MS);
         let mut groups: Vec<String> = expired
             .into_iter()
             .map(|(group, channel)| {
@@ -318,7 +321,7 @@ fn log_stuck_consumers(state: &BrokerState) {
     if threshold == 0 {
         return;
     }
-    let now = state::now_ms();
+    let now = tidemark_remoting::now_ms();
     for stuck in state
         .offsets
         .newly_stuck(now, threshold as i64, state.boot_timestamp_ms)

@@ -16,11 +16,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tidemark_protocol::json::{JsonBody, WriteOptions};
+use tidemark_remoting::now_ms;
 use tidemark_storage::io::Storage;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 use tidemark_storage::atomic_file::{self as persist, PersistError};
 
 /// One of the broker's config files.

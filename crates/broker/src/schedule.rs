@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
+use tidemark_remoting::now_ms;
 use tidemark_store::{NewMessage, SCHEDULE_TOPIC};
 use tracing::warn;
 
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// How often due messages are looked for (RocketMQ rescans every 100 ms).
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);

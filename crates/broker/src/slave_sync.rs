@@ -197,7 +197,7 @@ async fn sync_pop_state(state: &Arc<BrokerState>, client: &RemotingClient, maste
 /// Topics are the master's: taken whole when its data version moved (as Java does).
 fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
     if state.topics.merge(wrapper, true) {
-        state.topics_changed.notify_one();
+        state.announce_topics_soon();
     }
 }
 

@@ -28,7 +28,7 @@ use crate::persister::{ConfigFile, Persister};
 use crate::BrokerError;
 use tidemark_storage::atomic_file::PersistError;
 
-pub use tidemark_remoting::now_ms;
+use tidemark_remoting::now_ms;
 
 /// Counters and rates runtime info and the metrics endpoint report.
 #[derive(Debug)]
@@ -189,8 +189,8 @@ pub struct BrokerState {
     pub held_pulls: HeldPulls,
     /// Writes every config file.
     pub persister: Persister,
-    /// Woken when topics change, so the broker re-registers at once.
-    pub topics_changed: Notify,
+    /// Woken when topics change, so the broker re-registers at once (see `metadata_change`).
+    pub(crate) topics_changed: Notify,
     /// Registration rounds, for a send that must wait until its new topic is registered.
     pub registrations: crate::registration::RegistrationRounds,
     /// Controller mode: a controller announced a role change (NOTIFY_BROKER_ROLE_CHANGED);

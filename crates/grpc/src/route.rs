@@ -2,6 +2,7 @@
 //! cluster, all reached through this gateway at the address the client dialled), which of them
 //! a consumer group reads, and that a client is still there.
 
+use tidemark_broker::metadata_change::Announce;
 use tidemark_protocol::body::{perm, TopicConfig};
 use tidemark_protocol::ResponseCode;
 
@@ -113,13 +114,15 @@ impl Gateway {
                 if fresh {
                     // Boxed: a topic is created once, but this state would sit in every
                     // send's future.
-                    if let Err(failure) = Box::pin(self.state.persist_metadata_now()).await {
+                    // The route it answers comes from the name servers too: as with a 4.x
+                    // send that creates its topic, they must know it first.
+                    let published = self.state.publish_topics(Announce::BeforeAnswer);
+                    if let Err(failure) = Box::pin(published).await {
                         return Err(status(
                             Code::InternalServerError,
                             format!("topic {name} created but not persisted: {failure}"),
                         ));
                     }
-                    self.state.topics_changed.notify_one();
                 }
                 self.cluster.invalidate(name);
                 let own = self.cluster.brokers(name, Some(&config)).await;

@@ -634,7 +634,7 @@ pub(crate) fn commit_floor(state: &crate::state::BrokerState, key: &QueueKey) {
             key.queue_id,
             floor,
             state.store.written_max_offset(&key.topic, key.queue_id),
-            crate::state::now_ms(),
+            tidemark_remoting::now_ms(),
             crate::offsets::Committer::Progress,
             None,
         );

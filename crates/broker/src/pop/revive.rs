@@ -18,13 +18,14 @@ use std::time::Duration;
 use tidemark_protocol::body::perm;
 use tidemark_protocol::headers::pop_retry_topic_v1;
 use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
+use tidemark_remoting::now_ms;
 use tidemark_store::NewMessage;
 use tracing::{info, warn};
 
 use super::{InFlight, QueueKey};
 use crate::message_log::{Origin, Stored};
 use crate::metadata::dlq_topic;
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// With nothing due sooner, the service still looks this often.
 const IDLE: Duration = Duration::from_millis(1_000);
@@ -172,10 +173,8 @@ fn prepare(
     );
     if created {
         state
-            .persister
-            .write(state, crate::persister::METADATA, false)
+            .publish_topics_blocking()
             .map_err(|failure| format!("new topic {} not persisted: {failure}", message.topic))?;
-        state.topics_changed.notify_one();
     }
     Ok(Some(Copy {
         key: key.clone(),

@@ -20,11 +20,13 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::topic_of;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::now_ms;
 
 use super::{bad_header, error, success};
 use crate::metadata::is_valid_topic_name;
+use crate::metadata_change::Announce;
 use crate::persister::{ConfigFile, Persister};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 use crate::stats::human_bytes;
 
 pub(super) fn max_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
@@ -136,13 +138,12 @@ pub(super) async fn create_topic(
         attributes,
     };
     if state.topics.upsert(config, now_ms()) {
-        if let Err(failure) = state.persist_metadata_now().await {
+        if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
             return error(
                 ResponseCode::SystemError,
                 format!("topic created but not persisted: {failure}"),
             );
         }
-        super::announce_topic_change(state).await;
     }
     success()
 }
@@ -206,15 +207,16 @@ pub(super) async fn delete_topic(
             format!("topic deleted but its consumer offsets' removal not durable: {failure}"),
         );
     }
-    if let Err(failure) =
-        Persister::flush(state, &[ConfigFile::Topics, ConfigFile::ConsumerOffsets]).await
+    let files = [ConfigFile::Topics, ConfigFile::ConsumerOffsets];
+    if let Err(failure) = state
+        .publish_topic_files(&files, Announce::BeforeAnswer)
+        .await
     {
         return error(
             ResponseCode::SystemError,
             format!("topic deleted but not persisted: {failure}"),
         );
     }
-    super::announce_topic_change(state).await;
     success()
 }
 

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use tidemark_protocol::body::{CreateTopicListRequestBody, SubscriptionGroupList, TopicConfig};
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::now_ms;
 use tracing::info;
 
 use super::admin::apply_attributes;
 use super::{error, success};
 use crate::metadata::{has_only_name_characters, is_valid_topic_name, AUTO_CREATE_TOPIC_KEY_TOPIC};
-use crate::state::{now_ms, BrokerState};
+use crate::metadata_change::Announce;
+use crate::state::BrokerState;
 
 /// The longest group name RocketMQ accepts.
 const GROUP_NAME_MAX: usize = 255;
@@ -44,13 +46,12 @@ pub(super) async fn create_topics(
         changed |= state.topics.upsert(config.clone(), now);
     }
     if changed {
-        if let Err(failure) = state.persist_metadata_now().await {
+        if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
             return error(
                 ResponseCode::SystemError,
                 format!("topics created but not persisted: {failure}"),
             );
         }
-        super::announce_topic_change(state).await;
     }
     info!(topics = checked.len(), "topic list created or updated");
     success()

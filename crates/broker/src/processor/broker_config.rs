@@ -1,11 +1,12 @@
 //! GET_BROKER_CONFIG and UPDATE_BROKER_CONFIG (mqadmin `getBrokerConfig`, `updateBrokerConfig`).
 
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::now_ms;
 use tracing::info;
 
 use super::{error, success};
 use crate::live_config::UpdateError;
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// The whole configuration as a properties text, with the data version of the live settings
 /// (`version`) as RocketMQ sends it.
@@ -38,7 +39,7 @@ pub(super) async fn update(state: &BrokerState, request: &RemotingCommand) -> Re
             info!(?updates, "broker config updated");
             if before.broker_permission != after.broker_permission {
                 state.topics.touch(now_ms());
-                state.topics_changed.notify_one();
+                state.announce_topics_soon();
             }
             success()
         }

@@ -7,9 +7,10 @@ use tidemark_protocol::headers::{
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::now_ms;
 
 use super::{bad_header, error, success};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 use crate::stats_history::WindowStats;
 
 pub(super) fn view_stats(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {

@@ -4,11 +4,12 @@
 
 use tidemark_protocol::headers::CloneGroupOffsetRequestHeader;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::now_ms;
 use tracing::{info, warn};
 
 use super::{bad_header, error, success};
 use crate::offsets::Journaled;
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 pub(super) async fn clone_group_offset(
     state: &BrokerState,

@@ -18,14 +18,16 @@ use tidemark_protocol::headers::{
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::now_ms;
 use tidemark_remoting::Channel;
 use tracing::debug;
 
 use super::{bad_header, error, success};
 use crate::clients::ClientChannel;
 use crate::metadata::retry_topic;
+use crate::metadata_change::Announce;
 use crate::offsets::Committer;
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// A lock not renewed for this long is free (`rocketmq.broker.rebalance.lockMaxLiveTime`).
 const QUEUE_LOCK_TTL_MS: i64 = 60_000;
@@ -86,10 +88,9 @@ pub(super) async fn heartbeat(
     }
     if metadata_created {
         // The group and its retry topic a consumer now relies on must survive a crash.
-        if let Err(failure) = state.persist_metadata_now().await {
+        if let Err(failure) = state.publish_topics(Announce::Soon).await {
             return super::metadata_not_durable(&failure);
         }
-        state.topics_changed.notify_one();
     }
     success()
 }

@@ -259,23 +259,3 @@ impl RequestHandler for BrokerHandler {
         }
     }
 }
-
-/// How long a request that created or changed topics waits for the name servers to know it.
-const TOPIC_REGISTRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// Registers this broker's changed topics with the name servers before the request that changed
-/// them is answered, as RocketMQ's broker does (a send that creates its topic, UPDATE_AND_CREATE_
-/// TOPIC, a deletion): a client that asks for the route next (a consumer starting, mqadmin's next
-/// subcommand, `fetchPublishMessageQueues`) finds it. A name server that does not answer in time
-/// leaves it to the next round.
-pub(super) async fn announce_topic_change(state: &BrokerState) {
-    let ticket = state.registrations.ask();
-    state.topics_changed.notify_one();
-    if !state
-        .registrations
-        .wait(ticket, TOPIC_REGISTRATION_WAIT)
-        .await
-    {
-        debug!("changed topics are not registered yet; the next round registers them");
-    }
-}

@@ -10,11 +10,12 @@ use tidemark_protocol::body::{MessageQueue, OffsetMovedEvent};
 use tidemark_protocol::headers::PullMessageRequestHeader;
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{property, Properties};
+use tidemark_remoting::now_ms;
 use tidemark_store::NewMessage;
 use tracing::warn;
 
 use crate::metadata::OFFSET_MOVED_EVENT;
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// Logs and records that `header`'s group was moved from its requested offset to `new_offset`.
 /// Recording is best effort: a failed append is logged, and the pull is answered either way.

@@ -16,13 +16,14 @@ use tidemark_protocol::headers::{
 };
 use tidemark_protocol::message::QUEUE_OFFSET_POSITION;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::now_ms;
 use tidemark_store::GetStatus;
 
 use super::{bad_header, error};
 use crate::filter::MessageFilter;
 use crate::offsets::Journaled;
 use crate::pop::{Popped, QueueKey};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// Messages one pop returns at most (RocketMQ refuses more than 32).
 const POP_MESSAGES_MAX: i32 = 32;

@@ -18,12 +18,13 @@ use tidemark_protocol::headers::{
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::now_ms;
 
 use super::{bad_header, error, success};
 use crate::offsets::Journaled;
 use crate::pop::revive::popped_topic;
 use crate::pop::{Finish, QueueKey};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// Checks the queue and offset an acknowledgement or change names; `Err` is the answer.
 /// `past_end_ok`: an offset equal to the queue's end is accepted (RocketMQ's ack checks

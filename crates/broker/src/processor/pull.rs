@@ -13,12 +13,13 @@ use tidemark_protocol::headers::{
 };
 use tidemark_protocol::message::PHYSICAL_OFFSET_POSITION;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::now_ms;
 use tidemark_remoting::Channel;
 use tidemark_store::{GetResult, GetStatus};
 
 use super::{bad_header, error, offset_moved};
 use crate::offsets::Committer;
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// Messages and bytes one pull returns at most (RocketMQ's limits for data in memory).
 const PULL_MESSAGES_MAX: usize = 32;

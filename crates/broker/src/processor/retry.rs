@@ -8,13 +8,15 @@ use tidemark_protocol::code::version;
 use tidemark_protocol::headers::ConsumerSendMsgBackRequestHeader;
 use tidemark_protocol::message::{encode_offset_msg_id, property, DecodeOptions, MessageRecord};
 use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::now_ms;
 use tidemark_store::NewMessage;
 
 use super::append::store_error_response;
 use super::routing::{to_dead_letter, to_schedule};
 use super::{bad_header, error, success};
 use crate::metadata::retry_topic;
-use crate::state::{now_ms, BrokerState};
+use crate::metadata_change::Announce;
+use crate::state::BrokerState;
 
 /// The level the broker picks when the consumer leaves it open: 3 + times already retried.
 const DEFAULT_RETRY_LEVEL_BASE: i32 = 3;
@@ -102,10 +104,9 @@ pub(super) async fn send_back(
         to_schedule(state, &mut message, level);
     }
     if metadata_created {
-        if let Err(failure) = state.persist_metadata_now().await {
+        if let Err(failure) = state.publish_topics(Announce::Soon).await {
             return super::metadata_not_durable(&failure);
         }
-        state.topics_changed.notify_one();
     }
     match state.log().put(vec![message]).await {
         Ok(_) => success(),

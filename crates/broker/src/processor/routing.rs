@@ -5,10 +5,11 @@
 use tidemark_protocol::body::perm;
 use tidemark_protocol::message::property;
 use tidemark_protocol::message::Properties;
+use tidemark_remoting::now_ms;
 use tidemark_store::{NewMessage, SCHEDULE_TOPIC, TIMER_TOPIC};
 
 use crate::metadata::{dlq_topic, DLQ_QUEUE_NUMS};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
 /// schedule service stores it again in its real topic and queue once due.

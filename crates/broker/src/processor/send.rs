@@ -8,6 +8,7 @@ use tidemark_protocol::code::version;
 use tidemark_protocol::headers::SendMessageRequestHeader;
 use tidemark_protocol::message::{decode_batch, property, Properties};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::now_ms;
 use tidemark_remoting::Channel;
 use tidemark_store::NewMessage;
 
@@ -16,7 +17,8 @@ use super::{bad_header, error};
 use crate::metadata::{
     is_system_topic_for_send, is_valid_topic_name, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX,
 };
-use crate::state::{now_ms, BrokerState};
+use crate::metadata_change::Announce;
+use crate::state::BrokerState;
 
 pub(super) async fn send(
     state: &Arc<BrokerState>,
@@ -67,10 +69,9 @@ pub(super) async fn send(
             return super::transaction::batch_refused();
         }
         if topic_created {
-            if let Err(failure) = state.persist_metadata_now().await {
+            if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
                 return super::metadata_not_durable(&failure);
             }
-            super::announce_topic_change(state).await;
         }
         let mut properties = properties;
         stamp(state, &mut properties);
@@ -102,10 +103,9 @@ pub(super) async fn send(
     if topic_created || prepared.topic_created {
         // A topic created by this send must outlive a crash before the send is acknowledged:
         // otherwise the stored messages are unreachable after a restart.
-        if let Err(failure) = state.persist_metadata_now().await {
+        if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
             return super::metadata_not_durable(&failure);
         }
-        super::announce_topic_change(state).await;
     }
     let wait_for_slave = state.role.now().waits_for_slaves() && prepared.producer_waits_for_slave;
     let appended = match state.log().put(prepared.messages).await {

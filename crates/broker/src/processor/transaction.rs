@@ -12,6 +12,7 @@ use tracing::{debug, info};
 
 use super::append::store_error_response;
 use super::{bad_header, error, success};
+use crate::metadata_change::Announce;
 use crate::state::BrokerState;
 use crate::transaction::resolve::{self, Claim, Decision, ResolveError};
 
@@ -59,7 +60,7 @@ pub(super) async fn send_half(
     let mut message = message;
     resolve::into_half(&mut message);
     if resolve::ensure_topics(state) {
-        if let Err(failure) = state.persist_metadata_now().await {
+        if let Err(failure) = state.publish_topics(Announce::Soon).await {
             return super::metadata_not_durable(&failure);
         }
     }

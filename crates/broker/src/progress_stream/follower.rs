@@ -142,10 +142,11 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
         // rather than skipping any (a POP message in flight may count one delivery more).
         let mut skipped = state.pop.apply_replicated(&pop);
         skipped += state.timers.apply_replicated(&timers);
-        skipped +=
-            state
-                .offsets
-                .apply_replicated(&offsets, got.next_begin_offset, crate::state::now_ms());
+        skipped += state.offsets.apply_replicated(
+            &offsets,
+            got.next_begin_offset,
+            tidemark_remoting::now_ms(),
+        );
         if skipped > 0 {
             warn!(
                 skipped,

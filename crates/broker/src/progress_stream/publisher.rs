@@ -99,7 +99,7 @@ fn message(state: &BrokerState, body: Bytes) -> NewMessage {
         queue_id: 0,
         flag: 0,
         sys_flag: 0,
-        born_timestamp: crate::state::now_ms(),
+        born_timestamp: tidemark_remoting::now_ms(),
         born_host: store_host,
         store_host,
         reconsume_times: 0,

@@ -30,9 +30,10 @@ use tokio::sync::Notify;
 use tracing::warn;
 
 pub use progress::Delivered;
+use tidemark_remoting::now_ms;
 
 use crate::progress_stream::{ProgressOutbox, STREAM_TIMERS};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 /// With nothing due sooner, the service still looks for new timer messages this often (sends
 /// wake it at once; this covers anything else that appends to the timer topic).

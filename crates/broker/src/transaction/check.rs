@@ -11,11 +11,12 @@ use bytes::BytesMut;
 use tidemark_protocol::headers::CheckTransactionStateRequestHeader;
 use tidemark_protocol::message::{encode_offset_msg_id, property};
 use tidemark_protocol::{RemotingCommand, RequestCode};
+use tidemark_remoting::now_ms;
 use tracing::{debug, warn};
 
 use super::resolve::{discard, read_half, record_check};
 use super::PendingHalf;
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 pub async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
@@ -34,7 +35,7 @@ pub async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
 }
 
 /// One round over the pending halves.
-pub async fn check_round(state: &BrokerState) {
+pub async fn check_round(state: &Arc<BrokerState>) {
     if state.transactions.is_empty() {
         return;
     }

@@ -21,7 +21,13 @@ pub mod recovery;
 pub(crate) mod resolve;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use tidemark_protocol::message::{property, Properties};
+use tidemark_remoting::now_ms;
+use tidemark_store::NewMessage;
 
 /// Where half messages wait (RocketMQ's `RMQ_SYS_TRANS_HALF_TOPIC`), one queue.
 pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
@@ -31,6 +37,54 @@ pub const OP_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
 pub const OP_REMOVED_TAG: &str = "d";
 /// Op tag of one check-back sent (Tidemark's; RocketMQ stores the half again instead).
 pub const OP_CHECKED_TAG: &str = "c";
+
+/// A half's pending entry from its stored properties and position; `timeout_ms` applies when
+/// the producer set no immunity of its own.
+pub fn pending_of(
+    properties: &Properties,
+    commit_log_offset: i64,
+    queue_offset: i64,
+    stored_at_ms: i64,
+    timeout_ms: u64,
+) -> PendingHalf {
+    let immunity_ms = properties
+        .get(property::CHECK_IMMUNITY_TIME_IN_SECONDS)
+        .and_then(|seconds| seconds.trim().parse::<i64>().ok())
+        .filter(|seconds| *seconds > 0)
+        .map(|seconds| seconds.saturating_mul(1000))
+        .unwrap_or(timeout_ms as i64);
+    let text = |name: &str| properties.get(name).unwrap_or_default().to_owned();
+    PendingHalf {
+        commit_log_offset,
+        queue_offset,
+        producer_group: text(property::PRODUCER_GROUP),
+        real_topic: text(property::REAL_TOPIC),
+        unique_key: text(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        stored_at_ms,
+        check_after_ms: stored_at_ms.saturating_add(immunity_ms),
+        checks: 0,
+    }
+}
+
+/// The op record of a half: tag `tag`, body its half-queue offset (RocketMQ's format).
+pub fn op_message(store_host: SocketAddr, tag: &str, half_queue_offset: i64) -> NewMessage {
+    let mut properties = Properties::new();
+    properties.insert(property::TAGS, tag);
+    properties.insert(property::WAIT_STORE_MSG_OK, "false");
+    NewMessage {
+        topic: OP_TOPIC.to_owned(),
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: now_ms(),
+        born_host: store_host,
+        store_host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: Bytes::from(half_queue_offset.to_string()),
+        properties,
+    }
+}
 
 /// A half message nobody has resolved yet.
 #[derive(Debug, Clone, PartialEq, Eq)]

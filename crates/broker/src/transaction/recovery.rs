@@ -15,8 +15,10 @@ use tidemark_protocol::message::{
 use tidemark_store::{GetStatus, MessageStore, StoreError};
 use tracing::info;
 
-use super::resolve::{op_message, pending_of};
-use super::{PendingHalf, Transactions, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG, OP_TOPIC};
+use super::{
+    op_message, pending_of, PendingHalf, Transactions, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG,
+    OP_TOPIC,
+};
 
 /// What recovery found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -4,16 +4,22 @@
 //!
 //! [`Transactions::exclusively`]: super::Transactions::exclusively
 
-use bytes::Bytes;
+use std::sync::Arc;
+
 use thiserror::Error;
 use tidemark_protocol::body::perm;
-use tidemark_protocol::message::{property, sys_flag, DecodeOptions, MessageRecord, Properties};
+use tidemark_protocol::message::{property, sys_flag, DecodeOptions, MessageRecord};
+use tidemark_remoting::now_ms;
+use tidemark_storage::atomic_file::PersistError;
 use tidemark_store::{Appended, NewMessage, StoreError};
 use tracing::{info, warn};
 
-use super::{PendingHalf, Step, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG, OP_TOPIC};
+use super::{
+    op_message, pending_of, PendingHalf, Step, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG, OP_TOPIC,
+};
 use crate::message_log::{Origin, Stored};
-use crate::state::{now_ms, BrokerState};
+use crate::metadata_change::Announce;
+use crate::state::BrokerState;
 
 /// What the producer decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +47,8 @@ pub enum ResolveError {
     HalfUnreadable(i64),
     #[error("message not stored: {0}")]
     Store(#[from] StoreError),
+    #[error("topic created but not persisted: {0}")]
+    TopicNotDurable(#[from] PersistError),
 }
 
 /// How an END_TRANSACTION names the half it resolves.
@@ -85,34 +93,6 @@ pub fn pending_half(state: &BrokerState, message: &NewMessage, appended: &Append
         appended.store_timestamp,
         state.live.get().transaction_timeout,
     )
-}
-
-/// A half's pending entry from its stored properties and position; `timeout_ms` applies when
-/// the producer set no immunity of its own.
-pub fn pending_of(
-    properties: &Properties,
-    commit_log_offset: i64,
-    queue_offset: i64,
-    stored_at_ms: i64,
-    timeout_ms: u64,
-) -> PendingHalf {
-    let immunity_ms = properties
-        .get(property::CHECK_IMMUNITY_TIME_IN_SECONDS)
-        .and_then(|seconds| seconds.trim().parse::<i64>().ok())
-        .filter(|seconds| *seconds > 0)
-        .map(|seconds| seconds.saturating_mul(1000))
-        .unwrap_or(timeout_ms as i64);
-    let text = |name: &str| properties.get(name).unwrap_or_default().to_owned();
-    PendingHalf {
-        commit_log_offset,
-        queue_offset,
-        producer_group: text(property::PRODUCER_GROUP),
-        real_topic: text(property::REAL_TOPIC),
-        unique_key: text(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        stored_at_ms,
-        check_after_ms: stored_at_ms.saturating_add(immunity_ms),
-        checks: 0,
-    }
 }
 
 /// Commits or rolls back the half `claim` names. A commit stores the message in its real
@@ -194,7 +174,7 @@ pub async fn record_check(state: &BrokerState, half: &PendingHalf) -> Result<boo
 
 /// Gives up on a half checked back too often: copied to the discard topic (unless that is
 /// configured empty), then recorded as resolved.
-pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), ResolveError> {
+pub async fn discard(state: &Arc<BrokerState>, half: &PendingHalf) -> Result<(), ResolveError> {
     let clo = half.commit_log_offset;
     let live = state.live.get();
     let topic = &live.transaction_discard_topic;
@@ -207,7 +187,8 @@ pub async fn discard(state: &BrokerState, half: &PendingHalf) -> Result<(), Reso
             .ensure(topic, 1, perm::READ | perm::WRITE, now_ms())
             .1
         {
-            state.topics_changed.notify_one();
+            // Copies in a topic a crash would forget could not be read after it.
+            state.publish_topics(Announce::Soon).await?;
         }
         Some(NewMessage {
             topic: topic.clone(),
@@ -306,28 +287,4 @@ fn committed(state: &BrokerState, half: MessageRecord) -> NewMessage {
         crate::processor::routing::to_schedule(state, &mut message, delay);
     }
     message
-}
-
-/// The op record of a half: tag `tag`, body its half-queue offset (RocketMQ's format).
-pub fn op_message(
-    store_host: std::net::SocketAddr,
-    tag: &str,
-    half_queue_offset: i64,
-) -> NewMessage {
-    let mut properties = Properties::new();
-    properties.insert(property::TAGS, tag);
-    properties.insert(property::WAIT_STORE_MSG_OK, "false");
-    NewMessage {
-        topic: OP_TOPIC.to_owned(),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: now_ms(),
-        born_host: store_host,
-        store_host,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Bytes::from(half_queue_offset.to_string()),
-        properties,
-    }
 }

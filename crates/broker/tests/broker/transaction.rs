@@ -251,6 +251,8 @@ async fn an_undecided_half_is_checked_back_then_discarded_after_the_maximum() {
     settings.transaction_check_interval = 200;
     settings.transaction_timeout = 300;
     settings.transaction_check_max = 2;
+    // No periodic save during the test: what is on disk is what the discard path wrote.
+    settings.flush_consumer_offset_interval = 600_000;
     let (broker, stop, task) = start_broker(settings).await;
 
     let (client, mut checked) = checked_client();
@@ -310,6 +312,14 @@ async fn an_undecided_half_is_checked_back_then_discarded_after_the_maximum() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(bodies(&discarded), ["ignored"]);
+    // The discard topic the broker made is on disk before its copy is stored, not only after
+    // the next periodic save: a crash now must not leave the copy in a topic nobody knows.
+    let topics = std::fs::read_to_string(dir.path().join("config").join("topics.json"))
+        .expect("topics.json");
+    assert!(
+        topics.contains("TRANS_CHECK_MAX_TIME_TOPIC"),
+        "the discard topic is durable once a copy is in it: {topics}"
+    );
     assert_eq!(
         ignored_checks, 2,
         "checked transaction_check_max times, then discarded"

@@ -345,3 +345,84 @@ async fn one_gateway_serves_every_broker_of_the_cluster() {
     assert_eq!(status, Code::InternalServerError);
     remoting.shutdown();
 }
+
+/// A gRPC client's route query for a topic nobody made creates it (auto-create on), and is
+/// answered only once the name server routes it: a 4.x client or a second gateway asking the
+/// name server next finds the topic, as after a 4.x send that creates its topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_query_that_creates_its_topic_answers_once_the_name_server_knows_it() {
+    let (namesrv, _namesrv_stop) = start_namesrv().await;
+    // The broker reaches the name server only through a link that holds each request 300 ms;
+    // the test asks the name server directly, so an answer that did not wait shows.
+    let slow_link = delaying_link(&namesrv, Duration::from_millis(300)).await;
+    let gateway = start_broker(&slow_link, "broker-a", true).await;
+    let remoting = RemotingClient::new(ClientConfig::default(), None);
+    let mut client = client(&gateway).await;
+    let topic = "MadeByRouteQuery";
+
+    let route = client
+        .query_route(with_client_id(
+            QueryRouteRequest {
+                topic: Some(resource(topic)),
+                endpoints: None,
+            },
+            "route-client",
+        ))
+        .await
+        .expect("route")
+        .into_inner();
+    assert_eq!(code(&route.status), Code::Ok, "{:?}", route.status);
+    assert!(!route.message_queues.is_empty());
+
+    // Asked once, not polled: the answer above waited for the registration.
+    let request = RemotingCommand::request_with_header(
+        RequestCode::GetRouteInfoByTopic,
+        &GetRouteInfoRequestHeader {
+            topic: topic.into(),
+            accept_standard_json_only: None,
+        },
+    );
+    let response = remoting
+        .invoke(&namesrv, request, TIMEOUT)
+        .await
+        .expect("name server answers");
+    assert_eq!(response.response_code(), ResponseCode::Success);
+    let route = TopicRouteData::from_json_bytes(&response.body).expect("route body");
+    assert_eq!(route.queue_datas.len(), 1, "the gateway's broker routes it");
+}
+
+/// A local address that forwards to `upstream`, holding each chunk sent upstream for `delay`
+/// (answers come back at once). Lives as long as the test's runtime.
+async fn delaying_link(upstream: &str, delay: Duration) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("bound").to_string();
+    let upstream = upstream.to_owned();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let Ok(outbound) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (mut from_client, mut to_client) = inbound.into_split();
+            let (mut from_server, mut to_server) = outbound.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+            });
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut chunk = vec![0u8; 64 * 1024];
+                while let Ok(read) = from_client.read(&mut chunk).await {
+                    if read == 0 {
+                        break;
+                    }
+                    tokio::time::sleep(delay).await;
+                    if to_server.write_all(&chunk[..read]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}

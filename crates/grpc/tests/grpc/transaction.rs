@@ -213,7 +213,7 @@ async fn check_backs_from_another_broker_reach_the_gateways_producer() {
             .state
             .topics
             .ensure(topic, 2, 6, tidemark_remoting::now_ms());
-        server.state.topics_changed.notify_one();
+        server.state.announce_topics_soon();
     }
     let mut client = client(&gateway).await;
     // Until the route names both brokers.
