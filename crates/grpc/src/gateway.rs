@@ -21,7 +21,7 @@ use tracing::debug;
 use crate::cluster::{Cluster, Target};
 use crate::convert::{filter_of, full_name};
 use crate::proto::{settings::PubSub, ClientType, Code, Settings, Status};
-use crate::receive::Renewals;
+use crate::renewals::Renewals;
 use crate::sessions::{Session, Sessions};
 use crate::status::status;
 

@@ -22,8 +22,10 @@ mod cluster;
 mod connection;
 mod convert;
 mod gateway;
+mod housekeeping;
 mod offsets;
 mod receive;
+mod renewals;
 mod route;
 mod send;
 mod server;
@@ -33,7 +35,6 @@ mod status;
 mod telemetry;
 mod transaction;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -47,8 +48,6 @@ pub use {prost_types, tonic};
 
 /// How long running calls (and open Telemetry streams) get to finish once shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
-/// A client not heard from for this long (no heartbeat, no call) is forgotten.
-const CLIENT_IDLE_MS: i64 = 120_000;
 
 #[derive(Debug, Error)]
 pub enum GrpcError {
@@ -58,24 +57,4 @@ pub enum GrpcError {
     Tls(String),
     #[error("gRPC thread {0} stopped without an answer")]
     Thread(usize),
-}
-
-/// Renews auto-renewed messages and forgets silent clients.
-async fn housekeeping(gateway: Arc<Gateway>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut seconds = 0u64;
-    loop {
-        tick.tick().await;
-        gateway.renew_due().await;
-        seconds += 1;
-        if seconds.is_multiple_of(20) {
-            gateway.register_producers_elsewhere().await;
-        }
-        if seconds.is_multiple_of(10) {
-            let before = tidemark_remoting::now_ms() - CLIENT_IDLE_MS;
-            for session in gateway.sessions.expire(before) {
-                gateway.forget(session).await;
-            }
-        }
-    }
 }

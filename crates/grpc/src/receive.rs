@@ -1,15 +1,14 @@
 //! ReceiveMessage: a POP_MESSAGE for the broker's POP path (exact per-message state, long
 //! polling), answered as RocketMQ's proxy streams it — a status frame, one frame per message,
 //! then the delivery time. Push consumers ask for `auto_renew`: their messages stay invisible
-//! until they are acknowledged or put back, as the proxy keeps them ([`Renewals`]).
+//! until they are acknowledged or put back, as the proxy keeps them
+//! ([`crate::renewals::Renewals`]).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tidemark_protocol::headers::{
-    parse_pop_info, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
-    PopMessageRequestHeader, PopMessageResponseHeader, PopReceipt, PopSource,
+    parse_pop_info, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
+    PopMessageResponseHeader, PopReceipt, PopSource,
 };
 use tidemark_protocol::message::{decode_records, DecodeOptions};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
@@ -19,112 +18,13 @@ use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{
     receive_message_response::Content, Code, ReceiveMessageRequest, ReceiveMessageResponse,
 };
+use crate::renewals::{Renewal, AUTO_RENEW_INVISIBLE_MS};
 use crate::status::{from_response, ok, status};
 
-/// How long an auto-renewed message stays invisible per renewal (the proxy's default).
-pub const AUTO_RENEW_INVISIBLE_MS: i64 = 60_000;
-/// Renewed this long before its invisibility would end.
-const RENEW_AHEAD_MS: i64 = 10_000;
-/// Auto-renewal stops after this long; the message then comes back as usual.
-const RENEW_FOR_MS: i64 = 3 * 3_600_000;
 /// Longest a receive is held, and the longest invisibility a client may ask for.
 const LONG_POLLING_MAX_MS: i64 = 20_000;
 const INVISIBLE_MAX_MS: i64 = 12 * 3_600_000;
 const INVISIBLE_MIN_MS: i64 = 1_000;
-
-/// A message being kept invisible for a push consumer, by the receipt handle it was given.
-#[derive(Debug, Clone)]
-pub struct Renewal {
-    pub client_id: String,
-    pub group: String,
-    pub topic: String,
-    /// The broker's current receipt (each renewal issues a new one).
-    pub current: PopReceipt,
-    pub started_ms: i64,
-}
-
-impl Renewal {
-    /// The broker request that makes its message invisible for `invisible_ms` from now.
-    fn change_request(&self, invisible_ms: i64) -> ChangeInvisibleTimeRequestHeader {
-        let receipt = &self.current;
-        ChangeInvisibleTimeRequestHeader {
-            consumer_group: self.group.clone(),
-            topic: receipt.source.real_topic(&self.group, &self.topic),
-            queue_id: receipt.queue_id,
-            extra_info: receipt.encode(),
-            offset: receipt.queue_offset,
-            invisible_time: invisible_ms,
-            broker_name: None,
-        }
-    }
-}
-
-/// Messages kept invisible on their consumers' behalf. Owns its lock.
-#[derive(Debug, Default)]
-pub struct Renewals {
-    inner: Mutex<HashMap<String, Renewal>>,
-}
-
-impl Renewals {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Renewal>> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub fn add(&self, handle: String, renewal: Renewal) {
-        self.lock().insert(handle, renewal);
-    }
-
-    /// The broker's current receipt for the handle a client holds, if it is being renewed.
-    pub fn current(&self, handle: &str) -> Option<PopReceipt> {
-        self.lock()
-            .get(handle)
-            .map(|renewal| renewal.current.clone())
-    }
-
-    /// Stops renewing (acknowledged, put back, or given up).
-    pub fn remove(&self, handle: &str) -> Option<Renewal> {
-        self.lock().remove(handle)
-    }
-
-    /// Stops renewing a client's messages; the ones it held, to be released.
-    pub fn take_client(&self, client_id: &str) -> Vec<Renewal> {
-        let mut inner = self.lock();
-        let handles: Vec<String> = inner
-            .iter()
-            .filter(|(_, renewal)| renewal.client_id == client_id)
-            .map(|(handle, _)| handle.clone())
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|handle| inner.remove(&handle))
-            .collect()
-    }
-
-    fn update(&self, handle: &str, receipt: PopReceipt) {
-        if let Some(renewal) = self.lock().get_mut(handle) {
-            renewal.current = receipt;
-        }
-    }
-
-    /// Renewals due by `now`; those renewed for too long are dropped (they come back).
-    fn due(&self, now: i64) -> Vec<(String, Renewal)> {
-        let mut inner = self.lock();
-        inner.retain(|_, renewal| now - renewal.started_ms < RENEW_FOR_MS);
-        inner
-            .iter()
-            .filter(|(_, renewal)| renewal.current.visible_again_at() - now <= RENEW_AHEAD_MS)
-            .map(|(handle, renewal)| (handle.clone(), renewal.clone()))
-            .collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 fn frame(content: Content) -> ReceiveMessageResponse {
     ReceiveMessageResponse {
@@ -392,45 +292,4 @@ fn pop_info_key<'a>(key: &'a mut String, text: std::fmt::Arguments<'_>) -> &'a s
     key.clear();
     let _ = key.write_fmt(text);
     key
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn receipt(pop_time: i64) -> PopReceipt {
-        PopReceipt {
-            start_offset: 0,
-            pop_time,
-            invisible_time: AUTO_RENEW_INVISIBLE_MS,
-            revive_qid: 0,
-            source: PopSource::Topic,
-            broker_name: "b".into(),
-            queue_id: 0,
-            queue_offset: 0,
-            commit_log_offset: Some(0),
-        }
-    }
-
-    #[test]
-    fn renewals_come_due_ahead_of_the_invisibility_and_stop_after_three_hours() {
-        let renewals = Renewals::default();
-        renewals.add(
-            "h".into(),
-            Renewal {
-                client_id: "c".into(),
-                group: "G".into(),
-                topic: "T".into(),
-                current: receipt(0),
-                started_ms: 0,
-            },
-        );
-        assert!(renewals.due(40_000).is_empty());
-        assert_eq!(renewals.due(50_000).len(), 1);
-        renewals.update("h", receipt(50_000));
-        assert!(renewals.due(60_000).is_empty());
-        assert_eq!(renewals.current("h").map(|r| r.pop_time), Some(50_000));
-        assert!(renewals.due(RENEW_FOR_MS + 1).is_empty());
-        assert!(renewals.is_empty(), "given up after three hours");
-    }
 }

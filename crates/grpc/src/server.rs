@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, info};
 
 use crate::{
-    accept, connection, housekeeping, transaction, Gateway, GrpcError, Peer, Service,
+    accept, connection, housekeeping::housekeeping, transaction, Gateway, GrpcError, Peer, Service,
     SHUTDOWN_GRACE,
 };
 

@@ -11,8 +11,10 @@ use tidemark_protocol::RemotingCommand;
 use tidemark_remoting::Channel;
 use tokio::sync::mpsc;
 
-use crate::proto::{settings::PubSub, Settings};
-use crate::telemetry::Outbound;
+use crate::proto::{settings::PubSub, Settings, TelemetryCommand};
+
+/// Where commands for a client's Telemetry stream go (settings, transaction checks, …).
+pub type Outbound = mpsc::Sender<Result<TelemetryCommand, tonic::Status>>;
 
 /// One connected gRPC client.
 #[derive(Debug)]

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use tonic::Streaming;
 use tracing::debug;
 
@@ -16,6 +15,7 @@ use crate::proto::{
     retry_policy::Strategy, settings::PubSub, telemetry_command::Command, CustomizedBackoff,
     ExponentialBackoff, Metric, RetryPolicy, Settings, TelemetryCommand,
 };
+use crate::sessions::Outbound;
 use crate::status::ok;
 
 /// RocketMQ's default retry schedule for consumers (the proxy's customized back-off), ms.
@@ -26,8 +26,6 @@ const CONSUMER_BACKOFF_MS: [i64; 18] = [
 /// Messages a push consumer receives at once, and how long it long-polls.
 const RECEIVE_BATCH_SIZE: i32 = 32;
 const LONG_POLLING_MS: i64 = 20_000;
-
-pub type Outbound = mpsc::Sender<Result<TelemetryCommand, tonic::Status>>;
 
 impl Gateway {
     /// The settings the server answers with: the client's own, completed.
