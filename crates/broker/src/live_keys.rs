@@ -8,7 +8,7 @@
 
 use tidemark_store::StoreTuning;
 
-use crate::config::BrokerConfig;
+use crate::config::{first_hour, BrokerConfig};
 
 /// A live key: the name GET_BROKER_CONFIG shows it under, the config field (also its TOML
 /// spelling), other names RocketMQ knows it by, and whether its value is text.
@@ -280,12 +280,6 @@ impl LiveSettings {
             flush_interval_ms: self.flush_interval_commit_log,
         }
     }
-}
-
-/// The hour `deleteWhen` names: RocketMQ allows `"04;05"`, and the first is used.
-pub(crate) fn first_hour(text: &str) -> Option<u32> {
-    let first = text.split(';').next()?.trim();
-    first.parse::<u32>().ok().filter(|hour| *hour < 24)
 }
 
 fn parse<T: std::str::FromStr>(value: &str) -> Result<T, String> {

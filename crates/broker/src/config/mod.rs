@@ -646,7 +646,7 @@ impl BrokerConfig {
     }
 
     fn delete_when_hour(&self) -> Result<u32, ConfigError> {
-        crate::live_keys::first_hour(&self.delete_when).ok_or_else(|| {
+        first_hour(&self.delete_when).ok_or_else(|| {
             ConfigError::Invalid(format!("delete_when {:?} is not an hour", self.delete_when))
         })
     }
@@ -727,6 +727,9 @@ impl BrokerConfig {
     /// the values it opens with; the broker's store reads them live (`LiveConfig` is its
     /// `TuningSource`), through the same mapping.
     pub fn store_config(&self) -> StoreConfig {
+        // The one import back into `live_keys`, on purpose: the live keys are declared as a
+        // view of this struct's fields, and reading the opening values through that view
+        // keeps start and runtime on one mapping.
         let tuning = crate::live_keys::LiveSettings::of(self).store_tuning();
         StoreConfig {
             commit_log_segment_bytes: self.mapped_file_size_commit_log,
@@ -769,6 +772,12 @@ impl BrokerConfig {
     pub fn broker_addr(&self) -> String {
         format!("{}:{}", self.broker_ip1, self.listen_port)
     }
+}
+
+/// The hour `deleteWhen` names: RocketMQ allows `"04;05"`, and the first is used.
+pub(crate) fn first_hour(text: &str) -> Option<u32> {
+    let first = text.split(';').next()?.trim();
+    first.parse::<u32>().ok().filter(|hour| *hour < 24)
 }
 
 #[cfg(test)]
