@@ -204,6 +204,17 @@ impl Persister {
     /// persister task; when it is not running (before the broker serves, after it stopped) the
     /// write happens on a blocking thread here.
     pub async fn flush(state: &Arc<BrokerState>, files: &[ConfigFile]) -> Result<(), PersistError> {
+        let task_started = state
+            .persister
+            .receiver
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none();
+        if !task_started {
+            // Queued, it would wait for a task that may never start (a broker opened but not
+            // serving); the writes serialise on `written` either way.
+            return write_off_task(state, files.to_vec()).await;
+        }
         let (done, result) = oneshot::channel();
         let request = FlushRequest {
             files: files.to_vec(),

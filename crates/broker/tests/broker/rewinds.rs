@@ -3,8 +3,10 @@
 //! consumer's stale commit from an operator's rewind: consumers commit oneway (Java, Go, C++) or
 //! say so (Tidemark's client); an admin tool's commit is synchronous.
 //!
-//! A request on one connection is served in arrival order as far as the offset table goes: a
-//! commit is applied before the connection's next frame is read, so a query sent after it sees it.
+//! Request → response only: these run on the socket-free harness (`common::HandlerHarness`),
+//! each connection an in-process channel. Over a socket a request on one connection is served in
+//! arrival order as far as the offset table goes (a commit is applied before the connection's
+//! next frame is read); here each call completes before the next starts.
 
 use tidemark_protocol::acked::FROM_CONSUMER_FIELD;
 
@@ -23,47 +25,54 @@ fn commit(offset: i64) -> RemotingCommand {
     )
 }
 
-async fn stored(client: &RemotingClient, broker: &str) -> i64 {
-    let answer: OffsetResponseHeader = query_offset(client, broker)
+fn query() -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::QueryConsumerOffset,
+        &QueryConsumerOffsetRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            set_zero_if_not_found: Some(false),
+            broker_name: None,
+        },
+    )
+}
+
+async fn stored(connection: &Connection) -> i64 {
+    let answer: OffsetResponseHeader = connection
+        .call(query())
         .await
         .decode_header()
         .expect("an offset is stored");
     answer.offset
 }
 
-async fn commit_sync(client: &RemotingClient, broker: &str, request: RemotingCommand) {
-    let answer = client
-        .invoke(broker, request, WAIT)
-        .await
-        .expect("answered");
+async fn succeeds(connection: &Connection, request: RemotingCommand) -> RemotingCommand {
+    let answer = connection.call(request).await;
     assert_eq!(answer.response_code(), ResponseCode::Success, "{answer:?}");
+    answer
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_messages(connection: &Connection, count: usize) {
+    for index in 0..count {
+        succeeds(connection, send_request(&format!("m{index}"), "TagA", 0)).await;
+    }
+}
+
+#[tokio::test]
 async fn only_an_admin_tools_commit_rewinds_for_a_group_without_heartbeats() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let cluster = Cluster::start(dir.path()).await;
-    let broker = cluster.broker.clone();
+    let broker = HandlerHarness::open(|_| {}).await;
     // Never heartbeats: to the broker it is no member of the group, as a consumer is right
     // after a failover and as an admin tool always is.
-    let client = RemotingClient::new(ClientConfig::default(), None);
-    for index in 0..10 {
-        send_ok(
-            &client,
-            &broker,
-            send_request(&format!("m{index}"), "TagA", 0),
-        )
-        .await;
-    }
-    commit_sync(&client, &broker, commit(10)).await;
-    assert_eq!(stored(&client, &broker).await, 10);
+    let client = broker.connect();
+    send_messages(&client, 10).await;
+    succeeds(&client, commit(10)).await;
+    assert_eq!(stored(&client).await, 10);
 
     // A Java, Go or C++ consumer's periodic persist (oneway) of where it was on the old master.
-    let mut stale = commit(4);
-    stale.mark_oneway();
-    client.invoke_oneway(&broker, stale).await.expect("sent");
+    client.send_oneway(commit(4)).await;
     assert_eq!(
-        stored(&client, &broker).await,
+        stored(&client).await,
         10,
         "a oneway commit from a consumer without a heartbeat here rewound the group"
     );
@@ -71,17 +80,73 @@ async fn only_an_admin_tools_commit_rewinds_for_a_group_without_heartbeats() {
     // Tidemark's consumer waits for its commits, and says they are a consumer's.
     let mut marked = commit(5);
     marked.ext_fields.insert(FROM_CONSUMER_FIELD, "1");
-    commit_sync(&client, &broker, marked).await;
-    assert_eq!(stored(&client, &broker).await, 10);
+    succeeds(&client, marked).await;
+    assert_eq!(stored(&client).await, 10);
 
     // mqadmin's updateConsumeOffset (and the old reset by time): synchronous, unmarked.
-    commit_sync(&client, &broker, commit(3)).await;
-    assert_eq!(stored(&client, &broker).await, 3, "the admin tool's rewind");
+    succeeds(&client, commit(3)).await;
+    assert_eq!(stored(&client).await, 3, "the admin tool's rewind");
 
     // Forward commits of either kind still move it on.
-    let mut forward = commit(8);
-    forward.mark_oneway();
-    client.invoke_oneway(&broker, forward).await.expect("sent");
-    assert_eq!(stored(&client, &broker).await, 8);
-    client.shutdown();
+    client.send_oneway(commit(8)).await;
+    assert_eq!(stored(&client).await, 8);
+}
+
+/// An operator's reset moves a group back, tells its clients, and a commit sent before the
+/// client heard of it cannot undo it; the client's confirmation lifts the fence.
+#[tokio::test]
+async fn operator_resets_hold_against_stale_commits() {
+    let broker = HandlerHarness::open(|_| {}).await;
+    let mut consumer = broker.connect();
+    send_messages(&consumer, 5).await;
+    succeeds(&consumer, heartbeat()).await;
+    succeeds(&consumer, commit(5)).await;
+
+    let operator = broker.connect();
+    let reset = RemotingCommand::request_with_header(
+        RequestCode::InvokeBrokerToResetOffset,
+        &tidemark_protocol::headers::ResetOffsetRequestHeader {
+            topic: TOPIC.into(),
+            group: GROUP.into(),
+            timestamp: 0,
+            is_force: true,
+            queue_id: None,
+            offset: None,
+        },
+    );
+    let response = succeeds(&operator, reset).await;
+    let body = tidemark_protocol::body::MessageQueueOffsets::from_json_bytes(&response.body)
+        .expect("ResetOffsetBody");
+    assert_eq!(
+        body.offset_table
+            .get(&tidemark_protocol::body::MessageQueue::new(
+                TOPIC, "broker-a", 0
+            )),
+        Some(&0)
+    );
+    // The heartbeat's membership notice may come first.
+    loop {
+        let notice = tokio::time::timeout(WAIT, consumer.from_broker.recv())
+            .await
+            .expect("clients are told")
+            .expect("notice");
+        if notice.request_code() == RequestCode::ResetConsumerClientOffset {
+            assert_eq!(notice.ext_fields.get("group"), Some(GROUP));
+            break;
+        }
+    }
+    assert_eq!(stored(&consumer).await, 0);
+    succeeds(&consumer, commit(5)).await;
+    assert_eq!(
+        stored(&consumer).await,
+        0,
+        "a stale commit does not undo the reset"
+    );
+    succeeds(&consumer, commit(0)).await;
+    succeeds(&consumer, commit(3)).await;
+    assert_eq!(
+        stored(&consumer).await,
+        3,
+        "after the client confirmed the reset, progress moves on"
+    );
 }

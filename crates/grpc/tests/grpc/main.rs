@@ -6,9 +6,12 @@
 
 mod common;
 
+mod client_flow;
 mod cluster;
 mod http2;
-mod loopback;
+mod malformed_calls;
+mod push_release;
 mod sql92;
 mod threads;
+mod tls_ports;
 mod transaction;

@@ -2,6 +2,9 @@
 //! loopback ports, and the raw requests the tests send.
 #![allow(dead_code, unused_imports)]
 
+mod handler;
+pub use handler::{Connection, HandlerHarness};
+
 pub use std::path::Path;
 pub use std::sync::atomic::{AtomicU64, Ordering};
 pub use std::sync::Arc;
