@@ -1,6 +1,6 @@
 //! The broker's shared state: every component built up front. Each table owns its lock and its
-//! revision and offers atomic operations that return copies, so no lock guard leaves a table
-//! and no lock is ever taken inside another (see ARCHITECTURE.md, "Lock order").
+//! revision and offers atomic operations that return copies, so no lock guard leaves a table;
+//! the few locks that nest, and in which order, are in ARCHITECTURE.md ("Lock order").
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};

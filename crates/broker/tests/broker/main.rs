@@ -13,6 +13,7 @@ mod broker_config;
 mod cleanup;
 mod damaged_files;
 mod due_messages;
+mod lock_map;
 mod offset_journal;
 mod offsets_model;
 mod pop;
