@@ -69,16 +69,7 @@ async fn producer_connections_and_broker_consume_stats() {
             .expect("answered");
         assert_eq!(sent.response_code(), ResponseCode::Success);
     }
-    let commit = RemotingCommand::request_with_header(
-        RequestCode::UpdateConsumerOffset,
-        &UpdateConsumerOffsetRequestHeader {
-            consumer_group: GROUP.into(),
-            topic: TOPIC.into(),
-            queue_id: 0,
-            commit_offset: 1,
-            broker_name: None,
-        },
-    );
+    let commit = commit_request(1);
     let committed = client
         .invoke(&cluster.broker, commit, WAIT)
         .await

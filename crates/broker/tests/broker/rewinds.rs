@@ -12,35 +12,9 @@ use tidemark_protocol::acked::FROM_CONSUMER_FIELD;
 
 use crate::common::*;
 
-fn commit(offset: i64) -> RemotingCommand {
-    RemotingCommand::request_with_header(
-        RequestCode::UpdateConsumerOffset,
-        &UpdateConsumerOffsetRequestHeader {
-            consumer_group: GROUP.into(),
-            topic: TOPIC.into(),
-            queue_id: 0,
-            commit_offset: offset,
-            broker_name: None,
-        },
-    )
-}
-
-fn query() -> RemotingCommand {
-    RemotingCommand::request_with_header(
-        RequestCode::QueryConsumerOffset,
-        &QueryConsumerOffsetRequestHeader {
-            consumer_group: GROUP.into(),
-            topic: TOPIC.into(),
-            queue_id: 0,
-            set_zero_if_not_found: Some(false),
-            broker_name: None,
-        },
-    )
-}
-
 async fn stored(connection: &Connection) -> i64 {
     let answer: OffsetResponseHeader = connection
-        .call(query())
+        .call(query_offset_request())
         .await
         .decode_header()
         .expect("an offset is stored");
@@ -66,11 +40,11 @@ async fn only_an_admin_tools_commit_rewinds_for_a_group_without_heartbeats() {
     // after a failover and as an admin tool always is.
     let client = broker.connect();
     send_messages(&client, 10).await;
-    succeeds(&client, commit(10)).await;
+    succeeds(&client, commit_request(10)).await;
     assert_eq!(stored(&client).await, 10);
 
     // A Java, Go or C++ consumer's periodic persist (oneway) of where it was on the old master.
-    client.send_oneway(commit(4)).await;
+    client.send_oneway(commit_request(4)).await;
     assert_eq!(
         stored(&client).await,
         10,
@@ -78,17 +52,17 @@ async fn only_an_admin_tools_commit_rewinds_for_a_group_without_heartbeats() {
     );
 
     // Tidemark's consumer waits for its commits, and says they are a consumer's.
-    let mut marked = commit(5);
+    let mut marked = commit_request(5);
     marked.ext_fields.insert(FROM_CONSUMER_FIELD, "1");
     succeeds(&client, marked).await;
     assert_eq!(stored(&client).await, 10);
 
     // mqadmin's updateConsumeOffset (and the old reset by time): synchronous, unmarked.
-    succeeds(&client, commit(3)).await;
+    succeeds(&client, commit_request(3)).await;
     assert_eq!(stored(&client).await, 3, "the admin tool's rewind");
 
     // Forward commits of either kind still move it on.
-    client.send_oneway(commit(8)).await;
+    client.send_oneway(commit_request(8)).await;
     assert_eq!(stored(&client).await, 8);
 }
 
@@ -100,7 +74,7 @@ async fn operator_resets_hold_against_stale_commits() {
     let mut consumer = broker.connect();
     send_messages(&consumer, 5).await;
     succeeds(&consumer, heartbeat()).await;
-    succeeds(&consumer, commit(5)).await;
+    succeeds(&consumer, commit_request(5)).await;
 
     let operator = broker.connect();
     let reset = RemotingCommand::request_with_header(
@@ -136,14 +110,14 @@ async fn operator_resets_hold_against_stale_commits() {
         }
     }
     assert_eq!(stored(&consumer).await, 0);
-    succeeds(&consumer, commit(5)).await;
+    succeeds(&consumer, commit_request(5)).await;
     assert_eq!(
         stored(&consumer).await,
         0,
         "a stale commit does not undo the reset"
     );
-    succeeds(&consumer, commit(0)).await;
-    succeeds(&consumer, commit(3)).await;
+    succeeds(&consumer, commit_request(0)).await;
+    succeeds(&consumer, commit_request(3)).await;
     assert_eq!(
         stored(&consumer).await,
         3,

@@ -141,16 +141,7 @@ async fn produce_consume_commit_and_restart() {
     assert_eq!(stored.offset, 6, "the piggy-backed commit was stored");
     // A oneway commit moves it on; an older one does not move it back.
     for offset in [7, 3] {
-        let mut update = RemotingCommand::request_with_header(
-            RequestCode::UpdateConsumerOffset,
-            &UpdateConsumerOffsetRequestHeader {
-                consumer_group: GROUP.into(),
-                topic: TOPIC.into(),
-                queue_id: 0,
-                commit_offset: offset,
-                broker_name: None,
-            },
-        );
+        let mut update = commit_request(offset);
         update.mark_oneway();
         client.invoke_oneway(&broker, update).await.expect("sent");
     }

@@ -228,8 +228,9 @@ pub fn pull_request(
     )
 }
 
-pub async fn query_offset(client: &RemotingClient, broker: &str) -> RemotingCommand {
-    let request = RemotingCommand::request_with_header(
+/// QUERY_CONSUMER_OFFSET for the tests' group on queue 0 of the tests' topic.
+pub fn query_offset_request() -> RemotingCommand {
+    RemotingCommand::request_with_header(
         RequestCode::QueryConsumerOffset,
         &QueryConsumerOffsetRequestHeader {
             consumer_group: GROUP.into(),
@@ -238,9 +239,27 @@ pub async fn query_offset(client: &RemotingClient, broker: &str) -> RemotingComm
             set_zero_if_not_found: Some(false),
             broker_name: None,
         },
-    );
+    )
+}
+
+/// UPDATE_CONSUMER_OFFSET of the tests' group on queue 0 of the tests' topic (a synchronous
+/// request; mark it oneway for a consumer's periodic commit).
+pub fn commit_request(offset: i64) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::UpdateConsumerOffset,
+        &UpdateConsumerOffsetRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            commit_offset: offset,
+            broker_name: None,
+        },
+    )
+}
+
+pub async fn query_offset(client: &RemotingClient, broker: &str) -> RemotingCommand {
     client
-        .invoke(broker, request, WAIT)
+        .invoke(broker, query_offset_request(), WAIT)
         .await
         .expect("answered")
 }
