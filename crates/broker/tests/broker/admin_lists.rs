@@ -1,15 +1,9 @@
 //! RocketMQ 5's batch admin requests: UPDATE_AND_CREATE_TOPIC_LIST (mqadmin `updateTopicList`)
-//! and UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (`updateSubGroupList`).
+//! and UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (`updateSubGroupList`), on the socket-free
+//! handler harness.
 
 use crate::common::*;
 use tidemark_protocol::body::{SubscriptionGroupWrapper, TopicConfigSerializeWrapper};
-
-async fn call(client: &RemotingClient, broker: &str, request: RemotingCommand) -> RemotingCommand {
-    client
-        .invoke(broker, request, WAIT)
-        .await
-        .expect("answered")
-}
 
 fn with_body(code: RequestCode, body: &str) -> RemotingCommand {
     RemotingCommand::request(code).with_body(Bytes::from(body.as_bytes().to_vec()))
@@ -17,33 +11,26 @@ fn with_body(code: RequestCode, body: &str) -> RemotingCommand {
 
 #[tokio::test]
 async fn topic_and_group_lists_are_created_whole_or_not_at_all() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cluster = Cluster::start(dir.path()).await;
-    let client = RemotingClient::new(ClientConfig::default(), None);
+    let broker = HandlerHarness::open(|_| {}).await;
+    let admin = broker.connect();
 
     // The body Java's admin sends: attribute keys carry their + sign.
     let topics = r#"{"topicConfigList":[
         {"topicName":"ListA","readQueueNums":2,"writeQueueNums":2,"perm":6,"order":false,
          "topicFilterType":"SINGLE_TAG","topicSysFlag":0,"attributes":{"+message.type":"FIFO"}},
         {"topicName":"ListB","readQueueNums":3,"writeQueueNums":3,"perm":4}]}"#;
-    let created = call(
-        &client,
-        &cluster.broker,
-        with_body(RequestCode::UpdateAndCreateTopicList, topics),
-    )
-    .await;
+    let created = admin
+        .call(with_body(RequestCode::UpdateAndCreateTopicList, topics))
+        .await;
     assert_eq!(
         created.response_code(),
         ResponseCode::Success,
         "{:?}",
         created.remark
     );
-    let all = call(
-        &client,
-        &cluster.broker,
-        RemotingCommand::request(RequestCode::GetAllTopicConfig),
-    )
-    .await;
+    let all = admin
+        .call(RemotingCommand::request(RequestCode::GetAllTopicConfig))
+        .await;
     let table = TopicConfigSerializeWrapper::from_json_bytes(&all.body).expect("topics");
     let a = &table.topic_config_table["ListA"];
     assert_eq!((a.read_queue_nums, a.perm), (2, 6));
@@ -77,12 +64,9 @@ async fn topic_and_group_lists_are_created_whole_or_not_at_all() {
         ),
         (r#"{"topicConfigList":"#, "bad topic list body"),
     ] {
-        let refused = call(
-            &client,
-            &cluster.broker,
-            with_body(RequestCode::UpdateAndCreateTopicList, body),
-        )
-        .await;
+        let refused = admin
+            .call(with_body(RequestCode::UpdateAndCreateTopicList, body))
+            .await;
         assert_eq!(
             refused.response_code(),
             ResponseCode::InvalidParameter,
@@ -91,59 +75,50 @@ async fn topic_and_group_lists_are_created_whole_or_not_at_all() {
         let remark = refused.remark.unwrap_or_default();
         assert!(remark.contains(expected), "{body}: {remark}");
     }
-    let all = call(
-        &client,
-        &cluster.broker,
-        RemotingCommand::request(RequestCode::GetAllTopicConfig),
-    )
-    .await;
+    let all = admin
+        .call(RemotingCommand::request(RequestCode::GetAllTopicConfig))
+        .await;
     let table = TopicConfigSerializeWrapper::from_json_bytes(&all.body).expect("topics");
     assert!(!table.topic_config_table.contains_key("ListC"));
 
     let groups = r#"{"groupConfigList":[{"groupName":"list_g1","consumeBroadcastEnable":true},
         {"groupName":"list_g2","retryMaxTimes":3}]}"#;
-    let created = call(
-        &client,
-        &cluster.broker,
-        with_body(RequestCode::UpdateAndCreateSubscriptionGroupList, groups),
-    )
-    .await;
+    let created = admin
+        .call(with_body(
+            RequestCode::UpdateAndCreateSubscriptionGroupList,
+            groups,
+        ))
+        .await;
     assert_eq!(
         created.response_code(),
         ResponseCode::Success,
         "{:?}",
         created.remark
     );
-    let all = call(
-        &client,
-        &cluster.broker,
-        RemotingCommand::request(RequestCode::GetAllSubscriptionGroupConfig),
-    )
-    .await;
+    let all = admin
+        .call(RemotingCommand::request(
+            RequestCode::GetAllSubscriptionGroupConfig,
+        ))
+        .await;
     let table = SubscriptionGroupWrapper::from_json_bytes(&all.body).expect("groups");
     assert_eq!(table.subscription_group_table["list_g2"].retry_max_times, 3);
     assert!(table.subscription_group_table.contains_key("list_g1"));
-    let refused = call(
-        &client,
-        &cluster.broker,
-        with_body(
+    let refused = admin
+        .call(with_body(
             RequestCode::UpdateAndCreateSubscriptionGroupList,
             r#"{"groupConfigList":[{"groupName":"list_g3"},{"groupName":"bad group"}]}"#,
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(refused.response_code(), ResponseCode::InvalidParameter);
     assert!(refused
         .remark
         .unwrap_or_default()
         .contains("illegal characters"));
-    let all = call(
-        &client,
-        &cluster.broker,
-        RemotingCommand::request(RequestCode::GetAllSubscriptionGroupConfig),
-    )
-    .await;
+    let all = admin
+        .call(RemotingCommand::request(
+            RequestCode::GetAllSubscriptionGroupConfig,
+        ))
+        .await;
     let table = SubscriptionGroupWrapper::from_json_bytes(&all.body).expect("groups");
     assert!(!table.subscription_group_table.contains_key("list_g3"));
-    let _ = cluster.stop_broker().await;
 }

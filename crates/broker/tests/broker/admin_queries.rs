@@ -1,5 +1,5 @@
 //! Admin queries mqadmin sends: GET_PRODUCER_CONNECTION_LIST (`producerConnection`) and
-//! GET_BROKER_CONSUME_STATS (`brokerConsumeStats`).
+//! GET_BROKER_CONSUME_STATS (`brokerConsumeStats`), on the socket-free handler harness.
 
 use crate::common::*;
 use tidemark_protocol::body::{
@@ -12,13 +12,9 @@ use tidemark_protocol::headers::{
 
 #[tokio::test]
 async fn producer_connections_and_broker_consume_stats() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cluster = Cluster::start(dir.path()).await;
-    let client = RemotingClient::new(ClientConfig::default(), None);
-    let answered = client
-        .invoke(&cluster.broker, heartbeat(), WAIT)
-        .await
-        .expect("answered");
+    let broker = HandlerHarness::open(|_| {}).await;
+    let client = broker.connect();
+    let answered = client.call(heartbeat()).await;
     assert_eq!(answered.response_code(), ResponseCode::Success);
 
     let ask = |group: &str| {
@@ -29,28 +25,17 @@ async fn producer_connections_and_broker_consume_stats() {
             },
         )
     };
-    let producers = client
-        .invoke(&cluster.broker, ask("loopback_producer"), WAIT)
-        .await
-        .expect("answered");
+    let producers = client.call(ask("loopback_producer")).await;
     assert_eq!(producers.response_code(), ResponseCode::Success);
     let connection = ProducerConnection::from_json_bytes(&producers.body).expect("body");
     assert_eq!(connection.connection_set.len(), 1);
     assert_eq!(connection.connection_set[0].client_id, "127.0.0.1@loopback");
-    let none = client
-        .invoke(&cluster.broker, ask("nobody"), WAIT)
-        .await
-        .expect("answered");
+    let none = client.call(ask("nobody")).await;
     assert_eq!(none.response_code(), ResponseCode::SystemError);
     assert_eq!(none.remark.as_deref(), Some("the producer group not exist"));
     let all = client
-        .invoke(
-            &cluster.broker,
-            RemotingCommand::request(RequestCode::GetAllProducerInfo),
-            WAIT,
-        )
-        .await
-        .expect("answered");
+        .call(RemotingCommand::request(RequestCode::GetAllProducerInfo))
+        .await;
     let table = ProducerTableInfo::from_json_bytes(&all.body).expect("body");
     let producers = &table.data["loopback_producer"];
     assert_eq!(producers.len(), 1);
@@ -60,20 +45,12 @@ async fn producer_connections_and_broker_consume_stats() {
     // Three messages, one consumed: the group's lag is 2.
     for i in 0..3 {
         let sent = client
-            .invoke(
-                &cluster.broker,
-                send_request(&format!("m-{i}"), "TagA", 0),
-                WAIT,
-            )
-            .await
-            .expect("answered");
+            .call(send_request(&format!("m-{i}"), "TagA", 0))
+            .await;
         assert_eq!(sent.response_code(), ResponseCode::Success);
     }
     let commit = commit_request(1);
-    let committed = client
-        .invoke(&cluster.broker, commit, WAIT)
-        .await
-        .expect("answered");
+    let committed = client.call(commit).await;
     assert_eq!(committed.response_code(), ResponseCode::Success);
     let stats_request = |is_order| {
         RemotingCommand::request_with_header(
@@ -81,13 +58,10 @@ async fn producer_connections_and_broker_consume_stats() {
             &GetConsumeStatsInBrokerHeader { is_order },
         )
     };
-    let stats = client
-        .invoke(&cluster.broker, stats_request(false), WAIT)
-        .await
-        .expect("answered");
+    let stats = client.call(stats_request(false)).await;
     assert_eq!(stats.response_code(), ResponseCode::Success);
     let list = ConsumeStatsList::from_json_bytes(&stats.body).expect("body");
-    assert_eq!(list.broker_addr, cluster.broker);
+    assert_eq!(list.broker_addr, broker.state.config.broker_addr());
     assert_eq!(list.total_diff, 2);
     let group = list
         .consume_stats_list
@@ -105,10 +79,7 @@ async fn producer_connections_and_broker_consume_stats() {
         queue.last_timestamp > 0,
         "store time of the last consumed message"
     );
-    let ordered = client
-        .invoke(&cluster.broker, stats_request(true), WAIT)
-        .await
-        .expect("answered");
+    let ordered = client.call(stats_request(true)).await;
     let list = ConsumeStatsList::from_json_bytes(&ordered.body).expect("body");
     assert_eq!(list.total_diff, 0, "no orderly topic");
 
@@ -126,10 +97,7 @@ async fn producer_connections_and_broker_consume_stats() {
             },
         )
     };
-    let queue = client
-        .invoke(&cluster.broker, ask(1, 5), WAIT)
-        .await
-        .expect("answered");
+    let queue = client.call(ask(1, 5)).await;
     assert_eq!(queue.response_code(), ResponseCode::Success);
     let body = QueryConsumeQueueResponseBody::from_json_bytes(&queue.body).expect("body");
     assert_eq!((body.min_queue_index, body.max_queue_index), (0, 3));
@@ -145,24 +113,18 @@ async fn producer_connections_and_broker_consume_stats() {
         Some("TagA".to_owned())
     );
     let missing = client
-        .invoke(
-            &cluster.broker,
-            RemotingCommand::request_with_header(
-                RequestCode::QueryConsumeQueue,
-                &QueryConsumeQueueRequestHeader {
-                    topic: "NoSuchTopic".into(),
-                    queue_id: 0,
-                    index: 0,
-                    count: 1,
-                    consumer_group: None,
-                },
-            ),
-            WAIT,
-        )
-        .await
-        .expect("answered");
+        .call(RemotingCommand::request_with_header(
+            RequestCode::QueryConsumeQueue,
+            &QueryConsumeQueueRequestHeader {
+                topic: "NoSuchTopic".into(),
+                queue_id: 0,
+                index: 0,
+                count: 1,
+                consumer_group: None,
+            },
+        ))
+        .await;
     assert_eq!(missing.response_code(), ResponseCode::SystemError);
-    cluster.stop_broker().await;
 }
 
 /// GET_BROKER_EPOCH_CACHE (mqadmin 5.x `getBrokerEpoch`): the store's epoch file with each
@@ -173,16 +135,11 @@ async fn the_epoch_cache_lists_the_epochs_of_the_log() {
     let dir = tempfile::tempdir().expect("tempdir");
     // As a broker that was master in epochs 1 and 3 would have left it.
     std::fs::write(dir.path().join("epochs"), "1 0\n3 0\n").expect("epoch file");
-    let cluster = Cluster::start(dir.path()).await;
-    let client = RemotingClient::new(ClientConfig::default(), None);
-    let answered = client
-        .invoke(
-            &cluster.broker,
-            RemotingCommand::request(RequestCode::GetBrokerEpochCache),
-            WAIT,
-        )
-        .await
-        .expect("answered");
+    let broker = HandlerHarness::open_in(dir, |_| {}).await;
+    let answered = broker
+        .connect()
+        .call(RemotingCommand::request(RequestCode::GetBrokerEpochCache))
+        .await;
     assert_eq!(
         answered.response_code(),
         ResponseCode::Success,

@@ -30,7 +30,14 @@ impl HandlerHarness {
     /// Opens a broker over a fresh directory, `configure` applied to the tests' settings (no
     /// name server: nothing registers).
     pub async fn open(configure: impl FnOnce(&mut BrokerConfig)) -> HandlerHarness {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Self::open_in(tempfile::tempdir().expect("temp dir"), configure).await
+    }
+
+    /// [`HandlerHarness::open`] over `dir`, prepared by the test (files a broker left there).
+    pub async fn open_in(
+        dir: tempfile::TempDir,
+        configure: impl FnOnce(&mut BrokerConfig),
+    ) -> HandlerHarness {
         let mut settings = super::config(dir.path(), "127.0.0.1:1");
         configure(&mut settings);
         let broker = tokio::task::spawn_blocking(move || Broker::open(settings))
