@@ -2,9 +2,11 @@
 //! advances it, slave sync replaces it, the persister writes it.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 use tidemark_protocol::body::DelayOffsetWrapper;
+
+use crate::lock_rank::{self, Rank, Ranked};
 
 /// Where each delay level's delivery has got to: level → next schedule-queue offset. Owns its
 /// lock; a revision moves on every change (persistence writes when it moved).
@@ -20,8 +22,8 @@ impl DelayOffsets {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, (BTreeMap<i32, i64>, u64)> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Ranked<'_, (BTreeMap<i32, i64>, u64)> {
+        lock_rank::lock(&self.inner, Rank::Table)
     }
 
     /// The next schedule-queue offset of `level` (0 when it never delivered).

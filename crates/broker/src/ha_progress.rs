@@ -4,10 +4,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
+
+use crate::lock_rank::{self, Rank, Ranked};
 
 /// Replication progress as a master sees it.
 #[derive(Debug, Default)]
@@ -103,8 +105,8 @@ impl HaState {
         self.new_data.notified()
     }
 
-    fn replicas(&self) -> MutexGuard<'_, HashMap<i64, Replica>> {
-        self.replicas.lock().unwrap_or_else(PoisonError::into_inner)
+    fn replicas(&self) -> Ranked<'_, HashMap<i64, Replica>> {
+        lock_rank::lock(&self.replicas, Rank::HaReplicas)
     }
 
     /// An identified slave reports `offset` while this log ends at `log_end`.
@@ -146,7 +148,7 @@ impl HaState {
             self.replicas().clear();
         }
         self.own_id.store(own_id, Ordering::Release);
-        *self.in_sync.lock().unwrap_or_else(PoisonError::into_inner) = slaves;
+        *lock_rank::lock(&self.in_sync, Rank::HaReplicas) = slaves;
         self.acked_changed.notify_waiters();
     }
 
@@ -157,23 +159,14 @@ impl HaState {
             return Vec::new();
         }
         let mut set = vec![own];
-        set.extend(
-            self.in_sync
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter(),
-        );
+        set.extend(lock_rank::lock(&self.in_sync, Rank::HaReplicas).iter());
         set
     }
 
     /// Everything below this the replicas a SYNC send waits for have: every in-sync slave in
     /// controller mode (RocketMQ's `allAckInSyncStateSet`), otherwise the furthest slave.
     fn confirmed(&self) -> u64 {
-        let in_sync = self
-            .in_sync
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let in_sync = lock_rank::lock(&self.in_sync, Rank::HaReplicas).clone();
         if in_sync.is_empty() {
             return self.acked();
         }
@@ -190,18 +183,11 @@ impl HaState {
     /// `publish`. Not a master: nothing is published, and the fence stays where it was until
     /// the broker, now a slave, has reconciled its log with the new master's.
     pub(crate) fn publish_read_fence(&self, publish: impl FnOnce(Option<u64>)) {
-        let _publishing = self
-            .publishing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _publishing = lock_rank::lock(&self.publishing, Rank::HaPublishing);
         if self.own_id.load(Ordering::Acquire) <= 0 {
             return;
         }
-        let alone = self
-            .in_sync
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty();
+        let alone = lock_rank::lock(&self.in_sync, Rank::HaReplicas).is_empty();
         publish((!alone).then(|| self.confirmed()));
     }
 
@@ -211,21 +197,13 @@ impl HaState {
         fence: Option<u64>,
         publish: impl FnOnce(Option<u64>),
     ) {
-        let _publishing = self
-            .publishing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _publishing = lock_rank::lock(&self.publishing, Rank::HaPublishing);
         publish(fence);
     }
 
     /// Whether a SYNC send has anyone to wait for.
     fn waits_for_someone(&self) -> bool {
-        self.connections() > 0
-            || !self
-                .in_sync
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_empty()
+        self.connections() > 0 || !lock_rank::lock(&self.in_sync, Rank::HaReplicas).is_empty()
     }
 
     pub(crate) fn replica_gone(&self, id: i64) {

@@ -14,6 +14,7 @@ pub mod ha;
 pub mod ha_progress;
 pub mod live_config;
 pub mod live_keys;
+mod lock_rank;
 mod long_poll;
 mod message_log;
 pub mod metadata;

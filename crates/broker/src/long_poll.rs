@@ -6,6 +6,8 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::oneshot;
 
+use crate::lock_rank::{self, Rank};
+
 /// Pulls waiting on one queue, woken by sending.
 type Waiters = Vec<oneshot::Sender<()>>;
 
@@ -59,7 +61,7 @@ impl HeldPulls {
     /// the read fence reaches `written_end`.
     pub fn notify(&self, topic: &str, queue_id: i32, written_end: u64) {
         {
-            let mut fence = self.fence.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut fence = lock_rank::lock(&self.fence, Rank::ReadFence);
             if fence.limit.is_some_and(|limit| written_end > limit) {
                 let end = fence
                     .deferred
@@ -76,7 +78,7 @@ impl HeldPulls {
     /// shows. Set it after the store's fence, so a woken reader finds what it was woken for.
     pub fn set_fence(&self, limit: Option<u64>) {
         let due: Vec<(String, i32)> = {
-            let mut fence = self.fence.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut fence = lock_rank::lock(&self.fence, Rank::ReadFence);
             fence.limit = limit;
             let mut due = Vec::new();
             fence.deferred.retain(|queue, end| {

@@ -4,12 +4,14 @@
 //! every change.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 use tidemark_protocol::body::{
     perm, DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper, TopicConfig,
     TopicConfigSerializeWrapper,
 };
+
+use crate::lock_rank::{self, Rank, Ranked};
 
 /// The template topic producers name in `defaultTopic` to have topics created on first send.
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
@@ -132,8 +134,8 @@ impl TopicTable {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Topics> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Ranked<'_, Topics> {
+        lock_rank::lock(&self.inner, Rank::Table)
     }
 
     pub fn get(&self, topic: &str) -> Option<TopicConfig> {
@@ -295,8 +297,8 @@ pub struct SubscriptionGroupTable {
 }
 
 impl SubscriptionGroupTable {
-    fn lock(&self) -> MutexGuard<'_, Groups> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Ranked<'_, Groups> {
+        lock_rank::lock(&self.inner, Rank::Table)
     }
 
     pub fn get(&self, group: &str) -> Option<SubscriptionGroupConfig> {

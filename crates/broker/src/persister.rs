@@ -21,6 +21,7 @@ use tidemark_storage::io::Storage;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
+use crate::lock_rank::{self, Rank};
 use crate::state::BrokerState;
 use tidemark_storage::atomic_file::{self as persist, PersistError};
 
@@ -158,14 +159,14 @@ impl Persister {
     ) -> Result<Option<T>, PersistError> {
         let loaded = persist::load_with_source(self.storage.as_ref(), &self.path(file), parse)?;
         let from_backup = matches!(loaded, Some((_, persist::Source::Backup)));
-        self.written.lock().unwrap_or_else(PoisonError::into_inner)[file.index()].keep_backup =
+        lock_rank::lock(&self.written, Rank::PersisterWritten)[file.index()].keep_backup =
             from_backup;
         Ok(loaded.map(|(value, _)| value))
     }
 
     /// Counts what the tables hold now as written: they were just loaded from these files.
     pub(crate) fn mark_loaded(&self, state: &BrokerState) {
-        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut written = lock_rank::lock(&self.written, Rank::PersisterWritten);
         for file in ConfigFile::ALL {
             written[file.index()].revision = Some(file.revision(state));
         }
@@ -179,7 +180,7 @@ impl Persister {
         files: &[ConfigFile],
         force: bool,
     ) -> Result<(), PersistError> {
-        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut written = lock_rank::lock(&self.written, Rank::PersisterWritten);
         for &file in files {
             let slot = &mut written[file.index()];
             if !force && slot.revision == Some(file.revision(state)) {

@@ -5,11 +5,13 @@
 //! `{"messageRequestModeMap":{topic:{group:{"consumerGroup","mode","popShareQueueNum","topic"}}}}`.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 use tidemark_protocol::body::{MessageRequestMode, SetMessageRequestModeRequestBody};
 use tidemark_protocol::json::{JsonBody, WriteOptions};
 use tidemark_protocol::json_object;
+
+use crate::lock_rank::{self, Rank, Ranked};
 
 json_object! {
     /// The file's layout (RocketMQ's `MessageRequestModeManager`).
@@ -31,8 +33,8 @@ impl RequestModes {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, (RequestModeFile, u64)> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Ranked<'_, (RequestModeFile, u64)> {
+        lock_rank::lock(&self.inner, Rank::Table)
     }
 
     /// The stored choice for (topic, group).

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tidemark_storage::io::Storage;
 use tidemark_storage::journal::{Journal, JournalError, JournalOptions, RecoveryReport, Ticket};
@@ -21,6 +21,7 @@ use super::merge::Incoming;
 use super::{
     AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable, QueueProgress, StuckQueue,
 };
+use crate::lock_rank::{self, Rank, Ranked};
 use crate::progress_stream::{ProgressOutbox, STREAM_CONSUMER_OFFSETS};
 use tidemark_protocol::acked::AckedRanges;
 
@@ -92,8 +93,8 @@ impl ConsumerOffsets {
         self.outbox = Some(outbox);
     }
 
-    fn lock(&self) -> MutexGuard<'_, Revised> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Ranked<'_, Revised> {
+        lock_rank::lock(&self.inner, Rank::Table)
     }
 
     /// Journals a record and queues it for the replicas (under the table's lock, so both

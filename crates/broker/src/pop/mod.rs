@@ -19,7 +19,7 @@ pub mod state;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tidemark_storage::io::Storage;
 use tidemark_storage::journal::{
@@ -31,6 +31,7 @@ use tracing::warn;
 pub use state::{InFlight, PopQueue, Popped, QueueKey, ANY_RECEIPT};
 use state::{PopCodec, PopState};
 
+use crate::lock_rank::{self, Rank, Ranked};
 use crate::offsets::Journaled;
 use crate::progress_stream::{ProgressOutbox, STREAM_POP};
 
@@ -253,8 +254,8 @@ impl PopTable {
         ))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Ranked<'_, Inner> {
+        lock_rank::lock(&self.inner, Rank::Table)
     }
 
     /// Every change journaled from now on is also queued in `outbox` for the replicas.

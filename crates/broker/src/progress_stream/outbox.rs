@@ -3,12 +3,14 @@
 //! watched by commits that wait until their change is in the log.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
 use super::StreamRecord;
+
+use crate::lock_rank::{self, Rank, Ranked};
 
 /// Pending bytes past which the outbox stops keeping records one by one and asks for whole
 /// copies of the tables instead (a master that cannot append for a long while). Room for the
@@ -63,8 +65,8 @@ impl Default for ProgressOutbox {
 }
 
 impl ProgressOutbox {
-    fn pending(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    fn pending(&self) -> Ranked<'_, Pending> {
+        lock_rank::lock(&self.pending, Rank::ProgressOutbox)
     }
 
     /// Queues a record; returns its sequence number.

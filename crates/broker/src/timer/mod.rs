@@ -19,7 +19,7 @@ mod replica;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
@@ -32,6 +32,7 @@ use tracing::warn;
 pub use progress::Delivered;
 use tidemark_remoting::now_ms;
 
+use crate::lock_rank::{self, Rank, Ranked};
 use crate::progress_stream::{ProgressOutbox, STREAM_TIMERS};
 use crate::state::BrokerState;
 
@@ -87,8 +88,8 @@ impl Timers {
         ))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Ranked<'_, Pending> {
+        lock_rank::lock(&self.inner, Rank::Table)
     }
 
     /// A timer message was stored: look at it now rather than at the next idle scan.

@@ -22,12 +22,14 @@ pub(crate) mod resolve;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use bytes::Bytes;
 use tidemark_protocol::message::{property, Properties};
 use tidemark_remoting::now_ms;
 use tidemark_store::NewMessage;
+
+use crate::lock_rank::{self, Rank, Ranked};
 
 /// Where half messages wait (RocketMQ's `RMQ_SYS_TRANS_HALF_TOPIC`), one queue.
 pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
@@ -141,8 +143,8 @@ pub struct Transactions {
 }
 
 impl Transactions {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<i64, PendingHalf>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Ranked<'_, BTreeMap<i64, PendingHalf>> {
+        lock_rank::lock(&self.pending, Rank::TransactionPending)
     }
 
     /// A table holding `halves` (recovery's result).
@@ -157,10 +159,7 @@ impl Transactions {
     /// Takes `rebuilt`'s pending halves in place of these (a replica becoming master: what it
     /// held since its start is stale; the log it copied says what is pending now).
     pub fn replace_with(&self, rebuilt: Transactions) {
-        let _resolving = self
-            .resolving
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _resolving = lock_rank::lock(&self.resolving, Rank::TransactionResolution);
         let halves = rebuilt
             .pending
             .into_inner()
@@ -237,10 +236,7 @@ impl Transactions {
         commit_log_offset: i64,
         apply: impl FnOnce(&PendingHalf) -> (Step, T),
     ) -> Option<T> {
-        let _one_at_a_time = self
-            .resolving
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _one_at_a_time = lock_rank::lock(&self.resolving, Rank::TransactionResolution);
         let half = self.get(commit_log_offset)?;
         let (step, value) = apply(&half);
         match step {
