@@ -5,7 +5,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use tidemark_protocol::body::SubscriptionGroupConfig;
-use tidemark_protocol::json::{self, Object, Value, WriteOptions};
+use tidemark_protocol::json::{Object, Value};
 
 use super::cluster::Target;
 use super::table::{print_outcome, Format, Table};
@@ -219,10 +219,7 @@ pub async fn consumer_connection(args: ConsumerConnectionArgs) -> anyhow::Result
         object.push(s("consumeType"), s(consume_type));
         object.push(s("messageModel"), s(message_model));
         object.push(s("consumeFromWhere"), s(from_where));
-        println!(
-            "{}",
-            json::write(&Value::Object(object), WriteOptions::STANDARD)
-        );
+        super::print_json(object)?;
         return Ok(());
     }
     let mut out = std::io::stdout().lock();

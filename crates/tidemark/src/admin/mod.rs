@@ -256,11 +256,19 @@ fn string(text: impl Into<String>) -> Value {
 }
 
 fn print_json(object: Object) -> anyhow::Result<()> {
-    let line = json::write(&Value::Object(object), WriteOptions::STANDARD);
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")?;
+    write_json(&mut out, object)?;
     out.flush()?;
     Ok(())
+}
+
+/// `object` as one line of standard JSON (what `--json` prints).
+fn write_json(out: &mut impl Write, object: Object) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}",
+        json::write(&Value::Object(object), WriteOptions::STANDARD)
+    )
 }
 
 async fn send(args: SendArgs) -> anyhow::Result<()> {
@@ -514,11 +522,7 @@ async fn progress(args: ProgressArgs) -> anyhow::Result<()> {
         object.push(string("group"), string(args.group));
         object.push(string("queues"), Value::Array(queues));
         object.push(string("answeredBy"), answered_by_json(&readers));
-        writeln!(
-            out,
-            "{}",
-            json::write(&Value::Object(object), WriteOptions::STANDARD)
-        )?;
+        write_json(&mut out, object)?;
         return Ok(());
     }
     writeln!(

@@ -13,7 +13,7 @@ use std::io::Write;
 
 use clap::Args;
 use tidemark_client::{Admin, MessageExt};
-use tidemark_protocol::json::{self, Object, Value, WriteOptions};
+use tidemark_protocol::json::{Object, Value};
 use tidemark_protocol::message::decode_offset_msg_id;
 use tidemark_protocol::trace::{decode_trace_data, TraceRecord, DEFAULT_TRACE_TOPIC};
 
@@ -131,11 +131,7 @@ pub async fn query(args: QueryArgs) -> anyhow::Result<()> {
                 Value::Array(trace.iter().map(|r| Value::Object(trace_json(r))).collect()),
             );
         }
-        writeln!(
-            out,
-            "{}",
-            json::write(&Value::Object(object), WriteOptions::STANDARD)
-        )?;
+        super::write_json(&mut out, object)?;
         return Ok(());
     }
     for (index, message) in messages.iter().enumerate() {

@@ -215,11 +215,7 @@ impl Table {
 pub fn print_outcome(format: Format, text: &str, object: Object) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if format.json {
-        writeln!(
-            out,
-            "{}",
-            json::write(&Value::Object(object), WriteOptions::STANDARD)
-        )?;
+        super::write_json(&mut out, object)?;
     } else {
         writeln!(out, "{text}")?;
     }
