@@ -34,6 +34,10 @@ pub struct HaState {
     in_sync: Mutex<Vec<i64>>,
     /// Controller mode: this master's own controller-given id (0 until it is master).
     own_id: std::sync::atomic::AtomicI64,
+    /// Controller mode: moves each time `own_id` does (this broker became master, or stopped
+    /// being one). A wait begun in one term never succeeds in another: once deposed, what a
+    /// slave confirmed to this broker says nothing of the new master's log.
+    term: AtomicU64,
     /// Held while a read fence is computed and published, so a slower publication never
     /// lays an older fence over a newer one.
     publishing: Mutex<()>,
@@ -70,6 +74,10 @@ pub enum ReplicaWait {
     SlaveNotAvailable,
     /// The slave did not confirm within `slave_timeout`.
     Timeout,
+    /// Controller mode: this broker stopped being master (or became master again) before the
+    /// in-sync replicas confirmed. The record may be cut when it follows the new master, so it
+    /// is not acknowledged.
+    Deposed,
 }
 
 impl HaState {
@@ -147,7 +155,9 @@ impl HaState {
         if own_id <= 0 {
             self.replicas().clear();
         }
-        self.own_id.store(own_id, Ordering::Release);
+        if self.own_id.swap(own_id, Ordering::AcqRel) != own_id {
+            self.term.fetch_add(1, Ordering::AcqRel);
+        }
         *lock_rank::lock(&self.in_sync, Rank::HaReplicas) = slaves;
         self.acked_changed.notify_waiters();
     }
@@ -201,6 +211,13 @@ impl HaState {
         publish(fence);
     }
 
+    /// Whether this broker, once master in controller mode, is not master now (or is master in
+    /// another term than `term`).
+    fn deposed_since(&self, term: u64) -> bool {
+        let now = self.term.load(Ordering::Acquire);
+        now != term || (now > 0 && self.own_id.load(Ordering::Acquire) <= 0)
+    }
+
     /// Whether a SYNC send has anyone to wait for.
     fn waits_for_someone(&self) -> bool {
         self.connections() > 0 || !lock_rank::lock(&self.in_sync, Rank::HaReplicas).is_empty()
@@ -234,17 +251,28 @@ impl HaState {
         fallbehind_max: u64,
         timeout: Duration,
     ) -> ReplicaWait {
+        let term = self.term.load(Ordering::Acquire);
+        // A deposed master's slaves may still confirm what it streamed them, but the new
+        // master never had it: that must not count (checked before every other answer).
+        if self.deposed_since(term) {
+            return ReplicaWait::Deposed;
+        }
         if !self.waits_for_someone() || log_end.saturating_sub(self.confirmed()) >= fallbehind_max {
             return ReplicaWait::SlaveNotAvailable;
         }
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let changed = self.acked_changed.notified();
+            if self.deposed_since(term) {
+                return ReplicaWait::Deposed;
+            }
             if self.confirmed() >= end {
                 return ReplicaWait::Replicated;
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return if self.confirmed() >= end {
+                return if self.deposed_since(term) {
+                    ReplicaWait::Deposed
+                } else if self.confirmed() >= end {
                     ReplicaWait::Replicated
                 } else {
                     ReplicaWait::Timeout
@@ -281,6 +309,36 @@ mod tests {
         ha.replica_reported(2, 150, 150);
         assert_eq!(
             ha.wait_replicated(150, 150, u64::MAX, wait).await,
+            ReplicaWait::Replicated
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deposed_master_acknowledges_nothing_its_slaves_confirm_afterwards() {
+        let ha = HaState::default();
+        ha.set_in_sync(1, vec![2, 3]);
+        ha.replica_reported(2, 50, 50);
+        ha.replica_reported(3, 50, 50);
+        let wait = Duration::from_secs(5);
+        let waiting = ha.wait_replicated(100, 100, u64::MAX, wait);
+        tokio::pin!(waiting);
+        assert!(!futures_ready(waiting.as_mut()));
+        // Replica 3 was elected: this broker steps down while replica 2 still streams from it
+        // and confirms the record, which the new master never had.
+        ha.set_in_sync(0, Vec::new());
+        ha.replica_reported(2, 100, 100);
+        ha.confirm(100);
+        assert_eq!(waiting.await, ReplicaWait::Deposed);
+        // A send that begins its wait after the step-down is not acknowledged either.
+        assert_eq!(
+            ha.wait_replicated(100, 100, u64::MAX, wait).await,
+            ReplicaWait::Deposed
+        );
+        // Master again, in a new term: waits count once more.
+        ha.set_in_sync(1, vec![2]);
+        ha.replica_reported(2, 120, 120);
+        assert_eq!(
+            ha.wait_replicated(120, 120, u64::MAX, wait).await,
             ReplicaWait::Replicated
         );
     }

@@ -33,9 +33,8 @@ pub async fn routed_master(namesrv: &str) -> Option<String> {
     Some(masters?.first()?.addr.clone())
 }
 
-/// `topic`'s log read whole from the master: how many bodies it holds, and those stored more
-/// than once.
-pub async fn stored_twice(namesrv: &str, topic: &str) -> (usize, Vec<String>) {
+/// `topic`'s log read whole from the master: each body it holds, and how many times.
+pub async fn stored_bodies(namesrv: &str, topic: &str) -> BTreeMap<String, usize> {
     let admin = Admin::connect(ClientConfig::new(namesrv))
         .await
         .expect("admin client");
@@ -49,12 +48,7 @@ pub async fn stored_twice(namesrv: &str, topic: &str) -> (usize, Vec<String>) {
         .await
         .expect("read the topic whole");
     admin.shutdown().await;
-    let twice = stored
-        .iter()
-        .filter(|(_, copies)| **copies > 1)
-        .map(|(body, _)| body.clone())
-        .collect();
-    (stored.len(), twice)
+    stored
 }
 
 /// What the controllers say now, read off the async workers.

@@ -33,7 +33,7 @@ use tidemark_tests::replica_set::ReplicaSet;
 use tidemark_tests::{init_logging, tidemark_binary, unique, wait_until, wait_until_async};
 
 use crate::fault_watch::{
-    routed_master, stored_twice, view, watch_in_sync, watch_offsets, Acknowledged,
+    routed_master, stored_bodies, view, watch_in_sync, watch_offsets, Acknowledged,
 };
 
 /// Messages a consumer can hold between pulling and committing them at a fault: a pull batch
@@ -470,13 +470,8 @@ async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &
             .await
             .expect("Go stop");
     }
-    let go_acked: Vec<String> = go
-        .lock()
-        .expect("lock")
-        .events()
-        .acked
-        .into_keys()
-        .collect();
+    let go_acked_at = go.lock().expect("lock").events().acked;
+    let go_acked: Vec<String> = go_acked_at.keys().cloned().collect();
     let rust_acked = record.lock().expect("lock").acked.clone();
     let started = Instant::now();
     let all = wait_until(Duration::from_secs(90), || {
@@ -507,15 +502,36 @@ async fn fault_run(replicas: usize, controllers: usize, rounds: usize, faults: &
 
     // Each attempt has its own body and neither producer retries: a body twice in the log
     // is a record stored twice.
-    let (rust_stored, mut twice) = stored_twice(&namesrv, &topic).await;
-    let (go_stored, go_twice) = stored_twice(&namesrv, &go_topic).await;
-    twice.extend(go_twice);
+    let rust_stored = stored_bodies(&namesrv, &topic).await;
+    let go_stored = stored_bodies(&namesrv, &go_topic).await;
+    let twice: Vec<&String> = rust_stored
+        .iter()
+        .chain(&go_stored)
+        .filter(|(_, copies)| **copies > 1)
+        .map(|(body, _)| body)
+        .collect();
+    // A lost record is told by where it was acknowledged, whether a consumer had it and
+    // which faults came before, so a run that fails can be read without a replay.
+    let mut missing: Vec<String> = rust_acked
+        .iter()
+        .filter(|body| !rust_stored.contains_key(*body))
+        .map(|body| format!("{body} (consumed: {})", rust.deliveries.contains_key(body)))
+        .collect();
+    missing.extend(
+        go_acked_at
+            .iter()
+            .filter(|(body, _)| !go_stored.contains_key(*body))
+            .map(|(body, offset)| {
+                format!(
+                    "{body} at commit-log offset {offset} (consumed: {})",
+                    go_events.deliveries.contains_key(body)
+                )
+            }),
+    );
     assert!(
-        rust_stored >= rust_acked.len() && go_stored >= go_acked.len(),
-        "the logs read whole hold {rust_stored} and {go_stored} bodies, fewer than the {} and {} \
-         acknowledged (seed {seed})",
-        rust_acked.len(),
-        go_acked.len()
+        missing.is_empty(),
+        "acknowledged but not in the log read whole: {missing:?}; every body consumed: {all}; \
+         faults: {done:?} (seed {seed})"
     );
     let (rust_lost, rust_again) = tally(&rust_acked, &rust.deliveries);
     let (go_lost, go_again) = tally(&go_acked, &go_events.deliveries);

@@ -25,12 +25,14 @@ pub(super) fn store_error_response(failure: &StoreError) -> RemotingCommand {
 }
 
 /// The SEND response: offset message ids, and — a SYNC_MASTER's promise — whether a slave has
-/// the messages (they are stored either way).
+/// the messages (they are stored either way). The role is read once the messages are in the
+/// log: in controller mode a replica joins the SyncStateSet counting from what the log held
+/// after it was counted, so a send must not skip the wait on a role read before its append.
 pub(super) async fn acknowledge(
     state: &BrokerState,
     queue_id: i32,
     appended: &[Appended],
-    wait_for_slave: bool,
+    producer_waits: bool,
     transaction_id: Option<String>,
 ) -> RemotingCommand {
     let Some(first) = appended.first() else {
@@ -42,7 +44,7 @@ pub(super) async fn acknowledge(
         .map(|one| encode_offset_msg_id(store_host, one.commit_log_offset as i64))
         .collect();
     let mut code = ResponseCode::Success;
-    if wait_for_slave {
+    if producer_waits && state.role.now().waits_for_slaves() {
         let end = appended
             .iter()
             .map(|one| one.commit_log_offset + u64::from(one.size))
@@ -61,6 +63,7 @@ pub(super) async fn acknowledge(
             ReplicaWait::Replicated => ResponseCode::Success,
             ReplicaWait::SlaveNotAvailable => ResponseCode::SlaveNotAvailable,
             ReplicaWait::Timeout => ResponseCode::FlushSlaveTimeout,
+            ReplicaWait::Deposed => ResponseCode::SlaveNotAvailable,
         };
     }
     RemotingCommand::response(code, None).with_header(&SendMessageResponseHeader {

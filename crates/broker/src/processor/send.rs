@@ -75,7 +75,7 @@ pub(super) async fn send(
         }
         let mut properties = properties;
         stamp(state, &mut properties);
-        let wait_for_slave = state.role.now().waits_for_slaves() && waits_for_slave(&properties);
+        let producer_waits = waits_for_slave(&properties);
         let message = new_message(
             state,
             &target,
@@ -83,7 +83,7 @@ pub(super) async fn send(
             request.body.clone(),
             properties,
         );
-        return super::transaction::send_half(state, message, queue_id, wait_for_slave).await;
+        return super::transaction::send_half(state, message, queue_id, producer_waits).await;
     }
     let prepared = if batch {
         batch_messages(state, &target, &request.body)
@@ -107,12 +107,18 @@ pub(super) async fn send(
             return super::metadata_not_durable(&failure);
         }
     }
-    let wait_for_slave = state.role.now().waits_for_slaves() && prepared.producer_waits_for_slave;
     let appended = match state.log().put(prepared.messages).await {
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),
     };
-    acknowledge(state, queue_id, &appended, wait_for_slave, None).await
+    acknowledge(
+        state,
+        queue_id,
+        &appended,
+        prepared.producer_waits_for_slave,
+        None,
+    )
+    .await
 }
 
 /// Sends the broker does not take at all: a read-only broker or slave, a bad topic name, a

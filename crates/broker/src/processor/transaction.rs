@@ -46,7 +46,7 @@ pub(super) async fn send_half(
     state: &Arc<BrokerState>,
     message: NewMessage,
     queue_id: i32,
-    wait_for_slave: bool,
+    producer_waits: bool,
 ) -> RemotingCommand {
     if state.live.get().reject_transaction_message {
         return error(
@@ -74,7 +74,7 @@ pub(super) async fn send_half(
     let half = resolve::pending_half(state, &message, first);
     let transaction_id = (!half.unique_key.is_empty()).then(|| half.unique_key.clone());
     state.transactions.add(half);
-    super::append::acknowledge(state, queue_id, &appended, wait_for_slave, transaction_id).await
+    super::append::acknowledge(state, queue_id, &appended, producer_waits, transaction_id).await
 }
 
 /// The refusal of a transactional batch (RocketMQ's remark).

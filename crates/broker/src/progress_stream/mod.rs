@@ -162,6 +162,7 @@ pub(crate) async fn wait_replicated(state: &BrokerState, seq: u64) -> ResponseCo
     match waited {
         ReplicaWait::Replicated | ReplicaWait::SlaveNotAvailable => ResponseCode::Success,
         ReplicaWait::Timeout => ResponseCode::FlushSlaveTimeout,
+        ReplicaWait::Deposed => ResponseCode::SlaveNotAvailable,
     }
 }
 

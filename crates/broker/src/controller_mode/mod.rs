@@ -18,6 +18,7 @@
 //!   catching up and to add those that caught up; its SYNC sends wait for every slave the
 //!   controllers count in the set.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,9 @@ use tracing::{info, warn};
 use crate::config::BrokerRole;
 use crate::role::RoleNow;
 use crate::state::BrokerState;
+use sync_state_set::{maintain_sync_state_set, Term};
+
+mod sync_state_set;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const TICK: Duration = Duration::from_secs(1);
@@ -65,10 +69,14 @@ fn parse_identity(bytes: &[u8]) -> Result<Identity, String> {
     })
 }
 
-/// What the broker last applied: the master epoch its role comes from.
-#[derive(Debug, Default, Clone, Copy)]
+/// What the broker last applied: the master epoch its role comes from, and as master the
+/// replicas counted in its SyncStateSet before they are proposed to the controllers.
+#[derive(Debug, Default, Clone)]
 struct Applied {
     master_epoch: i32,
+    /// Each joining replica's id and the log end read once it was counted: sends acknowledged
+    /// before it was counted end below that, so it is proposed only once it has that much.
+    joining: BTreeMap<i64, u64>,
 }
 
 /// Runs the broker's side of controller mode until `stop` turns true.
@@ -139,7 +147,7 @@ async fn find_leader(client: &RemotingClient, controllers: &[String]) -> Result<
     Err(format!("no controller of {controllers:?} names a leader"))
 }
 
-async fn call(
+pub(super) async fn call(
     client: &RemotingClient,
     addr: &str,
     request: RemotingCommand,
@@ -306,8 +314,19 @@ async fn follow_decision(
             use tidemark_protocol::json::JsonBody;
             let current = tidemark_protocol::body::SyncStateSet::from_json_bytes(&info.body)
                 .map_err(|error| error.to_string())?;
-            return maintain_sync_state_set(state, client, leader, broker_id, epoch, &current)
-                .await;
+            let as_master = Term {
+                own_id: broker_id,
+                master_epoch: epoch,
+            };
+            return maintain_sync_state_set(
+                state,
+                client,
+                leader,
+                as_master,
+                &current,
+                &mut applied.joining,
+            )
+            .await;
         }
     }
     let (master, epoch, master_addr) = match (header.master_broker_id, header.master_epoch) {
@@ -405,6 +424,7 @@ async fn follow_decision(
         info!(epoch, master, addr = ?master_addr, "following the master");
     }
     applied.master_epoch = epoch;
+    applied.joining.clear();
     state.announce_topics_soon();
     Ok(())
 }
@@ -485,117 +505,4 @@ pub(crate) fn own_controller_id(state: &BrokerState) -> Option<i64> {
         .enable_controller_mode
         .then(|| state.role.now().broker_id)
         .filter(|id| *id > 0)
-}
-
-/// How long a slave may go without catching up before the master drops it from the
-/// SyncStateSet (RocketMQ's `haMaxTimeSlaveNotCatchup`).
-const SLAVE_NOT_CATCHING_UP: Duration = Duration::from_secs(15);
-
-/// Master: the SyncStateSet as this broker sees its slaves, reported when it differs from the
-/// controllers' (RocketMQ's `AutoSwitchHAService` rules): a slave stays while it caught up
-/// within [`SLAVE_NOT_CATCHING_UP`], is connected and reports no less than it once had (a
-/// slave that cut its log may lack acknowledged records: it leaves at once); one joins once it
-/// has everything the in-sync replicas have (the confirm offset) and reached this master's
-/// epoch.
-async fn maintain_sync_state_set(
-    state: &BrokerState,
-    client: &RemotingClient,
-    leader: &str,
-    own_id: i64,
-    master_epoch: i32,
-    current: &tidemark_protocol::body::SyncStateSet,
-) -> Result<(), String> {
-    use std::collections::BTreeSet;
-    use tidemark_protocol::body::SyncStateSet;
-    use tidemark_protocol::headers::AlterSyncStateSetRequestHeader;
-    use tidemark_protocol::json::JsonBody;
-    let (_, written, _) = state.store.commit_log_positions();
-    let epoch_start = state
-        .store
-        .epochs()
-        .spans(i64::try_from(written).unwrap_or(i64::MAX))
-        .last()
-        .map_or(0, |span| span.start_offset);
-    let progress = state.ha.replica_progress();
-    let now = std::time::Instant::now();
-    let keeps = |id: &i64| {
-        progress.get(id).is_some_and(|replica| {
-            replica.connected
-                && !replica.fell_back()
-                && now.saturating_duration_since(replica.caught_up_at) <= SLAVE_NOT_CATCHING_UP
-        })
-    };
-    let mut desired: BTreeSet<i64> = BTreeSet::from([own_id]);
-    desired.extend(
-        current
-            .sync_state_set
-            .iter()
-            .copied()
-            .filter(|id| *id != own_id && keeps(id)),
-    );
-    let confirm = desired
-        .iter()
-        .filter(|id| **id != own_id)
-        .filter_map(|id| progress.get(id).map(|replica| replica.offset))
-        .min()
-        .unwrap_or(written);
-    for (id, replica) in &progress {
-        if !desired.contains(id)
-            && replica.connected
-            && !replica.fell_back()
-            && replica.offset >= confirm
-            && i64::try_from(replica.offset).unwrap_or(i64::MAX) >= epoch_start
-        {
-            desired.insert(*id);
-        }
-    }
-    // A send is acknowledged once the in-sync replicas have it: with none but this master,
-    // at once (RocketMQ's allAckInSyncStateSet). Until the controllers confirm a change, the
-    // union of both sets counts (RocketMQ's synchronizing SyncStateSet): a replica joins here
-    // before the controllers may elect it, and leaves only once they no longer can. Waiting
-    // for a joiner only after the controllers accepted it would let sends acknowledged in
-    // between be missing from a master elected right after.
-    let counted: BTreeSet<i64> = current.sync_state_set.union(&desired).copied().collect();
-    let role = if counted.len() > 1 {
-        BrokerRole::SyncMaster
-    } else {
-        BrokerRole::AsyncMaster
-    };
-    state.ha.set_in_sync(
-        own_id,
-        counted.iter().copied().filter(|id| *id != own_id).collect(),
-    );
-    state.publish_read_fence();
-    if state.role.now().role != role {
-        state.role.set(RoleNow { role, broker_id: 0 });
-    }
-    if desired == current.sync_state_set {
-        return Ok(());
-    }
-    let request = RemotingCommand::request_with_header(
-        RequestCode::ControllerAlterSyncStateSet,
-        &AlterSyncStateSetRequestHeader {
-            broker_name: state.config.broker_name.clone(),
-            master_broker_id: own_id,
-            master_epoch,
-            invoke_time: Some(now_ms()),
-        },
-    )
-    .with_body(
-        SyncStateSet {
-            sync_state_set: desired.clone(),
-            sync_state_set_epoch: current.sync_state_set_epoch,
-        }
-        .to_json_bytes(),
-    );
-    let answer = call(client, leader, request).await?;
-    if answer.response_code() == ResponseCode::Success {
-        info!(?desired, "SyncStateSet changed");
-        Ok(())
-    } else {
-        Err(format!(
-            "SyncStateSet {desired:?} refused: {}",
-            answer.remark.unwrap_or_default()
-        ))
-    }
 }
