@@ -11,7 +11,7 @@
 //!
 //! A Java master starts an empty slave (one reporting 0) at its last segment; Tidemark's master
 //! sends its whole retained log, so a new slave holds every message. The slave's store indexes
-//! what it receives ([`MessageStore::append_replicated`](tidemark_store::MessageStore)).
+//! what it receives (`MessageLog::append_replicated`).
 //!
 //! [`HaState`](crate::ha_progress::HaState) is what SYNC_MASTER sends wait on: the highest
 //! offset any slave confirmed.
@@ -149,7 +149,7 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
                     i64::from_be_bytes(buffer[whole - 8..whole].try_into().unwrap_or([0; 8]));
                 buffer.advance(whole);
                 let offset = u64::try_from(offset).unwrap_or(0);
-                let log_end = state.store.commit_log_positions().1;
+                let log_end = state.log().positions().1;
                 if offset > log_end {
                     break Err(std::io::Error::other(format!(
                         "slave reports {offset}, beyond this log's end {log_end}"
@@ -178,14 +178,14 @@ async fn serve_slave(state: &Arc<BrokerState>, stream: Stream) -> std::io::Resul
                 return Ok(());
             }
         };
-        let (min, _, _) = state.store.commit_log_positions();
+        let (min, _, _) = state.log().positions();
         let mut next = first.max(min);
         let mut last_write = tokio::time::Instant::now();
         loop {
             let new_data = state.ha.new_data();
             let batch = state.live.get().ha_transfer_batch_size.max(1);
             let chunk = state
-                .store
+                .log()
                 .replication_chunk(next, batch)
                 .map_err(std::io::Error::other)?;
             match chunk {
@@ -276,7 +276,7 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
         .map_err(|_| std::io::Error::other("connect timed out"))??;
     info!(%addr, tls = stream.is_tls(), "following the master's commit log");
     let (mut reader, mut writer) = stream.into_halves();
-    let mut reported = state.store.commit_log_positions().1;
+    let mut reported = state.log().positions().1;
     if let Some(id) = crate::controller_mode::own_controller_id(state) {
         let mut hello = HELLO.to_be_bytes().to_vec();
         hello.extend_from_slice(&id.to_be_bytes());
@@ -300,7 +300,7 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
             }
             _ = tokio::time::sleep(wait) => {}
         }
-        let end = state.store.commit_log_positions().1;
+        let end = state.log().positions().1;
         if end > reported || last_report.elapsed() >= heartbeat {
             writer.write_all(&(end as i64).to_be_bytes()).await?;
             reported = end;
@@ -325,7 +325,7 @@ fn apply_frames(state: &BrokerState, buffer: &mut BytesMut) -> std::io::Result<(
         if size > FRAME_BODY_MAX {
             return Err(std::io::Error::other(format!("HA frame of {size} bytes")));
         }
-        let end = state.store.commit_log_positions().1;
+        let end = state.log().positions().1;
         // An empty store takes the master's position, whatever it is (Java does too).
         if end != 0 && offset != end {
             return Err(std::io::Error::other(format!(
@@ -340,11 +340,9 @@ fn apply_frames(state: &BrokerState, buffer: &mut BytesMut) -> std::io::Result<(
         let body = buffer.split_to(size);
         if !body.is_empty() {
             state
-                .store
+                .log()
                 .append_replicated(offset, &body)
                 .map_err(std::io::Error::other)?;
-            // A slave serves pulls: wake the ones held for new messages.
-            state.held_pulls.notify_all();
             state.progress_stream.log_appended();
         }
     }

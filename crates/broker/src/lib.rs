@@ -16,7 +16,7 @@ pub mod live_config;
 pub mod live_keys;
 mod lock_rank;
 mod long_poll;
-mod message_log;
+pub mod message_log;
 pub mod metadata;
 pub mod metadata_change;
 pub mod offsets;
@@ -258,7 +258,7 @@ impl Broker {
                 state.offsets.close();
                 state.timers.close();
                 state.pop.close();
-                state.store.shutdown()?;
+                state.log().shutdown()?;
                 Ok(())
             }
         })

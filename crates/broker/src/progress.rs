@@ -25,13 +25,13 @@ pub fn group_progress(
         };
         let popped = state.pop.views(group, Some(&topic));
         for queue_id in 0..config.read_queue_nums {
-            let broker_offset = state.store.max_offset(&topic, queue_id).max(0);
+            let broker_offset = state.log().max_offset(&topic, queue_id).max(0);
             let progress = state.offsets.queue_progress(&topic, group, queue_id);
             let pop = popped.iter().find(|view| view.queue_id == queue_id);
             let consumer_offset = progress.as_ref().map_or(0, |p| p.offset.max(0));
             let time_lag_ms = if consumer_offset < broker_offset {
                 state
-                    .store
+                    .log()
                     .store_timestamp_at(&topic, queue_id, consumer_offset)
                     .ok()
                     .flatten()

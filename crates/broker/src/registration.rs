@@ -25,7 +25,7 @@ fn register_request(state: &BrokerState) -> RemotingCommand {
     if state.config.enable_controller_mode {
         // The name servers prefer the master of the newest epoch (RocketMQ's stateVersion),
         // so a deposed master that still registers as id 0 does not take routes back.
-        topics.data_version.state_version = state.store.epochs().last_epoch().map(i64::from);
+        topics.data_version.state_version = state.log().epochs().last_epoch().map(i64::from);
     }
     // A broker that does not take writes (or reads) announces every topic with its own
     // permission, as RocketMQ does, so clients route around it.

@@ -72,8 +72,8 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
         let queue_id = level - 1;
         for _ in 0..DELIVERIES_PER_PASS_MAX {
             let stored = state.delay_offsets.get(level);
-            let offset = stored.max(state.store.min_offset(SCHEDULE_TOPIC, queue_id));
-            let entry = match state.store.queue_entry(SCHEDULE_TOPIC, queue_id, offset) {
+            let offset = stored.max(state.log().min_offset(SCHEDULE_TOPIC, queue_id));
+            let entry = match state.log().queue_entry(SCHEDULE_TOPIC, queue_id, offset) {
                 Ok(Some(entry)) => entry,
                 Ok(None) => break,
                 Err(failure) => {
@@ -87,7 +87,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
             let message = if entry.is_hole() {
                 None
             } else {
-                match state.store.read_record(entry.commit_log_offset as u64) {
+                match state.log().read_record(entry.commit_log_offset as u64) {
                     Ok(Some(bytes)) => MessageRecord::decode(&bytes, 0, DecodeOptions::default())
                         .ok()
                         .and_then(|(record, _)| redelivery(&record)),

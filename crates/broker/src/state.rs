@@ -163,7 +163,7 @@ pub struct BrokerState {
     /// The settings UPDATE_BROKER_CONFIG changes while the broker runs (shared with the store,
     /// which reads retention there).
     pub live: Arc<crate::live_config::LiveConfig>,
-    pub store: Arc<MessageStore>,
+    store: Arc<MessageStore>,
     pub topics: TopicTable,
     pub groups: SubscriptionGroupTable,
     pub offsets: ConsumerOffsets,
@@ -233,16 +233,16 @@ fn load_or_refuse<T>(
 
 impl BrokerState {
     /// The message log: the one door messages go through into the store.
-    pub(crate) fn log(&self) -> crate::message_log::MessageLog<'_> {
-        crate::message_log::MessageLog {
-            store: &self.store,
-            stats: &self.stats,
-            ha: &self.ha,
-            held_pulls: &self.held_pulls,
-            timers: &self.timers,
-            role: &self.role,
-            live: &self.live,
-        }
+    pub fn log(&self) -> crate::message_log::MessageLog<'_> {
+        crate::message_log::MessageLog::new(
+            &self.store,
+            &self.stats,
+            &self.ha,
+            &self.held_pulls,
+            &self.timers,
+            &self.role,
+            &self.live,
+        )
     }
 
     /// Controller mode, on a master: shows readers only what its SyncStateSet confirmed

@@ -161,12 +161,12 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
         for queue_id in 0..config.read_queue_nums.max(config.write_queue_nums) {
             let queue = queue_id.to_string();
             let queue_labels = labels(&[("topic", topic), ("queue", &queue)]);
-            let max = state.store.max_offset(topic, queue_id);
+            let max = state.log().max_offset(topic, queue_id);
             topic_max += max;
             max_offset.get_or_create(&queue_labels).set(max);
             min_offset
                 .get_or_create(&queue_labels)
-                .set(state.store.min_offset(topic, queue_id));
+                .set(state.log().min_offset(topic, queue_id));
         }
         exporter_producer
             .get_or_create(&labels(&[
@@ -274,9 +274,9 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
     registry.register(
         "tidemark_commit_log_sync_seconds",
         "Each sync (fsync) that made commit-log bytes durable",
-        SyncHistogram(state.store.commit_log_sync_times()),
+        SyncHistogram(state.log().sync_times()),
     );
-    let disk = state.store.disk_usage();
+    let disk = state.log().disk_usage();
     let disk_used: Gauge<f64, AtomicU64> = Gauge::default();
     disk_used.set(disk.usage_ratio);
     registry.register(
@@ -284,7 +284,7 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
         "Used share of the store's file system at the last retention pass",
         disk_used,
     );
-    let (log_min, log_written, log_flushed) = state.store.commit_log_positions();
+    let (log_min, log_written, log_flushed) = state.log().positions();
     for (name, help, value) in [
         (
             "tidemark_store_writes_refused",

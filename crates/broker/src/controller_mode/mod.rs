@@ -265,14 +265,14 @@ async fn heartbeat(
     controllers: &[String],
     broker_id: i64,
 ) {
-    let (_, written, _) = state.store.commit_log_positions();
+    let (_, written, _) = state.log().positions();
     let live = state.live.get();
     let header = BrokerHeartbeatRequestHeader {
         cluster_name: state.config.broker_cluster_name.clone(),
         broker_addr: state.config.broker_addr(),
         broker_name: state.config.broker_name.clone(),
         broker_id: Some(broker_id),
-        epoch: state.store.epochs().last_epoch(),
+        epoch: state.log().epochs().last_epoch(),
         max_offset: Some(i64::try_from(written).unwrap_or(i64::MAX)),
         confirm_offset: Some(i64::try_from(written).unwrap_or(i64::MAX)),
         heartbeat_timeout_mills: Some(
@@ -367,10 +367,10 @@ async fn follow_decision(
     if master == broker_id {
         // A record the old master was streaming when it died may be half here: the new
         // epoch begins after the last whole one.
-        let store = state.store.clone();
-        let cut = tokio::task::spawn_blocking(move || store.cut_partial_record())
+        let cut = state
+            .log()
+            .cut_partial_record()
             .await
-            .map_err(|error| error.to_string())?
             .map_err(|error| error.to_string())?;
         if cut > 0 {
             warn!(cut, "cut a half-copied record before taking writes");
@@ -382,26 +382,19 @@ async fn follow_decision(
             messages = applied,
             "applied the old master's progress before taking writes"
         );
-        let (_, written, _) = state.store.commit_log_positions();
+        let (_, written, _) = state.log().positions();
         state
-            .store
+            .log()
             .epochs()
             .begin(epoch, i64::try_from(written).unwrap_or(i64::MAX))
             .map_err(|error| error.to_string())?;
         // Half messages and their resolutions came with the log: what is pending is read from
         // it again (recovery may append op records, so only once the new epoch has begun).
-        let recovering = state.clone();
-        let timeout = state.live.get().transaction_timeout;
-        let (pending, _) = tokio::task::spawn_blocking(move || {
-            crate::transaction::recovery::recover(
-                &recovering.store,
-                recovering.store_host(),
-                timeout,
-            )
-        })
-        .await
-        .map_err(|error| error.to_string())?
-        .map_err(|error| error.to_string())?;
+        let pending = state
+            .log()
+            .recover_transactions(state.store_host(), state.live.get().transaction_timeout)
+            .await
+            .map_err(|error| error.to_string())?;
         state.transactions.replace_with(pending);
         // Alone in its SyncStateSet until slaves catch up: nothing to wait for yet.
         state.role.set(RoleNow {
@@ -479,7 +472,7 @@ pub(crate) async fn reconcile_with_master(state: &Arc<BrokerState>) -> Result<()
         .collect();
     let following = state.clone();
     let cut = tokio::task::spawn_blocking(move || {
-        let cut = following.store.follow_history(&remote)?;
+        let cut = following.log().follow_history(&remote)?;
         if cut > 0 {
             crate::progress_stream::after_log_cut(&following);
         }

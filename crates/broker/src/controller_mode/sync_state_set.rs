@@ -135,9 +135,9 @@ pub(super) async fn maintain_sync_state_set(
     current: &SyncStateSet,
     joining: &mut BTreeMap<i64, u64>,
 ) -> Result<(), String> {
-    let (_, written, _) = state.store.commit_log_positions();
+    let (_, written, _) = state.log().positions();
     let epoch_start = state
-        .store
+        .log()
         .epochs()
         .spans(i64::try_from(written).unwrap_or(i64::MAX))
         .last()
@@ -176,7 +176,7 @@ pub(super) async fn maintain_sync_state_set(
     }
     // Read after the role is set: every send that found no replica to wait for had its
     // records in the log before this.
-    let (_, counted_at, _) = state.store.commit_log_positions();
+    let (_, counted_at, _) = state.log().positions();
     *joining = round.joining;
     joining.extend(round.fresh.iter().map(|id| (*id, counted_at)));
     if round.desired == current.sync_state_set {

@@ -634,7 +634,7 @@ pub(crate) fn commit_floor(state: &crate::state::BrokerState, key: &QueueKey) {
             &key.group,
             key.queue_id,
             floor,
-            state.store.written_max_offset(&key.topic, key.queue_id),
+            state.log().written_max_offset(&key.topic, key.queue_id),
             tidemark_remoting::now_ms(),
             crate::offsets::Committer::Progress,
             None,

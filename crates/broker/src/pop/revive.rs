@@ -73,14 +73,14 @@ fn read(
     offset: i64,
 ) -> Result<Option<MessageRecord>, String> {
     let entry = state
-        .store
+        .log()
         .queue_entry(topic, queue_id, offset)
         .map_err(|failure| failure.to_string())?;
     let Some(entry) = entry.filter(|entry| !entry.is_hole()) else {
         return Ok(None);
     };
     let Some(bytes) = state
-        .store
+        .log()
         .read_record(entry.commit_log_offset as u64)
         .map_err(|failure| failure.to_string())?
     else {
@@ -155,7 +155,7 @@ fn prepare(
     entry: &InFlight,
 ) -> Result<Option<Copy>, String> {
     let Some(record) = read(state, &key.topic, key.queue_id, offset)? else {
-        let min = state.store.min_offset(&key.topic, key.queue_id);
+        let min = state.log().min_offset(&key.topic, key.queue_id);
         if offset < min {
             warn!(group = %key.group, topic = %key.topic, queue = key.queue_id, offset, "popped message expired after the store dropped it; finished without a copy");
             let _ = state.pop.finish_gone(key, offset);
@@ -293,12 +293,12 @@ pub fn recover_copies(state: &BrokerState) -> usize {
     destinations.dedup();
     let mut recovered = 0;
     for destination in destinations {
-        let end = state.store.max_offset(&destination, 0);
+        let end = state.log().max_offset(&destination, 0);
         let from = state
             .pop
             .copies_end(&destination)
             .unwrap_or(0)
-            .max(state.store.min_offset(&destination, 0));
+            .max(state.log().min_offset(&destination, 0));
         for offset in from..end {
             let record = match read(state, &destination, 0, offset) {
                 Ok(Some(record)) => record,

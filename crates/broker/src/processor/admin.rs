@@ -32,7 +32,7 @@ use crate::stats::human_bytes;
 pub(super) fn max_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
     match request.decode_header::<GetMaxOffsetRequestHeader>() {
         Ok(header) => success().with_header(&OffsetResponseHeader {
-            offset: state.store.max_offset(&header.topic, header.queue_id),
+            offset: state.log().max_offset(&header.topic, header.queue_id),
         }),
         Err(failure) => bad_header(failure),
     }
@@ -41,7 +41,7 @@ pub(super) fn max_offset(state: &BrokerState, request: &RemotingCommand) -> Remo
 pub(super) fn min_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingCommand {
     match request.decode_header::<GetMinOffsetRequestHeader>() {
         Ok(header) => success().with_header(&OffsetResponseHeader {
-            offset: state.store.min_offset(&header.topic, header.queue_id),
+            offset: state.log().min_offset(&header.topic, header.queue_id),
         }),
         Err(failure) => bad_header(failure),
     }
@@ -53,7 +53,7 @@ pub(super) fn search_offset(state: &BrokerState, request: &RemotingCommand) -> R
         Err(failure) => return bad_header(failure),
     };
     match state
-        .store
+        .log()
         .offset_by_timestamp(&header.topic, header.queue_id, header.timestamp)
     {
         Ok(offset) => success().with_header(&OffsetResponseHeader { offset }),
@@ -73,7 +73,7 @@ pub(super) fn earliest_store_time(
         Err(failure) => return bad_header(failure),
     };
     match state
-        .store
+        .log()
         .earliest_store_timestamp(&header.topic, header.queue_id)
     {
         Ok(timestamp) => success().with_header(&GetEarliestMsgStoretimeResponseHeader {
@@ -375,16 +375,11 @@ pub(super) fn producer_connections(
 /// DELETE_EXPIRED_COMMITLOG (mqadmin `deleteExpiredCommitLog`): expired commit-log segments
 /// are deleted now rather than at `deleteWhen`.
 pub(super) async fn delete_expired_commit_log(state: &BrokerState) -> RemotingCommand {
-    let store = state.store.clone();
-    match tokio::task::spawn_blocking(move || store.delete_expired_now()).await {
-        Ok(Ok(report)) => {
+    match state.log().delete_expired_now().await {
+        Ok(report) => {
             tracing::info!(?report, "expired commit-log segments deleted on request");
             success()
         }
-        Ok(Err(failure)) => error(
-            ResponseCode::SystemError,
-            format!("deleting failed: {failure}"),
-        ),
         Err(failure) => error(
             ResponseCode::SystemError,
             format!("deleting failed: {failure}"),
@@ -408,7 +403,7 @@ pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> Rem
         // topic created shortly before the master went has replicated queues but no config
         // here yet. Those queues are what it has.
         None if state.role.is_slave() => state
-            .store
+            .log()
             .queues()
             .into_iter()
             .filter(|(topic, _)| *topic == header.topic)
@@ -424,10 +419,10 @@ pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> Rem
     }
     let mut offset_table = BTreeMap::new();
     for queue_id in queue_ids {
-        let max_offset = state.store.max_offset(&header.topic, queue_id);
+        let max_offset = state.log().max_offset(&header.topic, queue_id);
         let last_update_timestamp = if max_offset > 0 {
             state
-                .store
+                .log()
                 .store_timestamp_at(&header.topic, queue_id, max_offset - 1)
                 .ok()
                 .flatten()
@@ -442,7 +437,7 @@ pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> Rem
                 queue_id,
             ),
             TopicOffset {
-                min_offset: state.store.min_offset(&header.topic, queue_id),
+                min_offset: state.log().min_offset(&header.topic, queue_id),
                 max_offset,
                 last_update_timestamp,
             },
@@ -458,7 +453,7 @@ pub(super) fn view_message(state: &BrokerState, request: &RemotingCommand) -> Re
     };
     match u64::try_from(header.offset)
         .ok()
-        .map(|offset| state.store.read_record(offset))
+        .map(|offset| state.log().read_record(offset))
     {
         // A named topic is what the ACL checked: a record of another topic is not served.
         Some(Ok(Some(record)))
@@ -514,11 +509,11 @@ pub(super) async fn reset_offset(
     for queue_id in queues {
         let target = match header.offset {
             Some(offset) if offset >= 0 => {
-                Ok(offset.min(state.store.max_offset(&header.topic, queue_id)))
+                Ok(offset.min(state.log().max_offset(&header.topic, queue_id)))
             }
-            _ if header.timestamp == -1 => Ok(state.store.max_offset(&header.topic, queue_id)),
+            _ if header.timestamp == -1 => Ok(state.log().max_offset(&header.topic, queue_id)),
             _ => state
-                .store
+                .log()
                 .offset_by_timestamp(&header.topic, queue_id, header.timestamp),
         };
         let target = match target {
@@ -608,10 +603,10 @@ pub(super) async fn reset_offset(
 /// (empty until the broker has been master in controller mode); the last epoch ends at the
 /// log's end, as RocketMQ answers.
 pub(super) fn epoch_cache(state: &BrokerState) -> RemotingCommand {
-    let (_, written, _) = state.store.commit_log_positions();
+    let (_, written, _) = state.log().positions();
     let max_offset = i64::try_from(written).unwrap_or(i64::MAX);
     let epoch_list = state
-        .store
+        .log()
         .epochs()
         .spans(max_offset)
         .into_iter()
@@ -634,7 +629,7 @@ pub(super) fn epoch_cache(state: &BrokerState) -> RemotingCommand {
 }
 
 pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
-    let (min, written, _) = state.store.commit_log_positions();
+    let (min, written, _) = state.log().positions();
     let (put_total, got_total) = (
         state.stats.messages_put_total.load(Ordering::Relaxed),
         state.stats.messages_got_total.load(Ordering::Relaxed),
@@ -647,7 +642,7 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         )
     });
     let earliest = state
-        .store
+        .log()
         .read_record(min)
         .ok()
         .flatten()
@@ -727,7 +722,7 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
     }
     table.insert(
         "diskWritesRefused".to_owned(),
-        state.store.disk_usage().writes_refused.to_string(),
+        state.log().disk_usage().writes_refused.to_string(),
     );
     // Queues are dispatched as part of every append, so nothing is ever behind.
     table.insert("dispatchBehindBytes".to_owned(), "0".to_owned());
@@ -741,7 +736,7 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
     );
     // Tidemark's own keys (controller mode): the epoch this log is in, and on a master the
     // replicas the controllers hold in sync with it, by controller-given id.
-    if let Some(epoch) = state.store.epochs().last_epoch() {
+    if let Some(epoch) = state.log().epochs().last_epoch() {
         table.insert("masterEpoch".to_owned(), epoch.to_string());
     }
     let in_sync = state.ha.sync_state_set();

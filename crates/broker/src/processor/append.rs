@@ -54,7 +54,7 @@ pub(super) async fn acknowledge(
             .ha
             .wait_replicated(
                 end,
-                state.store.commit_log_positions().1,
+                state.log().positions().1,
                 state.live.get().ha_slave_fallbehind_max,
                 std::time::Duration::from_millis(state.live.get().slave_timeout),
             )

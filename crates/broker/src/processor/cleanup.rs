@@ -29,11 +29,10 @@ pub(crate) async fn destroy_topic_queues(
     state: &Arc<BrokerState>,
     topic: &str,
 ) -> Result<usize, String> {
-    let store = state.store.clone();
-    let owned = topic.to_owned();
-    let destroyed = tokio::task::spawn_blocking(move || store.destroy_topic_queues(&owned))
+    let destroyed = state
+        .log()
+        .destroy_topic_queues(topic)
         .await
-        .map_err(|failure| failure.to_string())?
         .map_err(|failure| failure.to_string())?;
     if destroyed > 0 {
         state.stats.traffic.drop_topic(topic);
@@ -51,18 +50,13 @@ pub(crate) async fn destroy_topic_queues(
 
 /// CLEAN_EXPIRED_CONSUMEQUEUE (306): queues whose every record retention removed.
 pub(super) async fn clean_expired_queues(state: &Arc<BrokerState>) -> RemotingCommand {
-    let store = state.store.clone();
-    let internal: BTreeSet<String> = store
+    let internal: BTreeSet<String> = state
+        .log()
         .queue_topics()
         .into_iter()
         .filter(|topic| is_internal_topic(state, topic))
         .collect();
-    let cleaned = tokio::task::spawn_blocking(move || {
-        store.destroy_expired_queues(|topic| internal.contains(topic))
-    })
-    .await
-    .map_err(|failure| failure.to_string())
-    .and_then(|cleaned| cleaned.map_err(|failure| failure.to_string()));
+    let cleaned = state.log().destroy_expired_queues(internal).await;
     let destroyed: BTreeSet<(String, i32)> = match cleaned {
         Ok(destroyed) => destroyed.into_iter().collect(),
         Err(failure) => {
@@ -93,7 +87,7 @@ pub(super) async fn clean_expired_queues(state: &Arc<BrokerState>) -> RemotingCo
 pub(super) async fn clean_unused_topics(state: &Arc<BrokerState>) -> RemotingCommand {
     // Queues first, then the topic lists: a topic made meanwhile is in the lists by the time
     // it has queues.
-    let candidates = state.store.queue_topics();
+    let candidates = state.log().queue_topics();
     let mut keep: BTreeSet<String> = state.topics.names().into_iter().collect();
     if state.role.is_slave() {
         match crate::slave_sync::master_topic_names(state).await {

@@ -30,8 +30,8 @@ pub(super) fn query(state: &BrokerState, request: &RemotingCommand) -> RemotingC
         );
     }
     let mut body = QueryConsumeQueueResponseBody {
-        max_queue_index: state.store.max_offset(topic, queue_id),
-        min_queue_index: state.store.min_offset(topic, queue_id),
+        max_queue_index: state.log().max_offset(topic, queue_id),
+        min_queue_index: state.log().min_offset(topic, queue_id),
         ..QueryConsumeQueueResponseBody::default()
     };
     let subscription = header.consumer_group.as_deref().and_then(|group| {
@@ -48,7 +48,7 @@ pub(super) fn query(state: &BrokerState, request: &RemotingCommand) -> RemotingC
     let count = i64::from(header.count.max(0)).min(ENTRIES_MAX);
     let first = header.index.max(body.min_queue_index);
     for offset in first..first.saturating_add(count).min(body.max_queue_index) {
-        let entry = match state.store.queue_entry(topic, queue_id, offset) {
+        let entry = match state.log().queue_entry(topic, queue_id, offset) {
             Ok(Some(entry)) => entry,
             Ok(None) => break,
             Err(failure) => {

@@ -105,7 +105,7 @@ fn topic_stats(
         return offset_table;
     }
     for queue_id in 0..config.read_queue_nums {
-        let broker_offset = state.store.max_offset(topic, queue_id).max(0);
+        let broker_offset = state.log().max_offset(topic, queue_id).max(0);
         let consumer_offset = state
             .offsets
             .query(topic, group, queue_id)
@@ -113,7 +113,7 @@ fn topic_stats(
             .max(0);
         let last_timestamp = if consumer_offset > 0 {
             state
-                .store
+                .log()
                 .store_timestamp_at(topic, queue_id, consumer_offset - 1)
                 .ok()
                 .flatten()

@@ -218,11 +218,11 @@ fn stored_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingComm
     // A group's first look at a queue whose start is still there and recent starts at 0
     // (RocketMQ 4.9's rule), so CONSUME_FROM_LAST_OFFSET on a young topic reads it all.
     if header.set_zero_if_not_found != Some(false)
-        && state.store.min_offset(&header.topic, header.queue_id) <= 0
+        && state.log().min_offset(&header.topic, header.queue_id) <= 0
     {
-        let hot = match state.store.queue_entry(&header.topic, header.queue_id, 0) {
+        let hot = match state.log().queue_entry(&header.topic, header.queue_id, 0) {
             Ok(Some(entry)) => {
-                let (_, written, _) = state.store.commit_log_positions();
+                let (_, written, _) = state.log().positions();
                 written.saturating_sub(entry.commit_log_offset.max(0) as u64)
                     <= crate::stats::total_memory_bytes() * 4 / 10
             }
@@ -302,7 +302,7 @@ pub(super) async fn update_offset(
         Committer::Progress
     };
     // What was written, not what a read fence shows: an offset is invalid only past the former.
-    let max = state.store.written_max_offset(topic, queue_id);
+    let max = state.log().written_max_offset(topic, queue_id);
     let acked = acked_ranges(request, header.commit_offset);
     let (_, journaled) = state.offsets.commit(
         topic,

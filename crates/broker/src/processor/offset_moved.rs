@@ -26,8 +26,8 @@ pub(super) fn record(state: &BrokerState, header: &PullMessageRequestHeader, new
         queue = header.queue_id,
         requested_offset = header.queue_offset,
         new_offset,
-        min_offset = state.store.min_offset(&header.topic, header.queue_id),
-        max_offset = state.store.max_offset(&header.topic, header.queue_id),
+        min_offset = state.log().min_offset(&header.topic, header.queue_id),
+        max_offset = state.log().max_offset(&header.topic, header.queue_id),
         "consumer offset moved: the requested offset is outside the queue; messages between \
          the two offsets were removed or never existed"
     );

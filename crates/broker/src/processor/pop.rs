@@ -183,8 +183,8 @@ fn pop_queue(
         return;
     };
     let plan = claim.plan(now, ask.attempt_id.as_deref());
-    let min = state.store.min_offset(topic, queue_id);
-    let max = state.store.max_offset(topic, queue_id);
+    let min = state.log().min_offset(topic, queue_id);
+    let max = state.log().max_offset(topic, queue_id);
     if plan.blocked {
         batch.rest += (max - plan.next.unwrap_or(max)).max(0);
         return;
@@ -204,7 +204,7 @@ fn pop_queue(
             break;
         }
         if let Ok(result) = state
-            .store
+            .log()
             .get(topic, queue_id, *offset, 1, POP_BYTES_MAX, |_| true)
         {
             if let Some(record) = result.messages.into_iter().next() {
@@ -223,7 +223,7 @@ fn pop_queue(
         remaining - offsets.len()
     };
     if budget > 0 && start < max {
-        let read = state.store.get_matching(
+        let read = state.log().get_matching(
             topic,
             queue_id,
             start,
@@ -555,8 +555,8 @@ pub(super) fn peek(state: &BrokerState, request: &RemotingCommand) -> RemotingCo
             .map(|(retry, _)| (retry, 0)),
     ) {
         let key = QueueKey::new(&header.consumer_group, &topic, queue_id);
-        let min = state.store.min_offset(&topic, queue_id);
-        let max_offset = state.store.max_offset(&topic, queue_id);
+        let min = state.log().min_offset(&topic, queue_id);
+        let max_offset = state.log().max_offset(&topic, queue_id);
         let next = state
             .pop
             .cursor(&key)
@@ -569,7 +569,7 @@ pub(super) fn peek(state: &BrokerState, request: &RemotingCommand) -> RemotingCo
             continue;
         }
         if let Ok(result) = state
-            .store
+            .log()
             .get(&topic, queue_id, next, want, POP_BYTES_MAX, |_| true)
         {
             messages.extend(result.messages);
@@ -622,7 +622,7 @@ fn has_message(
     }
     queues.into_iter().any(|(topic, queue_id)| {
         let key = QueueKey::new(group, &topic, queue_id);
-        let max = state.store.max_offset(&topic, queue_id);
+        let max = state.log().max_offset(&topic, queue_id);
         match state.pop.cursor(&key) {
             Some((_, next)) if orderly => match state.pop.orderly_state(&key, now) {
                 (true, _) => false,
@@ -630,7 +630,7 @@ fn has_message(
                 (false, false) => next < max,
             },
             Some((_, next)) => next < max,
-            None => max > state.store.min_offset(&topic, queue_id),
+            None => max > state.log().min_offset(&topic, queue_id),
         }
     })
 }

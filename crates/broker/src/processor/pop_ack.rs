@@ -51,10 +51,10 @@ fn check_queue(
             ),
         ));
     }
-    let min = state.store.min_offset(topic, queue_id);
+    let min = state.log().min_offset(topic, queue_id);
     // Written, not visible: a read fence that moved back must not fail the ack of a message
     // popped while it was visible.
-    let max = state.store.written_max_offset(topic, queue_id);
+    let max = state.log().written_max_offset(topic, queue_id);
     if offset < min || offset > max || (offset == max && !past_end_ok) {
         return Err(error(
             ResponseCode::NoMessage,

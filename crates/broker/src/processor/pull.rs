@@ -106,7 +106,7 @@ pub(super) async fn pull(
             };
             let arrival = state.held_pulls.hold(&header.topic, header.queue_id);
             // A message may have landed between the read and the hold: look once more first.
-            if state.store.max_offset(&header.topic, header.queue_id) <= header.queue_offset {
+            if state.log().max_offset(&header.topic, header.queue_id) <= header.queue_offset {
                 let _ = tokio::time::timeout(wait, arrival).await;
             }
             // Second pass: never held again, and the commit offset is not applied twice.
@@ -227,7 +227,7 @@ fn process(
     let max_bytes = header.max_msg_bytes.map_or(PULL_BYTES_MAX, |bytes| {
         (bytes.max(1) as usize).min(PULL_BYTES_MAX)
     });
-    let result = match state.store.get_matching(
+    let result = match state.log().get_matching(
         &header.topic,
         header.queue_id,
         header.queue_offset,
@@ -258,7 +258,7 @@ fn process(
             // Behind a read fence the result's max is what readers see; validity is judged
             // against what was written.
             state
-                .store
+                .log()
                 .written_max_offset(&header.topic, header.queue_id),
             now_ms(),
             Committer::Progress,
@@ -323,7 +323,7 @@ fn suggest_broker(
     if !state.live.get().slave_read_enable {
         return tidemark_protocol::body::MASTER_ID;
     }
-    let log_end = state.store.commit_log_positions().1;
+    let log_end = state.log().positions().1;
     let read_at = result
         .messages
         .last()

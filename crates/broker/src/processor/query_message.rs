@@ -25,20 +25,17 @@ pub(super) async fn query(state: &BrokerState, request: &RemotingCommand) -> Rem
     } else {
         usize::try_from(header.max_num).unwrap_or(0).min(QUERY_MAX)
     };
-    let store = state.store.clone();
-    let (topic, key) = (header.topic.clone(), header.key.clone());
-    let (begin, end) = (header.begin_timestamp, header.end_timestamp);
-    let found =
-        tokio::task::spawn_blocking(move || store.query_message(&topic, &key, max, begin, end))
-            .await;
+    let found = state
+        .log()
+        .query_message(
+            header.topic.clone(),
+            header.key.clone(),
+            max,
+            (header.begin_timestamp, header.end_timestamp),
+        )
+        .await;
     let records = match found {
-        Ok(Ok(records)) => records,
-        Ok(Err(failure)) => {
-            return error(
-                ResponseCode::SystemError,
-                format!("query failed: {failure}"),
-            )
-        }
+        Ok(records) => records,
         Err(failure) => {
             return error(
                 ResponseCode::SystemError,
@@ -46,7 +43,7 @@ pub(super) async fn query(state: &BrokerState, request: &RemotingCommand) -> Rem
             )
         }
     };
-    let (last_timestamp, last_offset) = state.store.index_last_update();
+    let (last_timestamp, last_offset) = state.log().index_last_update();
     let answer = QueryMessageResponseHeader {
         index_last_update_timestamp: last_timestamp,
         index_last_update_phyoffset: last_offset,

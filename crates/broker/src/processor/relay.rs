@@ -49,7 +49,7 @@ pub(super) async fn consume_message_directly(
     let record = match decode_offset_msg_id(&header.msg_id)
         .ok()
         .and_then(|(_, offset)| u64::try_from(offset).ok())
-        .map(|offset| state.store.read_record(offset))
+        .map(|offset| state.log().read_record(offset))
     {
         Some(Ok(Some(record))) => record,
         Some(Err(failure)) => {

@@ -55,7 +55,7 @@ pub(super) async fn send_back(
     metadata_created |= created;
     let original = u64::try_from(header.offset)
         .ok()
-        .and_then(|offset| state.store.read_record(offset).ok().flatten())
+        .and_then(|offset| state.log().read_record(offset).ok().flatten())
         .and_then(|bytes| MessageRecord::decode(&bytes, 0, DecodeOptions::default()).ok())
         .map(|(record, _)| record);
     let Some(mut original) = original else {

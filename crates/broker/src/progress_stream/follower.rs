@@ -42,7 +42,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
 /// cut are gone, and the ones copied next take their queue offsets, so the position must not
 /// stay past the cut. Blocking (journal append).
 pub(crate) fn after_log_cut(state: &BrokerState) {
-    let written = state.store.written_max_offset(PROGRESS_TOPIC, 0);
+    let written = state.log().written_max_offset(PROGRESS_TOPIC, 0);
     if state.offsets.replica_position() > written {
         state.offsets.set_replica_position(written);
     }
@@ -74,7 +74,7 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
     let mut read = 0;
     loop {
         let position = state.offsets.replica_position();
-        let written = state.store.written_max_offset(PROGRESS_TOPIC, 0);
+        let written = state.log().written_max_offset(PROGRESS_TOPIC, 0);
         if position > written {
             // The log was cut back below what was applied: what follows the cut is new.
             state.offsets.set_replica_position(written);
@@ -83,7 +83,7 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
         if position == written {
             return Ok(read);
         }
-        let got = state.store.get(
+        let got = state.log().get(
             PROGRESS_TOPIC,
             0,
             position,

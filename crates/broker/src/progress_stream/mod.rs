@@ -154,7 +154,7 @@ pub(crate) async fn wait_replicated(state: &BrokerState, seq: u64) -> ResponseCo
         .ha
         .wait_replicated(
             end,
-            state.store.commit_log_positions().1,
+            state.log().positions().1,
             live.ha_slave_fallbehind_max,
             timeout,
         )

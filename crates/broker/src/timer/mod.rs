@@ -162,8 +162,8 @@ pub fn delivery(record: &MessageRecord, now: i64) -> Option<NewMessage> {
 /// Takes in the timer topic's entries not seen yet (at most [`SCAN_PER_PASS_MAX`]).
 fn scan(state: &BrokerState) {
     let timers = &state.timers;
-    let floor = state.store.min_offset(TIMER_TOPIC, 0);
-    let end = state.store.max_offset(TIMER_TOPIC, 0);
+    let floor = state.log().min_offset(TIMER_TOPIC, 0);
+    let end = state.log().max_offset(TIMER_TOPIC, 0);
     let mut next = {
         let mut inner = timers.lock();
         // Entries retention removed are gone; they count as delivered.
@@ -178,7 +178,7 @@ fn scan(state: &BrokerState) {
         if next >= end {
             break;
         }
-        match state.store.queue_entry(TIMER_TOPIC, 0, next) {
+        match state.log().queue_entry(TIMER_TOPIC, 0, next) {
             Ok(Some(entry)) if !entry.is_hole() => found.push((entry.tags_code, next)),
             Ok(Some(_)) => {}
             Ok(None) => break,
@@ -219,10 +219,10 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
         };
         let record =
             state
-                .store
+                .log()
                 .queue_entry(TIMER_TOPIC, 0, offset)
                 .and_then(|entry| match entry {
-                    Some(entry) => state.store.read_record(entry.commit_log_offset as u64),
+                    Some(entry) => state.log().read_record(entry.commit_log_offset as u64),
                     None => Ok(None),
                 });
         let message = match record {

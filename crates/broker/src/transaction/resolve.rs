@@ -247,7 +247,7 @@ pub fn read_half(
 ) -> Result<MessageRecord, ResolveError> {
     let unreadable = || ResolveError::HalfUnreadable(commit_log_offset);
     let offset = u64::try_from(commit_log_offset).map_err(|_| unreadable())?;
-    let bytes = state.store.read_record(offset)?.ok_or_else(unreadable)?;
+    let bytes = state.log().read_record(offset)?.ok_or_else(unreadable)?;
     let (record, _) =
         MessageRecord::decode(&bytes, 0, DecodeOptions::default()).map_err(|_| unreadable())?;
     if record.topic != HALF_TOPIC {

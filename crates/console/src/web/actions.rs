@@ -237,9 +237,9 @@ fn preview(console: &Console, group: &str, form: &MoveForm, at_ms: i64, action: 
     for queue in 0..config.write_queue_nums {
         let now = state.offsets.query(&form.topic, group, queue);
         let target = if at_ms < 0 {
-            Ok(state.store.max_offset(&form.topic, queue))
+            Ok(state.log().max_offset(&form.topic, queue))
         } else {
-            state.store.offset_by_timestamp(&form.topic, queue, at_ms)
+            state.log().offset_by_timestamp(&form.topic, queue, at_ms)
         };
         let target = target.map_or_else(
             |failure| format!("unknown: {failure}"),

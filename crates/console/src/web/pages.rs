@@ -91,8 +91,8 @@ pub async fn overview(State(console): State<Arc<Console>>) -> Response {
     let (put_tps, get_tps) = state
         .stats
         .with_throughput(|throughput| (throughput.put_tps(), throughput.get_tps()));
-    let disk = state.store.disk_usage();
-    let (log_min, log_written, _) = state.store.commit_log_positions();
+    let disk = state.log().disk_usage();
+    let (log_min, log_written, _) = state.log().positions();
     let topics = state.topics.names();
     let groups = all_groups(&console);
     let connections = state.clients.group_connections();
@@ -237,7 +237,7 @@ pub async fn topics(State(console): State<Arc<Console>>, Query(notice): Query<No
         };
         let held: i64 = (0..config.read_queue_nums.max(config.write_queue_nums))
             .map(|queue| {
-                state.store.max_offset(topic, queue) - state.store.min_offset(topic, queue)
+                state.log().max_offset(topic, queue) - state.log().min_offset(topic, queue)
             })
             .sum();
         let stored = traffic.stored.get(topic).map_or(0, |flow| flow.messages);
@@ -302,8 +302,8 @@ pub async fn topic(
         let _ = write!(
             body,
             "<tr><td class=\"n\">{queue}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            state.store.min_offset(&topic, queue),
-            state.store.max_offset(&topic, queue)
+            state.log().min_offset(&topic, queue),
+            state.log().max_offset(&topic, queue)
         );
     }
     body.push_str("</table><h2>Consumer groups</h2><ul>");

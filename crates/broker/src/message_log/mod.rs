@@ -7,6 +7,7 @@
 //! `ReputMessageService` and the HA service's own wake-ups.)
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use tidemark_protocol::message::property;
@@ -21,6 +22,9 @@ use crate::role::Role;
 use crate::state::BrokerStats;
 use crate::timer::Timers;
 
+mod reads;
+mod upkeep;
+
 /// Whose messages an append stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Origin {
@@ -33,8 +37,9 @@ pub(crate) enum Origin {
 
 /// The broker's handle on the message log: the store and what every append must wake.
 #[derive(Clone, Copy)]
-pub(crate) struct MessageLog<'a> {
-    pub(crate) store: &'a MessageStore,
+pub struct MessageLog<'a> {
+    /// The store, reached by services only through this type (`reads.rs`, `upkeep.rs`).
+    store: &'a Arc<MessageStore>,
     pub(crate) stats: &'a BrokerStats,
     pub(crate) ha: &'a HaState,
     pub(crate) held_pulls: &'a HeldPulls,
@@ -108,7 +113,36 @@ impl Stored<'_> {
     }
 }
 
+impl std::fmt::Debug for MessageLog<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageLog")
+            .field("positions", &self.store.commit_log_positions())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> MessageLog<'a> {
+    /// The door over `store`, with what every append must count and wake.
+    pub(crate) fn new(
+        store: &'a Arc<MessageStore>,
+        stats: &'a BrokerStats,
+        ha: &'a HaState,
+        held_pulls: &'a HeldPulls,
+        timers: &'a Timers,
+        role: &'a Role,
+        live: &'a LiveConfig,
+    ) -> MessageLog<'a> {
+        MessageLog {
+            store,
+            stats,
+            ha,
+            held_pulls,
+            timers,
+            role,
+            live,
+        }
+    }
+
     /// Appends `messages` (one topic and queue, or runs of them) and does what follows an
     /// append; the position in the log is taken when this returns.
     pub(crate) fn append(
@@ -222,7 +256,7 @@ mod tests {
 
     /// What a log needs, owned, as the broker's state owns it.
     struct Parts {
-        store: MessageStore,
+        store: Arc<MessageStore>,
         stats: BrokerStats,
         ha: HaState,
         held_pulls: HeldPulls,
@@ -244,7 +278,7 @@ mod tests {
             )
             .expect("timers");
             Parts {
-                store,
+                store: Arc::new(store),
                 stats: BrokerStats::default(),
                 ha: HaState::default(),
                 held_pulls: HeldPulls::default(),
