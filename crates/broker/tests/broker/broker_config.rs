@@ -258,8 +258,7 @@ async fn a_lowered_reserved_time_is_applied_by_the_next_retention_pass() {
     let filler = "x".repeat(8_000);
     for index in 0..40 {
         send_ok(
-            &client,
-            &broker,
+            (&client, &broker),
             send_request(&format!("{index}-{filler}"), "", 0),
         )
         .await;

@@ -17,7 +17,7 @@ fn send_to(topic: &str, body: &str, queue_id: i32) -> RemotingCommand {
 
 /// [`send_ok`], and the queue offset the message was stored at.
 async fn send_at(client: &RemotingClient, broker: &str, request: RemotingCommand) -> i64 {
-    send_ok(client, broker, request)
+    send_ok((client, broker), request)
         .await
         .decode_header::<SendMessageResponseHeader>()
         .expect("send response header")

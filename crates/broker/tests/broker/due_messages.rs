@@ -81,7 +81,7 @@ async fn due_messages_reach_a_sync_slave_before_a_held_pull_and_count_as_puts() 
                     .expect("answered")
             })
         };
-        send_ok(&client, &master, request).await;
+        send_ok((&client, &master), request).await;
         puts += 1;
         let pulled = held.await.expect("pull task");
         assert_eq!(pulled.response_code(), ResponseCode::Success);

@@ -161,8 +161,7 @@ async fn popped_messages_are_acknowledged_once_and_the_rest_come_back_as_retries
     let client = RemotingClient::new(ClientConfig::default(), None);
     for index in 0..10 {
         send_ok(
-            &client,
-            &cluster.broker,
+            (&client, &cluster.broker),
             send_request(&format!("m{index}"), "TagA", index % 4),
         )
         .await;
@@ -437,7 +436,13 @@ async fn past_the_groups_maximum_a_popped_message_goes_to_the_dead_letter_topic(
     assert_eq!(bodies(&second), vec!["doomed"]);
     assert_eq!(second[0].record.reconsume_times, 1);
     // Not acknowledged again: past the maximum (1) it goes to the dead-letter topic.
-    let dead = pull_all(&client, &cluster.broker, &format!("%DLQ%{POP_GROUP}"), 0, 1).await;
+    let dead = pull_all(
+        (&client, &cluster.broker),
+        &format!("%DLQ%{POP_GROUP}"),
+        0,
+        1,
+    )
+    .await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].reconsume_times, 2);
     assert_eq!(dead[0].properties.get("RETRY_TOPIC"), Some(TOPIC));
@@ -550,8 +555,7 @@ async fn a_deleted_and_remade_topic_is_popped_from_its_new_start() {
     let client = RemotingClient::new(ClientConfig::default(), None);
     for index in 0..3 {
         send_ok(
-            &client,
-            &cluster.broker,
+            (&client, &cluster.broker),
             send_request(&format!("old-{index}"), "TagA", 0),
         )
         .await;
@@ -607,8 +611,7 @@ async fn a_slave_copies_the_masters_pop_state_and_goes_on_from_it_as_master() {
     let client = RemotingClient::new(ClientConfig::default(), None);
     for index in 0..30 {
         send_ok(
-            &client,
-            &master,
+            (&client, &master),
             send_request(&format!("m{index}"), "TagA", 0),
         )
         .await;

@@ -30,11 +30,13 @@ async fn delayed_messages_arrive_after_their_delay_even_across_a_restart() {
         response.remark
     );
     assert_eq!(
-        pull_all(&client, &cluster.broker, TOPIC, 1, 1).await.len(),
+        pull_all((&client, &cluster.broker), TOPIC, 1, 1)
+            .await
+            .len(),
         1,
         "only the undelayed message at first"
     );
-    let records = pull_all(&client, &cluster.broker, TOPIC, 1, 2).await;
+    let records = pull_all((&client, &cluster.broker), TOPIC, 1, 2).await;
     assert!(
         sent_at.elapsed() >= Duration::from_millis(1_000),
         "not before its delay"
@@ -59,7 +61,7 @@ async fn delayed_messages_arrive_after_their_delay_even_across_a_restart() {
     assert!(delay_offsets.contains("offsetTable"), "{delay_offsets}");
     let (broker, stop_broker, task) = start_broker(config(dir.path(), &namesrv)).await;
     let client = RemotingClient::new(ClientConfig::default(), None);
-    let records = pull_all(&client, &broker, TOPIC, 1, 3).await;
+    let records = pull_all((&client, &broker), TOPIC, 1, 3).await;
     assert_eq!(
         records
             .iter()
@@ -69,7 +71,7 @@ async fn delayed_messages_arrive_after_their_delay_even_across_a_restart() {
     );
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(
-        pull_all(&client, &broker, TOPIC, 1, 4).await.len(),
+        pull_all((&client, &broker), TOPIC, 1, 4).await.len(),
         3,
         "delivered exactly once"
     );
@@ -91,7 +93,7 @@ async fn failed_messages_retry_then_land_in_the_dead_letter_queue() {
         .invoke(&cluster.broker, send_request("fails", "TagA", 0), WAIT)
         .await
         .expect("answered");
-    let original = pull_all(&client, &cluster.broker, TOPIC, 0, 1)
+    let original = pull_all((&client, &cluster.broker), TOPIC, 0, 1)
         .await
         .remove(0);
     let send_back = |offset: i64, delay_level: i32, max: i32| {
@@ -125,7 +127,7 @@ async fn failed_messages_retry_then_land_in_the_dead_letter_queue() {
         response.remark
     );
     let retry_topic = format!("%RETRY%{GROUP}");
-    let first = pull_all(&client, &cluster.broker, &retry_topic, 0, 1).await;
+    let first = pull_all((&client, &cluster.broker), &retry_topic, 0, 1).await;
     assert!(
         sent_at.elapsed() >= Duration::from_millis(1_000),
         "not before its delay level"
@@ -144,7 +146,7 @@ async fn failed_messages_retry_then_land_in_the_dead_letter_queue() {
         )
         .await
         .expect("answered");
-    let second = pull_all(&client, &cluster.broker, &retry_topic, 0, 2).await;
+    let second = pull_all((&client, &cluster.broker), &retry_topic, 0, 2).await;
     assert_eq!(second.len(), 2);
     assert_eq!(second[1].reconsume_times, 2);
     client
@@ -184,7 +186,7 @@ async fn failed_messages_retry_then_land_in_the_dead_letter_queue() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Readable and writable, as RocketMQ 4.9.7 creates it.
-    let parked = pull_all(&client, &cluster.broker, &dlq, 0, 1).await;
+    let parked = pull_all((&client, &cluster.broker), &dlq, 0, 1).await;
     assert_eq!(parked.len(), 1);
     assert_eq!(&parked[0].body[..], b"fails");
     assert_eq!(parked[0].reconsume_times, 3);

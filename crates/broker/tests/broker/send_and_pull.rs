@@ -17,8 +17,7 @@ async fn a_topic_a_send_creates_is_routable_once_the_send_is_answered() {
     for index in 0..5 {
         let topic = format!("CreatedBySend{index}");
         send_ok(
-            &client,
-            &cluster.broker,
+            (&client, &cluster.broker),
             send_request_to(&topic, "m", "", 0),
         )
         .await;
@@ -55,7 +54,11 @@ async fn produce_consume_commit_and_restart() {
     let broker = cluster.broker.clone();
     for index in 0..6 {
         let tag = if index % 2 == 0 { "TagA" } else { "TagB" };
-        let response = send_ok(&client, &broker, send_request(&format!("m{index}"), tag, 0)).await;
+        let response = send_ok(
+            (&client, &broker),
+            send_request(&format!("m{index}"), tag, 0),
+        )
+        .await;
         let header: SendMessageResponseHeader = response
             .decode_header()
             .expect("complete send response header");

@@ -1,4 +1,4 @@
-//! SQL92 subscriptions over loopback: a pull with the selector in its header, a pull relying on
+//! SQL92 subscriptions, through the request handler: a pull with the selector in its header, a pull relying on
 //! the group's registered (heartbeat) subscription, and a POP each deliver exactly the messages
 //! the selector picks; unmatched messages are skipped, not left blocking the queue; a selector
 //! that does not compile is refused at CHECK_CLIENT_CONFIG, at pull and at pop.
@@ -49,19 +49,11 @@ fn sql_pull(group: &str, selector: Option<&str>, offset: i64) -> RemotingCommand
 }
 
 /// The `a` values a pull consumer gets, reading the queue to its end.
-async fn pulled(
-    client: &RemotingClient,
-    broker: &str,
-    group: &str,
-    selector: Option<&str>,
-) -> BTreeSet<i32> {
+async fn pulled(client: &Connection, group: &str, selector: Option<&str>) -> BTreeSet<i32> {
     let mut seen = BTreeSet::new();
     let mut offset = 0;
     for _ in 0..100 {
-        let response = client
-            .invoke(broker, sql_pull(group, selector, offset), WAIT)
-            .await
-            .expect("answered");
+        let response = client.call(sql_pull(group, selector, offset)).await;
         let header = response
             .decode_header::<PullMessageResponseHeader>()
             .expect("pull header");
@@ -88,20 +80,12 @@ fn expected(pick: impl Fn(i32) -> bool) -> BTreeSet<i32> {
     (0..40).filter(|i| pick(*i)).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn sql92_subscriptions_deliver_exactly_what_the_selector_picks() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cluster = Cluster::start(dir.path()).await;
-    let client = RemotingClient::new(ClientConfig::default(), None);
-    let broker = cluster.broker.as_str();
+    let broker = HandlerHarness::open(|_| {}).await;
+    let client = broker.connect();
     for i in 0..40 {
-        let response = client.invoke(broker, send(i), WAIT).await.expect("sent");
-        assert_eq!(
-            response.response_code(),
-            ResponseCode::Success,
-            "{:?}",
-            response.remark
-        );
+        send_ok(&client, send(i)).await;
     }
 
     // The selector in the pull's header.
@@ -125,7 +109,7 @@ async fn sql92_subscriptions_deliver_exactly_what_the_selector_picks() {
         ("color > 3", BTreeSet::new()),
     ];
     for (selector, want) in &cases {
-        let got = pulled(&client, broker, "sql_pull_group", Some(selector)).await;
+        let got = pulled(&client, "sql_pull_group", Some(selector)).await;
         assert_eq!(&got, want, "{selector}");
     }
 
@@ -149,16 +133,11 @@ async fn sql92_subscriptions_deliver_exactly_what_the_selector_picks() {
         ..HeartbeatData::default()
     };
     let response = client
-        .invoke(
-            broker,
-            RemotingCommand::request(RequestCode::HeartBeat).with_body(heartbeat.to_json_bytes()),
-            WAIT,
-        )
-        .await
-        .expect("heartbeat");
+        .call(RemotingCommand::request(RequestCode::HeartBeat).with_body(heartbeat.to_json_bytes()))
+        .await;
     assert_eq!(response.response_code(), ResponseCode::Success);
     assert_eq!(
-        pulled(&client, broker, registered, None).await,
+        pulled(&client, registered, None).await,
         expected(|i| i < 4 || i == 39)
     );
 
@@ -166,30 +145,25 @@ async fn sql92_subscriptions_deliver_exactly_what_the_selector_picks() {
     let mut popped = BTreeSet::new();
     for _ in 0..10 {
         let response = client
-            .invoke(
-                broker,
-                RemotingCommand::request_with_header(
-                    RequestCode::PopMessage,
-                    &PopMessageRequestHeader {
-                        consumer_group: "sql_pop_group".into(),
-                        topic: SQL_TOPIC.into(),
-                        queue_id: -1,
-                        max_msg_nums: 32,
-                        invisible_time: 60_000,
-                        poll_time: 0,
-                        born_time: tidemark_remoting::now_ms(),
-                        init_mode: 1,
-                        exp_type: Some("SQL92".into()),
-                        exp: Some("color = 'green' AND region IS NOT NULL".into()),
-                        order: Some(false),
-                        attempt_id: None,
-                        broker_name: Some("broker-a".into()),
-                    },
-                ),
-                WAIT,
-            )
-            .await
-            .expect("pop");
+            .call(RemotingCommand::request_with_header(
+                RequestCode::PopMessage,
+                &PopMessageRequestHeader {
+                    consumer_group: "sql_pop_group".into(),
+                    topic: SQL_TOPIC.into(),
+                    queue_id: -1,
+                    max_msg_nums: 32,
+                    invisible_time: 60_000,
+                    poll_time: 0,
+                    born_time: tidemark_remoting::now_ms(),
+                    init_mode: 1,
+                    exp_type: Some("SQL92".into()),
+                    exp: Some("color = 'green' AND region IS NOT NULL".into()),
+                    order: Some(false),
+                    attempt_id: None,
+                    broker_name: Some("broker-a".into()),
+                },
+            ))
+            .await;
         if response.response_code() != ResponseCode::Success {
             break;
         }
@@ -219,25 +193,15 @@ async fn sql92_subscriptions_deliver_exactly_what_the_selector_picks() {
         };
         RemotingCommand::request(RequestCode::CheckClientConfig).with_body(body.to_json_bytes())
     };
-    let good = client
-        .invoke(broker, check("a > 1"), WAIT)
-        .await
-        .expect("check");
+    let good = client.call(check("a > 1")).await;
     assert_eq!(good.response_code(), ResponseCode::Success);
-    let bad = client
-        .invoke(broker, check("a > "), WAIT)
-        .await
-        .expect("check");
+    let bad = client.call(check("a > ")).await;
     assert_eq!(bad.response_code(), ResponseCode::SubscriptionParseFailed);
     let bad_pull = client
-        .invoke(broker, sql_pull("sql_pull_group", Some("a = = 1"), 0), WAIT)
-        .await
-        .expect("pull");
+        .call(sql_pull("sql_pull_group", Some("a = = 1"), 0))
+        .await;
     assert_eq!(
         bad_pull.response_code(),
         ResponseCode::SubscriptionParseFailed
     );
-    client.shutdown();
-    // The broker writes its last files before the directory goes.
-    let _ = cluster.stop_broker().await;
 }

@@ -86,10 +86,10 @@ async fn timer_messages_arrive_at_their_time_in_order_and_survive_a_restart() {
     }
     // At once: the ordinary message and the one whose time has passed.
     assert_eq!(
-        bodies(&pull_all(&client, &cluster.broker, TOPIC, 2, 2).await),
+        bodies(&pull_all((&client, &cluster.broker), TOPIC, 2, 2).await),
         vec!["create", "in-the-past"]
     );
-    let records = pull_all(&client, &cluster.broker, TOPIC, 2, 5).await;
+    let records = pull_all((&client, &cluster.broker), TOPIC, 2, 5).await;
     let arrived = sent_at.elapsed();
     assert_eq!(
         bodies(&records),
@@ -144,14 +144,14 @@ async fn timer_messages_arrive_at_their_time_in_order_and_survive_a_restart() {
     let (namesrv, stop_namesrv) = cluster.stop_broker().await;
     let (broker, stop_broker, task) = start_broker(config(dir.path(), &namesrv)).await;
     let client = RemotingClient::new(ClientConfig::default(), None);
-    let records = pull_all(&client, &broker, TOPIC, 2, 6).await;
+    let records = pull_all((&client, &broker), TOPIC, 2, 6).await;
     assert_eq!(
         bodies(&records).last().map(String::as_str),
         Some("after-restart")
     );
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     assert_eq!(
-        pull_all(&client, &broker, TOPIC, 2, 7).await.len(),
+        pull_all((&client, &broker), TOPIC, 2, 7).await.len(),
         6,
         "each timer message delivered exactly once"
     );

@@ -7,21 +7,15 @@ use tidemark_protocol::trace::{decode_trace_data, DEFAULT_TRACE_TOPIC};
 
 #[tokio::test]
 async fn the_trace_topic_is_created_at_start_and_serves_trace_records() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (namesrv, stop_namesrv) = start_namesrv().await;
-    let mut settings = config(dir.path(), &namesrv);
-    settings.trace_topic_enable = true;
-    settings.auto_create_topic_enable = false;
-    let (broker, stop, task) = start_broker(settings).await;
-    let client = RemotingClient::new(ClientConfig::default(), None);
+    let broker = HandlerHarness::open(|settings| {
+        settings.trace_topic_enable = true;
+        settings.auto_create_topic_enable = false;
+    })
+    .await;
+    let client = broker.connect();
     let topics = client
-        .invoke(
-            &broker,
-            RemotingCommand::request(RequestCode::GetAllTopicConfig),
-            WAIT,
-        )
-        .await
-        .expect("answered");
+        .call(RemotingCommand::request(RequestCode::GetAllTopicConfig))
+        .await;
     let table = TopicConfigSerializeWrapper::from_json_bytes(&topics.body).expect("topics");
     let trace = table
         .topic_config_table
@@ -50,13 +44,10 @@ async fn the_trace_topic_is_created_at_start_and_serves_trace_records() {
         + "\u{2}";
     let mut request = with_property(send_request(&data, "", 0), "KEYS", "ID-1");
     request.ext_fields.insert("b", DEFAULT_TRACE_TOPIC);
-    send_ok(&client, &broker, request).await;
-    let records = pull_all(&client, &broker, DEFAULT_TRACE_TOPIC, 0, 1).await;
+    send_ok(&client, request).await;
+    let records = pull_all(&client, DEFAULT_TRACE_TOPIC, 0, 1).await;
     assert_eq!(records.len(), 1);
     let decoded = decode_trace_data(&String::from_utf8_lossy(&records[0].body));
     assert_eq!(decoded.len(), 1);
     assert!(decoded[0].is_about("ID-1"));
-    let _ = stop.send(true);
-    task.await.expect("task").expect("clean stop");
-    let _ = stop_namesrv.send(true);
 }

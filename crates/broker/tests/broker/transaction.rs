@@ -167,7 +167,7 @@ async fn a_commit_applies_once_and_a_rollback_never_delivers() {
         ResponseCode::SystemError
     );
 
-    let records = pull_all(&client, &broker, TOPIC, 0, 1).await;
+    let records = pull_all((&client, &broker), TOPIC, 0, 1).await;
     assert_eq!(bodies(&records), ["commit-me"]);
     let record = &records[0];
     assert_eq!(
@@ -190,7 +190,7 @@ async fn a_commit_applies_once_and_a_rollback_never_delivers() {
     );
 
     // Two op records, RocketMQ's shape: tag d, body the half-queue offset.
-    let ops = pull_all(&client, &broker, "RMQ_SYS_TRANS_OP_HALF_TOPIC", 0, 2).await;
+    let ops = pull_all((&client, &broker), "RMQ_SYS_TRANS_OP_HALF_TOPIC", 0, 2).await;
     let mut op_bodies = bodies(&ops);
     op_bodies.sort();
     assert_eq!(op_bodies, ["0", "1"]);
@@ -236,7 +236,7 @@ async fn pending_halves_survive_a_restart_and_resolve_once() {
         end(&client, &broker, second, 8).await,
         ResponseCode::SystemError
     );
-    let records = pull_all(&client, &broker, TOPIC, 0, 2).await;
+    let records = pull_all((&client, &broker), TOPIC, 0, 2).await;
     assert_eq!(bodies(&records), ["first", "second"]);
     let _ = stop.send(true);
     task.await.expect("task").expect("clean stop");
@@ -289,7 +289,7 @@ async fn an_undecided_half_is_checked_back_then_discarded_after_the_maximum() {
     answer.ext_fields.insert("msgId", "ID-answered");
     client.invoke_oneway(&broker, answer).await.expect("sent");
     assert_eq!(
-        bodies(&pull_all(&client, &broker, TOPIC, 0, 1).await),
+        bodies(&pull_all((&client, &broker), TOPIC, 0, 1).await),
         ["answered"]
     );
 

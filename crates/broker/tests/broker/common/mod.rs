@@ -142,16 +142,32 @@ pub fn send_request(body: &str, tag: &str, queue_id: i32) -> RemotingCommand {
     send_request_to(TOPIC, body, tag, queue_id)
 }
 
+/// Whatever a test sends requests through: a broker on loopback (a client and the broker's
+/// address) or a [`HandlerHarness`] connection (no socket). Helpers that only need request →
+/// response take either, so a suite moves onto the harness without new helpers.
+pub trait Calls {
+    /// The broker's answer to `request`.
+    fn call(&self, request: RemotingCommand) -> impl std::future::Future<Output = RemotingCommand>;
+}
+
+impl<S: AsRef<str> + ?Sized> Calls for (&RemotingClient, &S) {
+    async fn call(&self, request: RemotingCommand) -> RemotingCommand {
+        self.0
+            .invoke(self.1.as_ref(), request, WAIT)
+            .await
+            .expect("answered")
+    }
+}
+
+impl Calls for &Connection {
+    async fn call(&self, request: RemotingCommand) -> RemotingCommand {
+        Connection::call(self, request).await
+    }
+}
+
 /// Sends `request` (a send of a message) and asserts the broker stored it; its answer.
-pub async fn send_ok(
-    client: &RemotingClient,
-    broker: &str,
-    request: RemotingCommand,
-) -> RemotingCommand {
-    let sent = client
-        .invoke(broker, request, WAIT)
-        .await
-        .expect("answered");
+pub async fn send_ok(to: impl Calls, request: RemotingCommand) -> RemotingCommand {
+    let sent = to.call(request).await;
     assert_eq!(
         sent.response_code(),
         ResponseCode::Success,
@@ -294,18 +310,14 @@ pub fn pull_topic(topic: &str, queue_id: i32, queue_offset: i64) -> RemotingComm
 
 /// Pulls everything a queue holds (bounded wait until `expected` arrive).
 pub async fn pull_all(
-    client: &RemotingClient,
-    broker: &str,
+    from: impl Calls,
     topic: &str,
     queue_id: i32,
     expected: usize,
 ) -> Vec<tidemark_protocol::message::MessageRecord> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let response = client
-            .invoke(broker, pull_topic(topic, queue_id, 0), WAIT)
-            .await
-            .expect("answered");
+        let response = from.call(pull_topic(topic, queue_id, 0)).await;
         let records = if response.response_code() == ResponseCode::Success {
             decode_records(&response.body, DecodeOptions::default()).expect("records")
         } else {
