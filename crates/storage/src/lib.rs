@@ -16,5 +16,6 @@
 pub mod atomic_file;
 pub mod io;
 pub mod journal;
+pub mod lock_rank;
 pub mod sim;
 mod write_map;

@@ -35,6 +35,7 @@ use crate::queues::QueueTable;
 use crate::recovery::{self, RecoveryMode, RecoveryReport};
 use crate::retention;
 use crate::tuning::TuningSource;
+use tidemark_storage::lock_rank::{self, Rank, Ranked};
 pub use durable::Durable;
 use durable::GroupCommit;
 use lifecycle::{Lifecycle, LifecycleCell};
@@ -110,6 +111,14 @@ struct Inner {
     lifecycle: LifecycleCell,
     clock: Box<Clock>,
     _lock: Box<dyn Debug + Send + Sync>,
+}
+
+impl Inner {
+    /// The append lock, ranked (`tidemark_storage::lock_rank`): taken after every broker lock
+    /// a caller may hold, before the store's own.
+    fn append_lock(&self) -> Ranked<'_, AppendState> {
+        lock_rank::lock(&self.append, Rank::StoreAppend)
+    }
 }
 
 /// The message store: a commit log indexed by consume queues.
@@ -268,9 +277,7 @@ impl MessageStore {
         }
         // Recovery dispatched every complete record.
         inner
-            .append
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .append_lock()
             .replica_dispatched = inner.commit_log.written();
         let inner = Arc::new(inner);
         let threads = Inner::start_threads(&inner)?;
@@ -392,7 +399,7 @@ impl MessageStore {
 
         let mut queue = inner.queues.get_or_create(&first.topic, first.queue_id)?;
         let (appended, end) = {
-            let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = inner.append_lock();
             if queue.is_destroyed() {
                 // Destroyed between the lookup and the lock: its successor takes the append.
                 queue = inner.queues.get_or_create(&first.topic, first.queue_id)?;
@@ -469,9 +476,7 @@ impl MessageStore {
         // Serialise with in-flight appends before the final flush.
         drop(
             self.inner
-                .append
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
+                .append_lock(),
         );
         self.inner.flush_all()?;
         let abort = self.inner.config.root.join("abort");

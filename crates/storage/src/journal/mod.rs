@@ -34,6 +34,7 @@ use tracing::{info, warn};
 
 use crate::atomic_file::{self, PersistError, Source};
 use crate::io::Storage;
+use crate::lock_rank::{self, Rank, Ranked};
 
 pub use frame::{Damage, RECORD_PAYLOAD_MAX};
 
@@ -171,7 +172,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn queue(&self) -> MutexGuard<'_, Queue> {
+    pub(crate) fn queue(&self) -> Ranked<'_, Queue> {
+        lock_rank::lock(&self.queue, Rank::JournalQueue)
+    }
+
+    /// The queue for the writer thread, which holds no other lock and waits on `work` with it
+    /// (a condvar needs the plain guard).
+    pub(crate) fn queue_on_writer(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -482,10 +489,7 @@ impl Journal {
     /// Whether enough was appended since the last compaction to make one worthwhile.
     pub fn compaction_due(&self) -> bool {
         let appended = self.shared.queue().bytes_since_compaction;
-        let last_size = self
-            .snapshots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let last_size = lock_rank::lock(&self.snapshots, Rank::JournalSnapshots)
             .last_size;
         appended
             >= self
@@ -501,10 +505,7 @@ impl Journal {
         &self,
         capture: impl FnOnce(&mut Cut<'_>) -> Vec<u8>,
     ) -> Result<(), JournalError> {
-        let mut snapshots = self
-            .snapshots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut snapshots = lock_rank::lock(&self.snapshots, Rank::JournalSnapshots);
         let mut cut = Cut {
             journal: self,
             base: None,

@@ -91,7 +91,7 @@ fn run(shared: &Shared, mut target: Target, window: Duration) {
     let mut backoff = Duration::from_millis(10);
     loop {
         let (through, stopping) = {
-            let mut queue = shared.queue();
+            let mut queue = shared.queue_on_writer();
             while queue.chunks.is_empty() && batch.is_empty() && !queue.stopping {
                 queue.writer_parked = true;
                 queue = shared
@@ -103,7 +103,7 @@ fn run(shared: &Shared, mut target: Target, window: Duration) {
             if !window.is_zero() && !queue.stopping {
                 drop(queue);
                 std::thread::sleep(window);
-                queue = shared.queue();
+                queue = shared.queue_on_writer();
             }
             batch.extend(queue.chunks.drain(..));
             (queue.appended, queue.stopping)

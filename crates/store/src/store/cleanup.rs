@@ -3,7 +3,7 @@
 //! removed (`cleanExpiredConsumerQueue`). A queue made again afterwards starts at offset 0, as
 //! in RocketMQ; a group's offset past its end is corrected by the next pull.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use tracing::info;
 
@@ -20,7 +20,7 @@ impl MessageStore {
     /// Destroys every queue of `topic`; returns how many there were.
     pub fn destroy_topic_queues(&self, topic: &str) -> Result<usize> {
         let inner = &self.inner;
-        let _appends = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+        let _appends = inner.append_lock();
         let queues = inner.queues.of_topic(topic);
         if queues.is_empty() {
             return Ok(0);
@@ -62,7 +62,7 @@ impl MessageStore {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let _appends = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+        let _appends = inner.append_lock();
         let log_min = inner.commit_log.min_offset();
         let mut expired = Vec::new();
         for queue in candidates {

@@ -41,7 +41,7 @@ impl MessageStore {
         if !inner.lifecycle.is_running() {
             return Err(StoreError::Closed);
         }
-        let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = inner.append_lock();
         let end = inner.commit_log.written();
         let empty = inner.commit_log.segments().is_empty();
         if offset != end && !empty {
@@ -66,9 +66,7 @@ impl MessageStore {
     pub fn cut_partial_record(&self) -> Result<u64> {
         let whole = self
             .inner
-            .append
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .append_lock()
             .replica_dispatched;
         if whole >= self.inner.commit_log.written() {
             return Ok(0);
@@ -129,7 +127,7 @@ impl MessageStore {
         if !inner.lifecycle.is_running() {
             return Err(StoreError::Closed);
         }
-        let mut state = inner.append.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = inner.append_lock();
         let end = inner.commit_log.written();
         if offset >= end {
             return Ok(0);
