@@ -35,11 +35,11 @@ use crate::queues::QueueTable;
 use crate::recovery::{self, RecoveryMode, RecoveryReport};
 use crate::retention;
 use crate::tuning::TuningSource;
-use tidemark_storage::lock_rank::{self, Rank, Ranked};
 pub use durable::Durable;
 use durable::GroupCommit;
 use lifecycle::{Lifecycle, LifecycleCell};
 pub use read::{GetResult, GetStatus};
+use tidemark_storage::lock_rank::{self, Rank, Ranked};
 
 /// A message to append; the store assigns offsets and the store timestamp.
 #[derive(Debug, Clone)]
@@ -276,9 +276,7 @@ impl MessageStore {
                 .clamp(inner.commit_log.min_offset(), inner.commit_log.written());
         }
         // Recovery dispatched every complete record.
-        inner
-            .append_lock()
-            .replica_dispatched = inner.commit_log.written();
+        inner.append_lock().replica_dispatched = inner.commit_log.written();
         let inner = Arc::new(inner);
         let threads = Inner::start_threads(&inner)?;
         Ok((
@@ -474,10 +472,7 @@ impl MessageStore {
             tracing::warn!(%error, "indexing the last messages at shutdown failed; the next start indexes them");
         }
         // Serialise with in-flight appends before the final flush.
-        drop(
-            self.inner
-                .append_lock(),
-        );
+        drop(self.inner.append_lock());
         self.inner.flush_all()?;
         let abort = self.inner.config.root.join("abort");
         self.inner

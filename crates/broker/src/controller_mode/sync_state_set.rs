@@ -174,15 +174,38 @@ pub(super) async fn maintain_sync_state_set(
     if state.role.now().role != role {
         state.role.set(RoleNow { role, broker_id: 0 });
     }
-    // Read after the role is set: every send that found no replica to wait for had its
-    // records in the log before this.
-    let (_, counted_at, _) = state.log().positions();
     *joining = round.joining;
-    joining.extend(round.fresh.iter().map(|id| (*id, counted_at)));
+    if !round.fresh.is_empty() {
+        if let Some(counted_at) = counted_at(state).await {
+            joining.extend(round.fresh.iter().map(|id| (*id, counted_at)));
+        }
+    }
     if round.desired == current.sync_state_set {
         return Ok(());
     }
     ask_controllers(state, client, leader, term, current, round.desired).await
+}
+
+/// How long a round waits for the progress stream to take what was pushed before a replica
+/// was counted; longer, and the replica is counted afresh next round.
+const PUBLISHED_WAIT: Duration = Duration::from_millis(500);
+
+/// The log end a replica counted just now must reach before it is asked for. Read after the
+/// role is set: every send that found no replica to wait for had its records in the log
+/// before this, and a commit answered without waiting has its record in the progress stream's
+/// outbox — its end in the log is waited for here. `None` when the stream did not publish in
+/// time.
+async fn counted_at(state: &BrokerState) -> Option<u64> {
+    let (_, written, _) = state.log().positions();
+    let outbox = state.progress_stream.outbox();
+    match outbox
+        .wait_published(outbox.last_pushed(), PUBLISHED_WAIT)
+        .await?
+    {
+        Some(published_end) => Some(written.max(published_end)),
+        // Dropped: it never reaches the log (this broker is master no more).
+        None => Some(written),
+    }
 }
 
 async fn ask_controllers(

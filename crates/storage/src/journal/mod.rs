@@ -489,8 +489,7 @@ impl Journal {
     /// Whether enough was appended since the last compaction to make one worthwhile.
     pub fn compaction_due(&self) -> bool {
         let appended = self.shared.queue().bytes_since_compaction;
-        let last_size = lock_rank::lock(&self.snapshots, Rank::JournalSnapshots)
-            .last_size;
+        let last_size = lock_rank::lock(&self.snapshots, Rank::JournalSnapshots).last_size;
         appended
             >= self
                 .options

@@ -64,10 +64,7 @@ impl MessageStore {
     /// master's stream left half-copied at the end of this log (if any), so the first append
     /// of the new epoch starts on a record boundary. Returns the bytes cut.
     pub fn cut_partial_record(&self) -> Result<u64> {
-        let whole = self
-            .inner
-            .append_lock()
-            .replica_dispatched;
+        let whole = self.inner.append_lock().replica_dispatched;
         if whole >= self.inner.commit_log.written() {
             return Ok(0);
         }
