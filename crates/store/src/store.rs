@@ -59,6 +59,32 @@ pub struct NewMessage {
     pub properties: Properties,
 }
 
+impl NewMessage {
+    /// A record the broker writes for itself (an op record, an event, progress): queue 0, no
+    /// flags, born and stored at `host`.
+    pub fn broker_record(
+        topic: impl Into<String>,
+        host: SocketAddr,
+        born_timestamp: i64,
+        body: Bytes,
+        properties: Properties,
+    ) -> NewMessage {
+        NewMessage {
+            topic: topic.into(),
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp,
+            born_host: host,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            properties,
+        }
+    }
+}
+
 /// Where an appended message landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {

@@ -44,20 +44,13 @@ pub(super) fn record(state: &BrokerState, header: &PullMessageRequestHeader, new
     let mut properties = Properties::default();
     properties.insert(property::TAGS, header.consumer_group.clone());
     properties.insert(property::KEYS, header.consumer_group.clone());
-    let store_host = state.store_host();
-    let message = NewMessage {
-        topic: OFFSET_MOVED_EVENT.to_owned(),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: now_ms(),
-        born_host: store_host,
-        store_host,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Bytes::from(event.to_json_bytes()),
+    let message = NewMessage::broker_record(
+        OFFSET_MOVED_EVENT,
+        state.store_host(),
+        now_ms(),
+        Bytes::from(event.to_json_bytes()),
         properties,
-    };
+    );
     // Not awaited for durability: the event is a report, and the pull that caused it must not
     // wait for a group commit.
     match state.log().append(

@@ -93,18 +93,11 @@ async fn publish_one(state: &BrokerState) -> Round {
 }
 
 fn message(state: &BrokerState, body: Bytes) -> NewMessage {
-    let store_host = state.store_host();
-    NewMessage {
-        topic: PROGRESS_TOPIC.to_owned(),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: tidemark_remoting::now_ms(),
-        born_host: store_host,
-        store_host,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
+    NewMessage::broker_record(
+        PROGRESS_TOPIC,
+        state.store_host(),
+        tidemark_remoting::now_ms(),
         body,
-        properties: Properties::default(),
-    }
+        Properties::default(),
+    )
 }

@@ -73,19 +73,13 @@ pub fn op_message(store_host: SocketAddr, tag: &str, half_queue_offset: i64) -> 
     let mut properties = Properties::new();
     properties.insert(property::TAGS, tag);
     properties.insert(property::WAIT_STORE_MSG_OK, "false");
-    NewMessage {
-        topic: OP_TOPIC.to_owned(),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: now_ms(),
-        born_host: store_host,
+    NewMessage::broker_record(
+        OP_TOPIC,
         store_host,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Bytes::from(half_queue_offset.to_string()),
+        now_ms(),
+        Bytes::from(half_queue_offset.to_string()),
         properties,
-    }
+    )
 }
 
 /// A half message nobody has resolved yet.
