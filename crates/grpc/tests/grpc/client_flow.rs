@@ -1,7 +1,8 @@
-//! One 5.x client's whole conversation over loopback with tonic's own client: the settings
-//! handshake a 5.x client waits for, route, send, receive with a receipt, redelivery after the
-//! invisibility with its attempt counted, ack, change of invisibility, offsets, and the answers
-//! to bad calls within that flow.
+//! A 5.x client's conversation over loopback with tonic's own client: the settings handshake a
+//! 5.x client waits for, route, send, receive with a receipt, redelivery after the invisibility
+//! with its attempt counted, ack, change of invisibility, offsets, and the answers to bad calls
+//! within that flow; then, each on its own server, garbage on the port, a FIFO topic's route
+//! and an oversize body.
 
 use std::time::Duration;
 
@@ -12,29 +13,6 @@ use tonic::Request;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_sends_receives_and_acknowledges_over_grpc() {
     let server = start().await;
-    // Garbage on the port: that connection is dropped, the server keeps serving.
-    {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut garbage = tokio::net::TcpStream::connect(&server.grpc)
-            .await
-            .expect("connect");
-        garbage
-            .write_all(b"\x16\x03\x01\x00\x05hello")
-            .await
-            .expect("write");
-        let mut sink = Vec::new();
-        let read =
-            tokio::time::timeout(Duration::from_secs(5), garbage.read_to_end(&mut sink)).await;
-        assert!(read.is_ok(), "a bad handshake is closed, not left hanging");
-        let mut plain = tokio::net::TcpStream::connect(&server.grpc)
-            .await
-            .expect("connect");
-        plain
-            .write_all(b"GET / HTTP/1.1\r\n\r\n")
-            .await
-            .expect("write");
-        let _ = tokio::time::timeout(Duration::from_secs(5), plain.read_to_end(&mut sink)).await;
-    }
     let mut client = client(&server).await;
     let topic = "GrpcTopic";
     let group = "grpc_group";
@@ -327,7 +305,53 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
     assert_eq!(pulled.len(), 3, "the three stored messages");
     assert!(next_offset.is_some());
     drop(sender);
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_port_closes_that_connection_and_the_server_keeps_serving() {
+    let server = start().await;
+    // Garbage on the port: that connection is dropped, the server keeps serving.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut garbage = tokio::net::TcpStream::connect(&server.grpc)
+            .await
+            .expect("connect");
+        garbage
+            .write_all(b"\x16\x03\x01\x00\x05hello")
+            .await
+            .expect("write");
+        let mut sink = Vec::new();
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), garbage.read_to_end(&mut sink)).await;
+        assert!(read.is_ok(), "a bad handshake is closed, not left hanging");
+        let mut plain = tokio::net::TcpStream::connect(&server.grpc)
+            .await
+            .expect("connect");
+        plain
+            .write_all(b"GET / HTTP/1.1\r\n\r\n")
+            .await
+            .expect("write");
+        let _ = tokio::time::timeout(Duration::from_secs(5), plain.read_to_end(&mut sink)).await;
+    }
+    let mut client = client(&server).await;
+    let route = client
+        .query_route(with_client_id(
+            QueryRouteRequest {
+                topic: Some(resource("GrpcTopic")),
+                endpoints: None,
+            },
+            "producer-1",
+        ))
+        .await
+        .expect("route after the garbage")
+        .into_inner();
+    assert_eq!(code(&route.status), Code::Ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_topic_routes_as_fifo_only_and_refuses_a_normal_message() {
+    let server = start().await;
+    let mut client = client(&server).await;
     // A FIFO topic (RocketMQ 5's message.type attribute, set over remoting) routes as FIFO only
     // and refuses a normal message as the proxy does.
     let remoting = tidemark_remoting::RemotingClient::new(Default::default(), None);
@@ -380,7 +404,14 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
         .expect("send")
         .into_inner();
     assert_eq!(code(&wrong.status), Code::MessagePropertyConflictWithType);
-    // An oversize body: the broker's answer, not a transport error.
+    remoting.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_body_gets_the_brokers_answer_not_a_transport_error() {
+    let server = start().await;
+    let mut client = client(&server).await;
+    let topic = "GrpcTopic";
     let mut huge = message(topic, "id-big", "", "TagA");
     huge.body = vec![b'x'; 4 * 1024 * 1024 + 1];
     let too_big = client
@@ -394,5 +425,4 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
         .expect("answered")
         .into_inner();
     assert_eq!(code(&too_big.status), Code::MessageBodyTooLarge);
-    remoting.shutdown();
 }
