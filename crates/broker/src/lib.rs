@@ -20,6 +20,7 @@ pub mod message_log;
 pub mod metadata;
 pub mod metadata_change;
 pub mod offsets;
+pub mod parts;
 pub mod persister;
 pub mod pop;
 mod pre_online;
@@ -176,7 +177,10 @@ impl Broker {
             state.clone(),
             wait_stop(stopping.clone()),
         ));
-        let persistence = tokio::spawn(persister::run(state.clone(), wait_stop(stopping.clone())));
+        let persistence = tokio::spawn(persister::run(
+            state.persisted_tables(),
+            wait_stop(stopping.clone()),
+        ));
         let expiry = tokio::spawn(expiry_loop(state.clone(), wait_stop(stopping.clone())));
         let mut services = Vec::new();
         // In controller mode either role may come, so both roles' loops run; each checks the
@@ -255,7 +259,7 @@ impl Broker {
             let state = state.clone();
             move || -> Result<(), BrokerError> {
                 state.persist_all()?;
-                state.offsets.close();
+                state.progress.offsets.close();
                 state.timers.close();
                 state.pop.close();
                 state.log().shutdown()?;
@@ -324,6 +328,7 @@ fn log_stuck_consumers(state: &BrokerState) {
     }
     let now = tidemark_remoting::now_ms();
     for stuck in state
+        .progress
         .offsets
         .newly_stuck(now, threshold as i64, state.boot_timestamp_ms)
     {

@@ -43,14 +43,15 @@ impl BrokerState {
         files: &[ConfigFile],
         announce: Announce,
     ) -> Result<(), PersistError> {
-        Persister::flush(self, files).await?;
+        Persister::flush(&self.persisted_tables(), files).await?;
         self.announce_topics(announce).await;
         Ok(())
     }
 
     /// [`Self::publish_topics`] for a blocking thread; the name servers hear of it soon.
     pub fn publish_topics_blocking(&self) -> Result<(), PersistError> {
-        self.persister.write(self, METADATA, false)?;
+        self.persister
+            .write(&self.metadata, &self.progress, METADATA, false)?;
         self.announce_topics_soon();
         Ok(())
     }

@@ -21,8 +21,9 @@ use tidemark_storage::io::Storage;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
+use crate::live_config::LiveConfig;
 use crate::lock_rank::{self, Rank};
-use crate::state::BrokerState;
+use crate::parts::{Metadata, PersistedTables, Progress};
 use tidemark_storage::atomic_file::{self as persist, PersistError};
 
 /// One of the broker's config files.
@@ -60,39 +61,39 @@ impl ConfigFile {
     }
 
     /// The table's revision now.
-    fn revision(self, state: &BrokerState) -> u64 {
+    fn revision(self, metadata: &Metadata, progress: &Progress) -> u64 {
         match self {
-            ConfigFile::ConsumerOffsets => state.offsets.revision(),
-            ConfigFile::DelayOffsets => state.delay_offsets.revision(),
-            ConfigFile::Topics => state.topics.revision(),
-            ConfigFile::SubscriptionGroups => state.groups.revision(),
-            ConfigFile::MessageRequestModes => state.request_modes.revision(),
+            ConfigFile::ConsumerOffsets => progress.offsets.revision(),
+            ConfigFile::DelayOffsets => progress.delay_offsets.revision(),
+            ConfigFile::Topics => metadata.topics.revision(),
+            ConfigFile::SubscriptionGroups => metadata.groups.revision(),
+            ConfigFile::MessageRequestModes => metadata.request_modes.revision(),
         }
     }
 
     /// A copy of the table taken under its lock, encoded after: (revision, file text).
-    fn snapshot(self, state: &BrokerState) -> (u64, Vec<u8>) {
+    fn snapshot(self, metadata: &Metadata, progress: &Progress) -> (u64, Vec<u8>) {
         match self {
             ConfigFile::ConsumerOffsets => {
-                let (revision, table) = state.offsets.snapshot();
+                let (revision, table) = progress.offsets.snapshot();
                 (
                     revision,
                     table.to_wrapper().to_json_bytes_with(WriteOptions::PRETTY),
                 )
             }
             ConfigFile::DelayOffsets => {
-                let (revision, wrapper) = state.delay_offsets.snapshot();
+                let (revision, wrapper) = progress.delay_offsets.snapshot();
                 (revision, wrapper.to_json_bytes_with(WriteOptions::PRETTY))
             }
             ConfigFile::Topics => {
-                let (revision, wrapper) = state.topics.snapshot();
+                let (revision, wrapper) = metadata.topics.snapshot();
                 (revision, wrapper.to_json_bytes_with(WriteOptions::PRETTY))
             }
             ConfigFile::SubscriptionGroups => {
-                let (revision, wrapper) = state.groups.snapshot();
+                let (revision, wrapper) = metadata.groups.snapshot();
                 (revision, wrapper.to_json_bytes_with(WriteOptions::PRETTY))
             }
-            ConfigFile::MessageRequestModes => state.request_modes.snapshot(),
+            ConfigFile::MessageRequestModes => metadata.request_modes.snapshot(),
         }
     }
 }
@@ -165,10 +166,10 @@ impl Persister {
     }
 
     /// Counts what the tables hold now as written: they were just loaded from these files.
-    pub(crate) fn mark_loaded(&self, state: &BrokerState) {
+    pub(crate) fn mark_loaded(&self, metadata: &Metadata, progress: &Progress) {
         let mut written = lock_rank::lock(&self.written, Rank::PersisterWritten);
         for file in ConfigFile::ALL {
-            written[file.index()].revision = Some(file.revision(state));
+            written[file.index()].revision = Some(file.revision(metadata, progress));
         }
     }
 
@@ -176,17 +177,18 @@ impl Persister {
     /// `force`). Blocking.
     pub fn write(
         &self,
-        state: &BrokerState,
+        metadata: &Metadata,
+        progress: &Progress,
         files: &[ConfigFile],
         force: bool,
     ) -> Result<(), PersistError> {
         let mut written = lock_rank::lock(&self.written, Rank::PersisterWritten);
         for &file in files {
             let slot = &mut written[file.index()];
-            if !force && slot.revision == Some(file.revision(state)) {
+            if !force && slot.revision == Some(file.revision(metadata, progress)) {
                 continue;
             }
-            let (revision, text) = file.snapshot(state);
+            let (revision, text) = file.snapshot(metadata, progress);
             persist::write_atomically(
                 self.storage.as_ref(),
                 &self.path(file),
@@ -204,8 +206,8 @@ impl Persister {
     /// Writes `files` now if they changed and returns once they are durable. Served by the
     /// persister task; when it is not running (before the broker serves, after it stopped) the
     /// write happens on a blocking thread here.
-    pub async fn flush(state: &Arc<BrokerState>, files: &[ConfigFile]) -> Result<(), PersistError> {
-        let task_started = state
+    pub async fn flush(tables: &PersistedTables, files: &[ConfigFile]) -> Result<(), PersistError> {
+        let task_started = tables
             .persister
             .receiver
             .lock()
@@ -214,37 +216,41 @@ impl Persister {
         if !task_started {
             // Queued, it would wait for a task that may never start (a broker opened but not
             // serving); the writes serialise on `written` either way.
-            return write_off_task(state, files.to_vec()).await;
+            return write_off_task(tables, files.to_vec()).await;
         }
         let (done, result) = oneshot::channel();
         let request = FlushRequest {
             files: files.to_vec(),
             done,
         };
-        if state.persister.requests.send(request).is_ok() {
+        if tables.persister.requests.send(request).is_ok() {
             if let Ok(outcome) = result.await {
                 return outcome;
             }
         }
-        write_off_task(state, files.to_vec()).await
+        write_off_task(tables, files.to_vec()).await
     }
 }
 
 /// Runs one write on a blocking thread.
 async fn write_off_task(
-    state: &Arc<BrokerState>,
+    tables: &PersistedTables,
     files: Vec<ConfigFile>,
 ) -> Result<(), PersistError> {
-    let writer = state.clone();
-    tokio::task::spawn_blocking(move || writer.persister.write(&writer, &files, false))
-        .await
-        .unwrap_or_else(|failure| {
-            Err(PersistError::Io {
-                op: "persist",
-                path: state.persister.dir.clone(),
-                source: Arc::new(std::io::Error::other(failure.to_string())),
-            })
+    let writer = tables.clone();
+    tokio::task::spawn_blocking(move || {
+        writer
+            .persister
+            .write(&writer.metadata, &writer.progress, &files, false)
+    })
+    .await
+    .unwrap_or_else(|failure| {
+        Err(PersistError::Io {
+            op: "persist",
+            path: tables.persister.dir.clone(),
+            source: Arc::new(std::io::Error::other(failure.to_string())),
         })
+    })
 }
 
 /// `consumerOffset.json` is only an export (the journal is the truth), but rewriting it whole
@@ -255,14 +261,14 @@ async fn write_off_task(
 const EXPORT_COST_RATIO: u32 = 19;
 
 /// How often the persister's tick runs: `flush_consumer_offset_interval`, as it is now.
-fn tick_interval(state: &BrokerState) -> Duration {
-    Duration::from_millis(state.live.get().flush_consumer_offset_interval.max(100))
+fn tick_interval(live: &LiveConfig) -> Duration {
+    Duration::from_millis(live.get().flush_consumer_offset_interval.max(100))
 }
 
 /// The persister task: serves flush requests and writes changed tables periodically, until
 /// `stop`. The final write at shutdown is the broker's, after every other task ended.
-pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
-    let Some(mut requests) = state
+pub(crate) async fn run(tables: PersistedTables, stop: impl Future<Output = ()>) {
+    let Some(mut requests) = tables
         .persister
         .receiver
         .lock()
@@ -273,7 +279,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         return;
     };
     tokio::pin!(stop);
-    let mut interval = tick_interval(&state);
+    let mut interval = tick_interval(&tables.live);
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
     let mut delay_written_at = now_ms();
@@ -294,7 +300,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
                         }
                     }
                 }
-                let outcome = write_off_task(&state, files).await;
+                let outcome = write_off_task(&tables, files).await;
                 if let Err(failure) = &outcome {
                     warn!(%failure, "config files not persisted on request");
                 }
@@ -306,7 +312,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
                 if Instant::now() >= offsets_export_due {
                     let started = Instant::now();
                     if let Err(failure) =
-                        write_off_task(&state, vec![ConfigFile::ConsumerOffsets]).await
+                        write_off_task(&tables, vec![ConfigFile::ConsumerOffsets]).await
                     {
                         warn!(%failure, "consumer offsets not exported; will retry");
                     }
@@ -316,22 +322,22 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
                 }
                 let mut files = vec![ConfigFile::Topics, ConfigFile::SubscriptionGroups];
                 let delay_interval_ms =
-                    state.live.get().flush_delay_offset_interval.max(100) as i64;
+                    tables.live.get().flush_delay_offset_interval.max(100) as i64;
                 if now_ms() - delay_written_at >= delay_interval_ms {
                     files.push(ConfigFile::DelayOffsets);
                     delay_written_at = now_ms();
                 }
-                if let Err(failure) = write_off_task(&state, files).await {
+                if let Err(failure) = write_off_task(&tables, files).await {
                     warn!(%failure, "config files not persisted; will retry");
                 }
-                let compacting = state.clone();
+                let compacting = tables.progress.clone();
                 match tokio::task::spawn_blocking(move || compacting.offsets.compact_if_due()).await {
                     Ok(Err(failure)) => warn!(%failure, "offset journal not compacted; will retry"),
                     Err(failure) => warn!(%failure, "offset journal compaction stopped"),
                     Ok(Ok(_)) => {}
                 }
                 // flushConsumerOffsetInterval is live: a changed one paces the next tick.
-                let wanted = tick_interval(&state);
+                let wanted = tick_interval(&tables.live);
                 if wanted != interval {
                     interval = wanted;
                     ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
@@ -342,7 +348,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
     // Requests that raced the stop are answered by a write of their own.
     requests.close();
     while let Some(request) = requests.recv().await {
-        let outcome = write_off_task(&state, request.files.clone()).await;
+        let outcome = write_off_task(&tables, request.files.clone()).await;
         let _ = request.done.send(outcome);
     }
 }

@@ -95,7 +95,7 @@ pub(crate) async fn take_slaves_progress(state: &BrokerState) -> PreOnline {
         match ConsumerOffsetWrapper::from_json_bytes(&response.body) {
             Ok(wrapper) => {
                 let theirs = ConsumerOffsetTable::from_wrapper(&wrapper);
-                outcome.changed += state.offsets.merge_from_peer(&theirs);
+                outcome.changed += state.progress.offsets.merge_from_peer(&theirs);
             }
             Err(error) => warn!(%peer, %error, "slave's consumer offsets unreadable"),
         }

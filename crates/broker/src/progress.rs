@@ -15,18 +15,21 @@ pub fn group_progress(
 ) -> Vec<QueueProgressView> {
     let topics = match topic {
         Some(topic) => vec![topic.to_owned()],
-        None => state.offsets.topics_of_group(group),
+        None => state.progress.offsets.topics_of_group(group),
     };
     let threshold = state.live.get().consumer_stuck_threshold_ms as i64;
     let mut queues = Vec::new();
     for topic in topics {
-        let Some(config) = state.topics.get(&topic) else {
+        let Some(config) = state.metadata.topics.get(&topic) else {
             continue;
         };
         let popped = state.pop.views(group, Some(&topic));
         for queue_id in 0..config.read_queue_nums {
             let broker_offset = state.log().max_offset(&topic, queue_id).max(0);
-            let progress = state.offsets.queue_progress(&topic, group, queue_id);
+            let progress = state
+                .progress
+                .offsets
+                .queue_progress(&topic, group, queue_id);
             let pop = popped.iter().find(|view| view.queue_id == queue_id);
             let consumer_offset = progress.as_ref().map_or(0, |p| p.offset.max(0));
             let time_lag_ms = if consumer_offset < broker_offset {

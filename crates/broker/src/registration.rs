@@ -21,7 +21,7 @@ use crate::state::BrokerState;
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
 
 fn register_request(state: &BrokerState) -> RemotingCommand {
-    let mut topics = state.topics.snapshot().1;
+    let mut topics = state.metadata.topics.snapshot().1;
     if state.config.enable_controller_mode {
         // The name servers prefer the master of the newest epoch (RocketMQ's stateVersion),
         // so a deposed master that still registers as id 0 does not take routes back.

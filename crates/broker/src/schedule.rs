@@ -71,7 +71,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
     for level in 1..=levels {
         let queue_id = level - 1;
         for _ in 0..DELIVERIES_PER_PASS_MAX {
-            let stored = state.delay_offsets.get(level);
+            let stored = state.progress.delay_offsets.get(level);
             let offset = stored.max(state.log().min_offset(SCHEDULE_TOPIC, queue_id));
             let entry = match state.log().queue_entry(SCHEDULE_TOPIC, queue_id, offset) {
                 Ok(Some(entry)) => entry,
@@ -110,7 +110,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
                     offset, "delayed message without a real topic, or unreadable; skipped"
                 );
             }
-            state.delay_offsets.set(level, offset + 1);
+            state.progress.delay_offsets.set(level, offset + 1);
         }
     }
     delivered

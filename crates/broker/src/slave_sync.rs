@@ -119,8 +119,8 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
         Fetched::Unreachable => None,
     };
     let ahead = match master_offsets {
-        Some(master_offsets) if master_streams => state.offsets.ahead_of(&master_offsets),
-        Some(master_offsets) => state.offsets.merge_from_master(&master_offsets),
+        Some(master_offsets) if master_streams => state.progress.offsets.ahead_of(&master_offsets),
+        Some(master_offsets) => state.progress.offsets.merge_from_master(&master_offsets),
         None => Vec::new(),
     };
     for entry in &ahead {
@@ -157,7 +157,7 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
         match DelayOffsetWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
                 // Written by the persister's next tick, like every other change.
-                state.delay_offsets.replace(wrapper.offset_table);
+                state.progress.delay_offsets.replace(wrapper.offset_table);
             }
             Err(error) => warn!(%error, "master's delay offsets unreadable"),
         }
@@ -167,7 +167,7 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
     {
         match SubscriptionGroupWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
-                state.groups.replace_if_newer(wrapper);
+                state.metadata.groups.replace_if_newer(wrapper);
             }
             Err(error) => warn!(%error, "master's subscription groups unreadable"),
         }
@@ -196,7 +196,7 @@ async fn sync_pop_state(state: &Arc<BrokerState>, client: &RemotingClient, maste
 
 /// Topics are the master's: taken whole when its data version moved (as Java does).
 fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
-    if state.topics.merge(wrapper, true) {
+    if state.metadata.topics.merge(wrapper, true) {
         state.announce_topics_soon();
     }
 }

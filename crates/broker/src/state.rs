@@ -164,13 +164,13 @@ pub struct BrokerState {
     /// which reads retention there).
     pub live: Arc<crate::live_config::LiveConfig>,
     store: Arc<MessageStore>,
-    pub topics: TopicTable,
-    pub groups: SubscriptionGroupTable,
-    pub offsets: ConsumerOffsets,
+    /// Topics, subscription groups and request modes.
+    pub metadata: Arc<crate::parts::Metadata>,
+    /// Committed offsets and delay-level offsets.
+    pub progress: Arc<crate::parts::Progress>,
     /// Consumer progress on its way to the replicas through the log (master), or from the
     /// master's log into `offsets` (replica).
     pub progress_stream: crate::progress_stream::ProgressStream,
-    pub delay_offsets: DelayOffsets,
     /// Timer messages: pending by delivery time, delivered (journaled).
     pub timers: crate::timer::Timers,
     /// POP progress: cursors and in-flight messages per group and queue (journaled).
@@ -178,8 +178,6 @@ pub struct BrokerState {
     /// POP requests suspended now, per (topic, group, queue id), for POLLING_INFO and the
     /// POLLING_FULL bound.
     pub suspended_pops: crate::long_poll::SuspendedPops,
-    /// Per (topic, group): PULL or POP, as SET_MESSAGE_REQUEST_MODE stored it.
-    pub request_modes: crate::request_modes::RequestModes,
     /// Half messages waiting for their producer's commit or rollback.
     pub transactions: crate::transaction::Transactions,
     /// SQL92 selectors, compiled once per text.
@@ -188,7 +186,7 @@ pub struct BrokerState {
     pub locks: QueueLocks,
     pub held_pulls: HeldPulls,
     /// Writes every config file.
-    pub persister: Persister,
+    pub persister: Arc<Persister>,
     /// Woken when topics change, so the broker re-registers at once (see `metadata_change`).
     pub(crate) topics_changed: Notify,
     /// Registration rounds, for a send that must wait until its new topic is registered.
@@ -419,21 +417,25 @@ impl BrokerState {
             config,
             live,
             store,
-            topics,
-            groups,
-            offsets,
+            metadata: Arc::new(crate::parts::Metadata {
+                topics,
+                groups,
+                request_modes,
+            }),
+            progress: Arc::new(crate::parts::Progress {
+                offsets,
+                delay_offsets: DelayOffsets::new(delay_offsets),
+            }),
             progress_stream,
-            delay_offsets: DelayOffsets::new(delay_offsets),
             timers,
             pop,
             suspended_pops: Default::default(),
-            request_modes,
             selectors: Default::default(),
             transactions,
             clients: ClientRegistry::default(),
             locks: QueueLocks::default(),
             held_pulls: HeldPulls::default(),
-            persister,
+            persister: Arc::new(persister),
             topics_changed: Notify::new(),
             registrations: crate::registration::RegistrationRounds::default(),
             role_change_announced: Notify::new(),
@@ -448,8 +450,20 @@ impl BrokerState {
             client_tls,
             store_host,
         };
-        state.persister.mark_loaded(&state);
+        state
+            .persister
+            .mark_loaded(&state.metadata, &state.progress);
         Ok(state)
+    }
+
+    /// The parts the persister works with.
+    pub fn persisted_tables(&self) -> crate::parts::PersistedTables {
+        crate::parts::PersistedTables {
+            persister: self.persister.clone(),
+            metadata: self.metadata.clone(),
+            progress: self.progress.clone(),
+            live: self.live.clone(),
+        }
     }
 
     /// Slave: where to follow the master's log (configured, else learned at registration).
@@ -478,13 +492,14 @@ impl BrokerState {
     /// Makes topics and groups created by a request durable before it is answered, so nothing
     /// it acknowledges depends on a table a crash could forget.
     pub async fn persist_metadata_now(self: &Arc<Self>) -> Result<(), PersistError> {
-        Persister::flush(self, crate::persister::METADATA).await
+        Persister::flush(&self.persisted_tables(), crate::persister::METADATA).await
     }
 
     /// Writes every config file now, changed or not. Blocking; for shutdown and tests.
     pub fn persist_all(&self) -> Result<(), PersistError> {
         self.persister.write(
-            self,
+            &self.metadata,
+            &self.progress,
             &[
                 ConfigFile::ConsumerOffsets,
                 ConfigFile::DelayOffsets,

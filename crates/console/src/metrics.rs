@@ -151,10 +151,10 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
         "rocketmq_group_get_latency_by_storetime",
         "rocketmq-exporter: age in ms of the oldest message the group has not consumed, over the topic's queues",
     );
-    let mut topics = state.topics.names();
+    let mut topics = state.metadata.topics.names();
     topics.sort();
     for topic in &topics {
-        let Some(config) = state.topics.get(topic) else {
+        let Some(config) = state.metadata.topics.get(topic) else {
             continue;
         };
         let mut topic_max = 0i64;
@@ -175,7 +175,7 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
                 ("topic", topic),
             ]))
             .set(topic_max);
-        for group in state.offsets.groups_of_topic(topic) {
+        for group in state.progress.offsets.groups_of_topic(topic) {
             let progress =
                 tidemark_broker::progress::group_progress(state, &group, Some(topic), now_ms);
             let (mut offsets, mut diff, mut oldest_ms) = (0i64, 0i64, 0i64);
@@ -317,13 +317,13 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
 /// consumer's, `{group}_{topic}` or `{group}+{topic}` for a POP consumer's — split where the
 /// rest names a topic this broker has (a group name may hold `_` itself).
 fn retry_group(state: &BrokerState, rest: &str) -> String {
-    if state.groups.get(rest).is_some() {
+    if state.metadata.groups.get(rest).is_some() {
         return rest.to_owned();
     }
     rest.char_indices()
         .filter(|(_, c)| *c == '_' || *c == '+')
         .map(|(at, _)| (&rest[..at], &rest[at + 1..]))
-        .find(|(group, topic)| !group.is_empty() && state.topics.get(topic).is_some())
+        .find(|(group, topic)| !group.is_empty() && state.metadata.topics.get(topic).is_some())
         .map_or_else(|| rest.to_owned(), |(group, _)| group.to_owned())
 }
 

@@ -63,10 +63,11 @@ impl Trends {
         let traffic = state.stats.traffic.snapshot();
         let mut lags: Vec<(String, i64)> = Vec::new();
         let mut groups: Vec<String> = state
+            .metadata
             .topics
             .names()
             .iter()
-            .flat_map(|topic| state.offsets.groups_of_topic(topic))
+            .flat_map(|topic| state.progress.offsets.groups_of_topic(topic))
             .collect();
         groups.sort();
         groups.dedup();

@@ -92,7 +92,7 @@ impl Gateway {
         if name.is_empty() {
             return Err(status(Code::IllegalTopic, "the topic name is empty"));
         }
-        let local = self.state.topics.get(name);
+        let local = self.state.metadata.topics.get(name);
         let brokers = self.cluster.brokers(name, local.as_ref()).await;
         if !brokers.is_empty() {
             return Ok((brokers, local));
@@ -103,7 +103,7 @@ impl Gateway {
                 format!("topic {name} does not exist"),
             ));
         }
-        let created = self.state.topics.get_or_create_from_template(
+        let created = self.state.metadata.topics.get_or_create_from_template(
             name,
             "TBW102",
             self.state.config.default_topic_queue_nums,
@@ -187,6 +187,7 @@ impl Gateway {
     /// Whether a group consumes in order (its 5.x `consumeMessageOrderly` flag).
     pub fn group_is_fifo(&self, group: &str) -> bool {
         self.state
+            .metadata
             .groups
             .get(group)
             .and_then(|config| config.consume_message_orderly)

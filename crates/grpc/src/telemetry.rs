@@ -55,7 +55,12 @@ impl Gateway {
                 subscription.receive_batch_size = Some(RECEIVE_BATCH_SIZE);
                 subscription.long_polling_timeout = Some(duration(LONG_POLLING_MS));
                 merged.backoff_policy = Some(RetryPolicy {
-                    max_attempts: self.state.groups.retry_max_times(&group).saturating_add(1),
+                    max_attempts: self
+                        .state
+                        .metadata
+                        .groups
+                        .retry_max_times(&group)
+                        .saturating_add(1),
                     strategy: Some(Strategy::CustomizedBackoff(CustomizedBackoff {
                         next: CONSUMER_BACKOFF_MS.iter().map(|ms| duration(*ms)).collect(),
                     })),

@@ -629,7 +629,7 @@ impl PopTable {
 /// later switch to PULL see what POP finished. Forward only; the POP journal stays the truth.
 pub(crate) fn commit_floor(state: &crate::state::BrokerState, key: &QueueKey) {
     if let Some((floor, _)) = state.pop.cursor(key) {
-        let _ = state.offsets.commit(
+        let _ = state.progress.offsets.commit(
             &key.topic,
             &key.group,
             key.queue_id,

@@ -102,7 +102,7 @@ fn copy_of(
 ) -> (NewMessage, bool) {
     let popped = popped_topic(&key.group, &key.topic);
     let reconsume_times = record.reconsume_times.saturating_add(1);
-    let dead = reconsume_times > state.groups.retry_max_times(&key.group);
+    let dead = reconsume_times > state.metadata.groups.retry_max_times(&key.group);
     let mut properties = record.properties.clone();
     if properties.get(property::RETRY_TOPIC).is_none() {
         properties.insert(property::RETRY_TOPIC, popped.clone());
@@ -165,7 +165,7 @@ fn prepare(
         return Err("message not readable yet".to_owned());
     };
     let (message, dead) = copy_of(state, key, offset, entry, &record);
-    let (_, created) = state.topics.ensure(
+    let (_, created) = state.metadata.topics.ensure(
         &message.topic,
         if dead { 1 } else { RETRY_QUEUE_NUMS },
         perm::READ | perm::WRITE,

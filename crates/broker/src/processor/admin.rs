@@ -115,6 +115,7 @@ pub(super) async fn create_topic(
     }
     let attributes = match apply_attributes(
         state
+            .metadata
             .topics
             .get(&header.topic)
             .and_then(|existing| existing.attributes),
@@ -137,7 +138,7 @@ pub(super) async fn create_topic(
         order: header.order,
         attributes,
     };
-    if state.topics.upsert(config, now_ms()) {
+    if state.metadata.topics.upsert(config, now_ms()) {
         if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
             return error(
                 ResponseCode::SystemError,
@@ -188,7 +189,7 @@ pub(super) async fn delete_topic(
             "missing required header field `topic`",
         );
     };
-    state.topics.remove(&topic, now_ms());
+    state.metadata.topics.remove(&topic, now_ms());
     state.stats.traffic.drop_topic(&topic);
     state.stats.history.drop_topic(&topic);
     // Its messages go with it, as in RocketMQ (a topic made again starts at offset 0).
@@ -200,8 +201,8 @@ pub(super) async fn delete_topic(
             );
         }
     }
-    let (_, journaled) = state.offsets.drop_topic(&topic);
-    if let Err(failure) = state.offsets.durable(journaled).await {
+    let (_, journaled) = state.progress.offsets.drop_topic(&topic);
+    if let Err(failure) = state.progress.offsets.durable(journaled).await {
         return error(
             ResponseCode::SystemError,
             format!("topic deleted but its consumer offsets' removal not durable: {failure}"),
@@ -229,7 +230,7 @@ pub(super) fn topic_config(state: &BrokerState, request: &RemotingCommand) -> Re
             "missing required header field `topic`",
         );
     };
-    match state.topics.get(topic) {
+    match state.metadata.topics.get(topic) {
         Some(config) => success().with_body(config.to_json_bytes()),
         None => error(
             ResponseCode::TopicNotExist,
@@ -239,11 +240,11 @@ pub(super) fn topic_config(state: &BrokerState, request: &RemotingCommand) -> Re
 }
 
 pub(super) fn all_topic_config(state: &BrokerState) -> RemotingCommand {
-    success().with_body(state.topics.snapshot().1.to_json_bytes())
+    success().with_body(state.metadata.topics.snapshot().1.to_json_bytes())
 }
 
 pub(super) fn all_consumer_offsets(state: &BrokerState) -> RemotingCommand {
-    let (_, offsets) = state.offsets.snapshot();
+    let (_, offsets) = state.progress.offsets.snapshot();
     if offsets.is_empty() {
         return error(
             ResponseCode::SystemError,
@@ -259,11 +260,11 @@ pub(super) fn all_pop_state(state: &BrokerState) -> RemotingCommand {
 }
 
 pub(super) fn all_delay_offsets(state: &BrokerState) -> RemotingCommand {
-    success().with_body(state.delay_offsets.snapshot().1.to_json_bytes())
+    success().with_body(state.progress.delay_offsets.snapshot().1.to_json_bytes())
 }
 
 pub(super) fn all_subscription_groups(state: &BrokerState) -> RemotingCommand {
-    success().with_body(state.groups.snapshot().1.to_json_bytes())
+    success().with_body(state.metadata.groups.snapshot().1.to_json_bytes())
 }
 
 pub(super) async fn create_subscription_group(
@@ -272,7 +273,7 @@ pub(super) async fn create_subscription_group(
 ) -> RemotingCommand {
     match SubscriptionGroupConfig::from_json_bytes(&request.body) {
         Ok(config) if !config.group_name.is_empty() => {
-            state.groups.upsert(config, now_ms());
+            state.metadata.groups.upsert(config, now_ms());
             match state.persist_metadata_now().await {
                 Ok(()) => success(),
                 Err(failure) => error(
@@ -300,10 +301,10 @@ pub(super) async fn delete_subscription_group(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    state.groups.remove(&header.group_name, now_ms());
+    state.metadata.groups.remove(&header.group_name, now_ms());
     if header.remove_offset.unwrap_or(false) || header.clean_offset.unwrap_or(false) {
-        let (_, journaled) = state.offsets.drop_group(&header.group_name);
-        if let Err(failure) = state.offsets.durable(journaled).await {
+        let (_, journaled) = state.progress.offsets.drop_group(&header.group_name);
+        if let Err(failure) = state.progress.offsets.durable(journaled).await {
             return error(
                 ResponseCode::SystemError,
                 format!("group deleted but its consumer offsets' removal not durable: {failure}"),
@@ -311,7 +312,7 @@ pub(super) async fn delete_subscription_group(
         }
     }
     match Persister::flush(
-        state,
+        &state.persisted_tables(),
         &[ConfigFile::SubscriptionGroups, ConfigFile::ConsumerOffsets],
     )
     .await
@@ -397,7 +398,7 @@ pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> Rem
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let queue_ids: Vec<i32> = match state.topics.get(&header.topic) {
+    let queue_ids: Vec<i32> = match state.metadata.topics.get(&header.topic) {
         Some(config) => (0..config.write_queue_nums).collect(),
         // A slave learns topics with its slave sync, which pauses while the master is away; a
         // topic created shortly before the master went has replicated queues but no config
@@ -411,7 +412,7 @@ pub(super) fn topic_stats(state: &BrokerState, request: &RemotingCommand) -> Rem
             .collect(),
         None => Vec::new(),
     };
-    if queue_ids.is_empty() && state.topics.get(&header.topic).is_none() {
+    if queue_ids.is_empty() && state.metadata.topics.get(&header.topic).is_none() {
         return error(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist", header.topic),
@@ -486,7 +487,7 @@ pub(super) async fn reset_offset(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let Some(config) = state.topics.get(&header.topic) else {
+    let Some(config) = state.metadata.topics.get(&header.topic) else {
         return error(
             ResponseCode::TopicNotExist,
             format!("[reset-offset] topic does not exist, {}", header.topic),
@@ -525,16 +526,21 @@ pub(super) async fn reset_offset(
                 )
             }
         };
-        let current = state.offsets.query(&header.topic, &header.group, queue_id);
+        let current = state
+            .progress
+            .offsets
+            .query(&header.topic, &header.group, queue_id);
         // Without force, a reset only ever moves a group backwards (RocketMQ's rule).
         let chosen = match current {
             Some(current) if !header.is_force && target >= current => current,
             _ => target,
         };
         // Tickets only grow: waiting for the last reset's covers the others.
-        journaled = state
-            .offsets
-            .reset(&header.topic, &header.group, queue_id, chosen, now);
+        journaled =
+            state
+                .progress
+                .offsets
+                .reset(&header.topic, &header.group, queue_id, chosen, now);
         // A group that pops restarts from there too, with nothing in flight.
         pop_journaled = state.pop.reset(
             &crate::pop::QueueKey::new(&header.group, &header.topic, queue_id),
@@ -549,7 +555,7 @@ pub(super) async fn reset_offset(
             chosen,
         );
     }
-    let durable = match state.offsets.durable(journaled).await {
+    let durable = match state.progress.offsets.durable(journaled).await {
         Ok(()) => state.pop.durable(pop_journaled).await,
         Err(failure) => Err(failure),
     };

@@ -43,7 +43,7 @@ pub(super) async fn create_topics(
     let now = now_ms();
     let mut changed = false;
     for config in &checked {
-        changed |= state.topics.upsert(config.clone(), now);
+        changed |= state.metadata.topics.upsert(config.clone(), now);
     }
     if changed {
         if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
@@ -106,6 +106,7 @@ fn check_topic(state: &BrokerState, config: TopicConfig) -> Result<TopicConfig, 
     }
     let attributes = apply_attributes(
         state
+            .metadata
             .topics
             .get(&topic)
             .and_then(|existing| existing.attributes),
@@ -138,7 +139,7 @@ pub(super) async fn create_groups(
     }
     let now = now_ms();
     for config in &body.group_config_list {
-        state.groups.upsert(config.clone(), now);
+        state.metadata.groups.upsert(config.clone(), now);
     }
     if let Err(failure) = state.persist_metadata_now().await {
         return error(

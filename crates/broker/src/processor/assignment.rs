@@ -59,6 +59,7 @@ async fn all_queues(state: &BrokerState, topic: &str) -> Vec<MessageQueue> {
             })
             .collect(),
         None => state
+            .metadata
             .topics
             .get(topic)
             .map(|config| {
@@ -174,7 +175,10 @@ pub(super) async fn query_assignment(
             )
         }
     };
-    let stored = state.request_modes.get(&body.topic, &body.consumer_group);
+    let stored = state
+        .metadata
+        .request_modes
+        .get(&body.topic, &body.consumer_group);
     let (mode, share) = match stored {
         Some(stored) => (stored.mode, stored.pop_share_queue_num),
         None => (MessageRequestMode::Pull, -1),
@@ -236,13 +240,13 @@ pub(super) async fn set_message_request_mode(
             "retry topics are always read by PULL",
         );
     }
-    if state.topics.get(&body.topic).is_none() {
+    if state.metadata.topics.get(&body.topic).is_none() {
         return error(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist", body.topic),
         );
     }
-    if state.groups.get(&body.consumer_group).is_none() {
+    if state.metadata.groups.get(&body.consumer_group).is_none() {
         return error(
             ResponseCode::SubscriptionGroupNotExist,
             format!(
@@ -251,8 +255,13 @@ pub(super) async fn set_message_request_mode(
             ),
         );
     }
-    state.request_modes.set(body);
-    if let Err(failure) = Persister::flush(state, &[ConfigFile::MessageRequestModes]).await {
+    state.metadata.request_modes.set(body);
+    if let Err(failure) = Persister::flush(
+        &state.persisted_tables(),
+        &[ConfigFile::MessageRequestModes],
+    )
+    .await
+    {
         return error(
             ResponseCode::SystemError,
             format!("request mode set but not persisted: {failure}"),

@@ -38,7 +38,7 @@ pub(super) async fn update(state: &BrokerState, request: &RemotingCommand) -> Re
         Ok((before, after)) => {
             info!(?updates, "broker config updated");
             if before.broker_permission != after.broker_permission {
-                state.topics.touch(now_ms());
+                state.metadata.topics.touch(now_ms());
                 state.announce_topics_soon();
             }
             success()

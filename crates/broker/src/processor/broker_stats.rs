@@ -62,7 +62,7 @@ pub(super) fn consumed_by(state: &BrokerState, request: &RemotingCommand) -> Rem
         Err(failure) => return bad_header(failure),
     };
     let mut groups = state.clients.groups_subscribing(&header.topic);
-    groups.extend(state.offsets.groups_of_topic(&header.topic));
+    groups.extend(state.progress.offsets.groups_of_topic(&header.topic));
     groups.sort();
     groups.dedup();
     success().with_body(GroupList { group_list: groups }.to_json_bytes())
@@ -73,7 +73,7 @@ pub(super) fn consumed_by(state: &BrokerState, request: &RemotingCommand) -> Rem
 pub(super) fn system_topics(state: &BrokerState) -> RemotingCommand {
     success().with_body(
         TopicList {
-            topic_list: state.topics.system_topics(),
+            topic_list: state.metadata.topics.system_topics(),
             broker_addr: None,
         }
         .to_json_bytes(),

@@ -21,7 +21,7 @@ pub(crate) fn is_internal_topic(state: &BrokerState, topic: &str) -> bool {
         || topic.starts_with("RMQ_SYS_")
         || topic.starts_with("rmq_sys_")
         || topic.starts_with("%LMQ%")
-        || state.topics.is_system(topic)
+        || state.metadata.topics.is_system(topic)
 }
 
 /// Destroys `topic`'s queues off the async threads; returns how many went.
@@ -88,7 +88,7 @@ pub(super) async fn clean_unused_topics(state: &Arc<BrokerState>) -> RemotingCom
     // Queues first, then the topic lists: a topic made meanwhile is in the lists by the time
     // it has queues.
     let candidates = state.log().queue_topics();
-    let mut keep: BTreeSet<String> = state.topics.names().into_iter().collect();
+    let mut keep: BTreeSet<String> = state.metadata.topics.names().into_iter().collect();
     if state.role.is_slave() {
         match crate::slave_sync::master_topic_names(state).await {
             Some(names) => keep.extend(names),
@@ -105,7 +105,7 @@ pub(super) async fn clean_unused_topics(state: &Arc<BrokerState>) -> RemotingCom
     for topic in candidates {
         if keep.contains(&topic)
             || is_internal_topic(state, &topic)
-            || state.topics.get(&topic).is_some()
+            || state.metadata.topics.get(&topic).is_some()
         {
             continue;
         }

@@ -27,13 +27,13 @@ pub(super) async fn clone_group_offset(
     }
     let topics = match header.topic.as_deref().filter(|topic| !topic.is_empty()) {
         Some(topic) => vec![topic.to_owned()],
-        None => state.offsets.topics_of_group(&header.src_group),
+        None => state.progress.offsets.topics_of_group(&header.src_group),
     };
     let now = now_ms();
     let mut journaled = Journaled::Nothing;
     let mut cloned = 0usize;
     for topic in topics {
-        if state.topics.get(&topic).is_none() {
+        if state.metadata.topics.get(&topic).is_none() {
             warn!(%topic, "offsets not cloned: the topic does not exist here");
             continue;
         }
@@ -47,18 +47,24 @@ pub(super) async fn clone_group_offset(
                 }
             }
         }
-        let Some(offsets) = state.offsets.queue_offsets(&topic, &header.src_group) else {
+        let Some(offsets) = state
+            .progress
+            .offsets
+            .queue_offsets(&topic, &header.src_group)
+        else {
             continue;
         };
         for (queue_id, offset) in offsets {
             // Tickets only grow: waiting for the last one covers the others.
-            journaled = state
-                .offsets
-                .reset(&topic, &header.dest_group, queue_id, offset, now);
+            journaled =
+                state
+                    .progress
+                    .offsets
+                    .reset(&topic, &header.dest_group, queue_id, offset, now);
             cloned += 1;
         }
     }
-    if let Err(failure) = state.offsets.durable(journaled).await {
+    if let Err(failure) = state.progress.offsets.durable(journaled).await {
         return error(
             ResponseCode::SystemError,
             format!("offsets cloned but not durable: {failure}"),

@@ -20,7 +20,7 @@ pub(super) fn query(state: &BrokerState, request: &RemotingCommand) -> RemotingC
         Err(failure) => return bad_header(failure),
     };
     let (topic, queue_id) = (&header.topic, header.queue_id);
-    let exists = state.topics.get(topic).is_some_and(|config| {
+    let exists = state.metadata.topics.get(topic).is_some_and(|config| {
         queue_id >= 0 && queue_id < config.read_queue_nums.max(config.write_queue_nums)
     });
     if !exists {

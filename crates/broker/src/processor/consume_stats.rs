@@ -19,7 +19,7 @@ pub(super) fn consume_stats(state: &BrokerState, request: &RemotingCommand) -> R
     let group = header.consumer_group;
     let topics = match header.topic.filter(|topic| !topic.is_empty()) {
         Some(topic) => vec![topic],
-        None => state.offsets.topics_of_group(&group),
+        None => state.progress.offsets.topics_of_group(&group),
     };
     let mut offset_table = BTreeMap::new();
     for topic in topics {
@@ -47,6 +47,7 @@ pub(super) fn broker_consume_stats(
     let mut consume_stats_list = Vec::new();
     let mut total_diff = 0;
     for group in state
+        .metadata
         .groups
         .snapshot()
         .1
@@ -54,7 +55,7 @@ pub(super) fn broker_consume_stats(
         .into_keys()
     {
         let mut per_topic = Vec::new();
-        for topic in state.offsets.topics_of_group(&group) {
+        for topic in state.progress.offsets.topics_of_group(&group) {
             let offset_table = topic_stats(state, &group, &topic, header.is_order);
             if offset_table.is_empty() {
                 continue;
@@ -89,7 +90,7 @@ fn topic_stats(
     only_order: bool,
 ) -> BTreeMap<MessageQueue, OffsetWrapper> {
     let mut offset_table = BTreeMap::new();
-    let Some(config) = state.topics.get(topic) else {
+    let Some(config) = state.metadata.topics.get(topic) else {
         return offset_table;
     };
     if only_order && !config.order {
@@ -107,6 +108,7 @@ fn topic_stats(
     for queue_id in 0..config.read_queue_nums {
         let broker_offset = state.log().max_offset(topic, queue_id).max(0);
         let consumer_offset = state
+            .progress
             .offsets
             .query(topic, group, queue_id)
             .unwrap_or(0)

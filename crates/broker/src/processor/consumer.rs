@@ -56,7 +56,7 @@ pub(super) async fn heartbeat(
     };
     let mut metadata_created = false;
     for consumer in &data.consumer_data_set {
-        let Some((group, group_created)) = state.groups.find_or_create(
+        let Some((group, group_created)) = state.metadata.groups.find_or_create(
             &consumer.group_name,
             state.live.get().auto_create_subscription_group,
             now,
@@ -68,7 +68,7 @@ pub(super) async fn heartbeat(
         metadata_created |= group_created;
         let retry = retry_topic(&consumer.group_name);
         if group.retry_queue_nums > 0 {
-            let (_, created) = state.topics.ensure(
+            let (_, created) = state.metadata.topics.ensure(
                 &retry,
                 group.retry_queue_nums,
                 perm::READ | perm::WRITE,
@@ -166,11 +166,13 @@ pub(super) fn query_offset(
         if let Ok(header) = request.decode_header::<QueryConsumerOffsetRequestHeader>() {
             let (topic, group, queue_id) = (&header.topic, &header.consumer_group, header.queue_id);
             let live = live_holder(state, topic, group, queue_id, channel.id());
-            let held = state
-                .offsets
-                .claim(topic, group, queue_id, channel.id(), |holder| {
-                    Some(holder) == live
-                });
+            let held =
+                state
+                    .progress
+                    .offsets
+                    .claim(topic, group, queue_id, channel.id(), |holder| {
+                        Some(holder) == live
+                    });
             if held.is_some() {
                 response.ext_fields.insert(HELD_FIELD, "1");
             }
@@ -190,6 +192,7 @@ pub(super) fn live_holder(
     connection: u64,
 ) -> Option<u64> {
     state
+        .progress
         .offsets
         .holder(topic, group, queue_id)
         .filter(|holder| *holder != connection && state.clients.is_member(group, *holder))
@@ -200,10 +203,11 @@ fn stored_offset(state: &BrokerState, request: &RemotingCommand) -> RemotingComm
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let stored =
-        state
-            .offsets
-            .queue_progress(&header.topic, &header.consumer_group, header.queue_id);
+    let stored = state.progress.offsets.queue_progress(
+        &header.topic,
+        &header.consumer_group,
+        header.queue_id,
+    );
     if let Some(progress) = stored {
         let mut response = success().with_header(&OffsetResponseHeader {
             offset: progress.offset,
@@ -294,6 +298,7 @@ pub(super) async fn update_offset(
             Committer::Admin
         }
     } else if state
+        .progress
         .offsets
         .is_current_consumer(topic, group, queue_id, channel.id())
     {
@@ -304,7 +309,7 @@ pub(super) async fn update_offset(
     // What was written, not what a read fence shows: an offset is invalid only past the former.
     let max = state.log().written_max_offset(topic, queue_id);
     let acked = acked_ranges(request, header.commit_offset);
-    let (_, journaled) = state.offsets.commit(
+    let (_, journaled) = state.progress.offsets.commit(
         topic,
         group,
         queue_id,
@@ -316,7 +321,10 @@ pub(super) async fn update_offset(
     );
     if request.ext_fields.get(RELEASED_FIELD) == Some("1") {
         // The consumer gave the queue up with this commit: whoever takes it over may start.
-        state.offsets.release(topic, group, queue_id, channel.id());
+        state
+            .progress
+            .offsets
+            .release(topic, group, queue_id, channel.id());
     }
     if request.is_oneway() {
         return success();
@@ -324,7 +332,7 @@ pub(super) async fn update_offset(
     // Taken after the commit: it covers the commit's own record, or — when it changed
     // nothing — the record that set the value it confirmed.
     let published_through = state.progress_stream.outbox().last_pushed();
-    if let Err(failure) = state.offsets.durable(journaled).await {
+    if let Err(failure) = state.progress.offsets.durable(journaled).await {
         return error(
             ResponseCode::SystemError,
             format!("consumer offset not durable: {failure}"),

@@ -84,7 +84,7 @@ fn check_topic_and_group(
             ),
         ));
     }
-    let Some(topic_config) = state.topics.get(topic) else {
+    let Some(topic_config) = state.metadata.topics.get(topic) else {
         return Err(error(
             ResponseCode::TopicNotExist,
             format!("topic[{topic}] not exist, apply first please!"),
@@ -105,7 +105,7 @@ fn check_topic_and_group(
             ),
         ));
     }
-    let Some((group_config, _)) = state.groups.find_or_create(
+    let Some((group_config, _)) = state.metadata.groups.find_or_create(
         group,
         state.live.get().auto_create_subscription_group,
         now_ms(),
@@ -128,7 +128,11 @@ fn check_topic_and_group(
 /// offset if it has one; else the first message for `initMode` 0 and for retry topics; else
 /// the first message of a queue that still holds its first message, or the last message.
 fn initial_offset(state: &BrokerState, key: &QueueKey, init_mode: i32, min: i64, max: i64) -> i64 {
-    if let Some(committed) = state.offsets.query(&key.topic, &key.group, key.queue_id) {
+    if let Some(committed) = state
+        .progress
+        .offsets
+        .query(&key.topic, &key.group, key.queue_id)
+    {
         return committed;
     }
     if init_mode == 0 || key.topic.starts_with("%RETRY%") || min <= 0 {
@@ -303,7 +307,7 @@ fn retry_topics(state: &BrokerState, group: &str, topic: &str) -> Vec<(String, P
         (pop_retry_topic_v2(group, topic), PopSource::RetryV2),
     ]
     .into_iter()
-    .filter(|(name, _)| state.topics.get(name).is_some())
+    .filter(|(name, _)| state.metadata.topics.get(name).is_some())
     .collect()
 }
 

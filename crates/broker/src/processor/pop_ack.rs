@@ -36,7 +36,7 @@ fn check_queue(
     offset: i64,
     past_end_ok: bool,
 ) -> Result<(), RemotingCommand> {
-    let Some(config) = state.topics.get(topic) else {
+    let Some(config) = state.metadata.topics.get(topic) else {
         return Err(error(
             ResponseCode::TopicNotExist,
             format!("topic[{topic}] not exist, apply first please!"),

@@ -45,7 +45,7 @@ pub(super) async fn pull(
             ),
         );
     }
-    let found = state.groups.find_or_create(
+    let found = state.metadata.groups.find_or_create(
         &header.consumer_group,
         state.live.get().auto_create_subscription_group,
         now_ms(),
@@ -81,7 +81,7 @@ pub(super) async fn pull(
     } else {
         None
     };
-    state.offsets.note_puller(
+    state.progress.offsets.note_puller(
         &header.topic,
         &header.consumer_group,
         header.queue_id,
@@ -146,7 +146,7 @@ fn process(
             ),
         );
     }
-    let Some(topic) = state.topics.get(&header.topic) else {
+    let Some(topic) = state.metadata.topics.get(&header.topic) else {
         return respond(
             ResponseCode::TopicNotExist,
             format!("topic[{}] not exist, apply first please!", header.topic),
@@ -250,7 +250,7 @@ fn process(
         && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
         && !state.role.is_slave();
     if commit {
-        state.offsets.commit(
+        state.progress.offsets.commit(
             &header.topic,
             &header.consumer_group,
             header.queue_id,

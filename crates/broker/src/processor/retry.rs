@@ -29,7 +29,7 @@ pub(super) async fn send_back(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let Some((group, mut metadata_created)) = state.groups.find_or_create(
+    let Some((group, mut metadata_created)) = state.metadata.groups.find_or_create(
         &header.group,
         state.live.get().auto_create_subscription_group,
         now_ms(),
@@ -46,7 +46,7 @@ pub(super) async fn send_back(
         return success();
     }
     let retry = retry_topic(&header.group);
-    let (_, created) = state.topics.ensure(
+    let (_, created) = state.metadata.topics.ensure(
         &retry,
         group.retry_queue_nums,
         perm::READ | perm::WRITE,

@@ -89,6 +89,7 @@ pub(super) fn to_dead_letter(state: &BrokerState, message: &mut NewMessage, grou
     let topic = dlq_topic(group);
     let (_, created) =
         state
+            .metadata
             .topics
             .ensure(&topic, DLQ_QUEUE_NUMS, perm::READ | perm::WRITE, now_ms());
     message.properties.remove(property::DELAY_TIME_LEVEL);

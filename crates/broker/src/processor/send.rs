@@ -149,13 +149,14 @@ fn resolve_topic(
     header: &SendMessageRequestHeader,
 ) -> Option<(tidemark_protocol::body::TopicConfig, bool)> {
     if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
-        return Some(
-            state
-                .topics
-                .ensure(&header.topic, 1, perm::READ | perm::WRITE, now_ms()),
-        );
+        return Some(state.metadata.topics.ensure(
+            &header.topic,
+            1,
+            perm::READ | perm::WRITE,
+            now_ms(),
+        ));
     }
-    state.topics.get_or_create_from_template(
+    state.metadata.topics.get_or_create_from_template(
         &header.topic,
         &header.default_topic,
         header.default_topic_queue_nums,
@@ -220,7 +221,7 @@ fn single_message(
         } else {
             None
         };
-        let max = from_header.unwrap_or_else(|| state.groups.retry_max_times(group));
+        let max = from_header.unwrap_or_else(|| state.metadata.groups.retry_max_times(group));
         if message.reconsume_times >= max {
             topic_created = super::routing::to_dead_letter(state, &mut message, group);
         }

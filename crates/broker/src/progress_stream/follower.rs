@@ -43,8 +43,8 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
 /// stay past the cut. Blocking (journal append).
 pub(crate) fn after_log_cut(state: &BrokerState) {
     let written = state.log().written_max_offset(PROGRESS_TOPIC, 0);
-    if state.offsets.replica_position() > written {
-        state.offsets.set_replica_position(written);
+    if state.progress.offsets.replica_position() > written {
+        state.progress.offsets.set_replica_position(written);
     }
 }
 
@@ -73,11 +73,11 @@ pub(crate) async fn drain(state: &Arc<BrokerState>) -> Result<usize, String> {
 pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
     let mut read = 0;
     loop {
-        let position = state.offsets.replica_position();
+        let position = state.progress.offsets.replica_position();
         let written = state.log().written_max_offset(PROGRESS_TOPIC, 0);
         if position > written {
             // The log was cut back below what was applied: what follows the cut is new.
-            state.offsets.set_replica_position(written);
+            state.progress.offsets.set_replica_position(written);
             continue;
         }
         if position == written {
@@ -105,7 +105,10 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
                     to = got.next_begin_offset,
                     "progress messages removed before this replica applied them"
                 );
-                state.offsets.set_replica_position(got.next_begin_offset);
+                state
+                    .progress
+                    .offsets
+                    .set_replica_position(got.next_begin_offset);
                 continue;
             }
             // Nothing readable yet (behind a read fence, or a queue still being built).
@@ -142,7 +145,7 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
         // rather than skipping any (a POP message in flight may count one delivery more).
         let mut skipped = state.pop.apply_replicated(&pop);
         skipped += state.timers.apply_replicated(&timers);
-        skipped += state.offsets.apply_replicated(
+        skipped += state.progress.offsets.apply_replicated(
             &offsets,
             got.next_begin_offset,
             tidemark_remoting::now_ms(),

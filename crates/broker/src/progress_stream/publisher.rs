@@ -54,7 +54,10 @@ async fn publish_one(state: &BrokerState) -> Round {
         return Round::Idle;
     }
     if outbox.take_resync() {
-        let (offsets, pop) = (state.offsets.publish_whole(), state.pop.publish_whole());
+        let (offsets, pop) = (
+            state.progress.offsets.publish_whole(),
+            state.pop.publish_whole(),
+        );
         state.timers.publish_whole();
         info!(
             offsets,

@@ -77,6 +77,7 @@ pub fn ensure_topics(state: &BrokerState) -> bool {
     let mut created = false;
     for topic in [HALF_TOPIC, OP_TOPIC] {
         created |= state
+            .metadata
             .topics
             .ensure(topic, 1, perm::READ | perm::WRITE, now_ms())
             .1;
@@ -183,6 +184,7 @@ pub async fn discard(state: &Arc<BrokerState>, half: &PendingHalf) -> Result<(),
     } else {
         let record = read_half(state, clo)?;
         if state
+            .metadata
             .topics
             .ensure(topic, 1, perm::READ | perm::WRITE, now_ms())
             .1

@@ -25,7 +25,7 @@ async fn corrupt_offset_files_fall_back_or_refuse() {
     .await
     .expect("task")
     .expect("starts from the backup");
-    assert_eq!(broker.state().offsets.query("T", "g", 0), Some(42));
+    assert_eq!(broker.state().progress.offsets.query("T", "g", 0), Some(42));
     drop(broker);
     std::fs::write(&file, b"garbage").expect("corrupt file");
     std::fs::write(config_dir.join("consumerOffset.json.bak"), b"garbage").expect("corrupt backup");
@@ -36,7 +36,10 @@ async fn corrupt_offset_files_fall_back_or_refuse() {
     .await
     .expect("task")
     .expect("the journal is the truth, not the export");
-    assert_eq!(journaled.state().offsets.query("T", "g", 0), Some(42));
+    assert_eq!(
+        journaled.state().progress.offsets.query("T", "g", 0),
+        Some(42)
+    );
     drop(journaled);
     std::fs::remove_dir_all(config_dir.join("offsetJournal")).expect("no journal");
     let refused = tokio::task::spawn_blocking({
@@ -60,7 +63,7 @@ async fn corrupt_offset_files_fall_back_or_refuse() {
     .await
     .expect("task")
     .expect("the explicit flag overrides");
-    assert!(forced.state().offsets.is_empty());
+    assert!(forced.state().progress.offsets.is_empty());
 }
 
 /// A journal damaged in the middle (a disk fault): the broker still starts, keeps every commit
@@ -75,7 +78,7 @@ async fn a_damaged_offset_journal_keeps_what_precedes_the_damage() {
     };
     let broker = open().await.expect("task").expect("opens");
     for queue_id in 0..3 {
-        let (_, journaled) = broker.state().offsets.commit(
+        let (_, journaled) = broker.state().progress.offsets.commit(
             "T",
             "g",
             queue_id,
@@ -87,6 +90,7 @@ async fn a_damaged_offset_journal_keeps_what_precedes_the_damage() {
         );
         broker
             .state()
+            .progress
             .offsets
             .durable(journaled)
             .await
@@ -117,7 +121,7 @@ async fn a_damaged_offset_journal_keeps_what_precedes_the_damage() {
         .await
         .expect("task")
         .expect("starts despite the damage");
-    let offsets = &broker.state().offsets;
+    let offsets = &broker.state().progress.offsets;
     assert_eq!(offsets.query("T", "g", 0), Some(10), "before the damage");
     assert_eq!(offsets.query("T", "g", 1), None, "the damaged record");
     assert_eq!(offsets.query("T", "g", 2), None, "after the damage");
@@ -125,6 +129,6 @@ async fn a_damaged_offset_journal_keeps_what_precedes_the_damage() {
     offsets.durable(journaled).await.expect("durable");
     drop(broker);
     let broker = open().await.expect("task").expect("opens");
-    assert_eq!(broker.state().offsets.query("T", "g", 0), Some(10));
-    assert_eq!(broker.state().offsets.query("T", "g", 2), Some(50));
+    assert_eq!(broker.state().progress.offsets.query("T", "g", 0), Some(10));
+    assert_eq!(broker.state().progress.offsets.query("T", "g", 2), Some(50));
 }

@@ -94,7 +94,7 @@ pub async fn create_topic(
             "{topic:?} is not a topic name: 1 to 127 letters, digits, '_', '-', '%' or '|'."
         ));
     }
-    if console.state.topics.get(&topic).is_some() {
+    if console.state.metadata.topics.get(&topic).is_some() {
         return bad_input(&format!(
             "Topic {topic} exists already; change it on its page."
         ));
@@ -114,7 +114,7 @@ pub async fn update_topic(
     if let Some(refusal) = console.refusal(&headers, &form.csrf) {
         return refusal;
     }
-    if console.state.topics.get(&topic).is_none() {
+    if console.state.metadata.topics.get(&topic).is_none() {
         return error_page(StatusCode::NOT_FOUND, &format!("No topic {topic}."));
     }
     match put_topic(&console, &topic, &form).await {
@@ -226,7 +226,7 @@ pub struct MoveForm {
 /// The confirm step of a move: each queue's committed offset and where it would go.
 fn preview(console: &Console, group: &str, form: &MoveForm, at_ms: i64, action: &str) -> Response {
     let state = &console.state;
-    let Some(config) = state.topics.get(&form.topic) else {
+    let Some(config) = state.metadata.topics.get(&form.topic) else {
         return bad_input(&format!("No topic {}.", form.topic));
     };
     let mut body = format!(
@@ -235,7 +235,7 @@ fn preview(console: &Console, group: &str, form: &MoveForm, at_ms: i64, action: 
         escape(&form.topic)
     );
     for queue in 0..config.write_queue_nums {
-        let now = state.offsets.query(&form.topic, group, queue);
+        let now = state.progress.offsets.query(&form.topic, group, queue);
         let target = if at_ms < 0 {
             Ok(state.log().max_offset(&form.topic, queue))
         } else {
@@ -274,7 +274,7 @@ async fn move_group(
     at_ms: i64,
     action: &str,
 ) -> Response {
-    if console.state.topics.get(&form.topic).is_none() {
+    if console.state.metadata.topics.get(&form.topic).is_none() {
         return bad_input(&format!("No topic {}.", form.topic));
     }
     if form.confirm != "yes" {

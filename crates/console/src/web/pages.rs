@@ -93,7 +93,7 @@ pub async fn overview(State(console): State<Arc<Console>>) -> Response {
         .with_throughput(|throughput| (throughput.put_tps(), throughput.get_tps()));
     let disk = state.log().disk_usage();
     let (log_min, log_written, _) = state.log().positions();
-    let topics = state.topics.names();
+    let topics = state.metadata.topics.names();
     let groups = all_groups(&console);
     let connections = state.clients.group_connections();
     let mut body = String::from("<table id=\"broker\">");
@@ -201,10 +201,11 @@ async fn cluster_html(console: &Console) -> String {
 fn all_groups(console: &Console) -> Vec<String> {
     let mut groups: Vec<String> = console
         .state
+        .metadata
         .topics
         .names()
         .iter()
-        .flat_map(|topic| console.state.offsets.groups_of_topic(topic))
+        .flat_map(|topic| console.state.progress.offsets.groups_of_topic(topic))
         .collect();
     groups.sort();
     groups.dedup();
@@ -227,12 +228,12 @@ fn notice_html(notice: &Notice) -> String {
 pub async fn topics(State(console): State<Arc<Console>>, Query(notice): Query<Notice>) -> Response {
     let state = &console.state;
     let traffic = state.stats.traffic.snapshot();
-    let mut names = state.topics.names();
+    let mut names = state.metadata.topics.names();
     names.sort();
     let mut body = notice_html(&notice);
     body.push_str("<table id=\"topics\"><tr><th>Topic</th><th>Kind</th><th>Queues (read / write)</th><th>Permission</th><th>Messages held</th><th>Stored since start</th><th>Put rate, 5 minutes</th></tr>");
     for topic in &names {
-        let Some(config) = state.topics.get(topic) else {
+        let Some(config) = state.metadata.topics.get(topic) else {
             continue;
         };
         let held: i64 = (0..config.read_queue_nums.max(config.write_queue_nums))
@@ -281,7 +282,7 @@ pub async fn topic(
     Query(notice): Query<Notice>,
 ) -> Response {
     let state = &console.state;
-    let Some(config) = state.topics.get(&topic) else {
+    let Some(config) = state.metadata.topics.get(&topic) else {
         return error_page(
             StatusCode::NOT_FOUND,
             &format!("This broker has no topic {topic}."),
@@ -307,7 +308,7 @@ pub async fn topic(
         );
     }
     body.push_str("</table><h2>Consumer groups</h2><ul>");
-    for group in state.offsets.groups_of_topic(&topic) {
+    for group in state.progress.offsets.groups_of_topic(&topic) {
         let _ = write!(
             body,
             "<li><a href=\"/groups/{}\">{}</a></li>",
@@ -672,9 +673,14 @@ async fn retry_history(
     message: &MessageExt,
 ) -> Vec<MessageExt> {
     let mut history = Vec::new();
-    for group in console.state.offsets.groups_of_topic(&message.topic) {
+    for group in console
+        .state
+        .progress
+        .offsets
+        .groups_of_topic(&message.topic)
+    {
         for topic in [format!("%RETRY%{group}"), format!("%DLQ%{group}")] {
-            if console.state.topics.get(&topic).is_none() {
+            if console.state.metadata.topics.get(&topic).is_none() {
                 continue;
             }
             if let Ok(found) = admin

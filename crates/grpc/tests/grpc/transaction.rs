@@ -211,6 +211,7 @@ async fn check_backs_from_another_broker_reach_the_gateways_producer() {
     for server in [&gateway, &other] {
         server
             .state
+            .metadata
             .topics
             .ensure(topic, 2, 6, tidemark_remoting::now_ms());
         server.state.announce_topics_soon();

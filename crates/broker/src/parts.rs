@@ -1,0 +1,39 @@
+//! Parts of the broker's state that background services hold on their own, each behind an
+//! `Arc`: a service's signature then says what it touches (the persister takes the tables it
+//! writes, not the broker). Request handlers keep `&BrokerState`, which holds every part.
+
+use std::sync::Arc;
+
+use crate::delay_offsets::DelayOffsets;
+use crate::live_config::LiveConfig;
+use crate::metadata::{SubscriptionGroupTable, TopicTable};
+use crate::offsets::ConsumerOffsets;
+use crate::persister::Persister;
+use crate::request_modes::RequestModes;
+
+/// What clients and operators configure: topics, subscription groups, and each group's
+/// request mode (PULL or POP) per topic.
+#[derive(Debug)]
+pub struct Metadata {
+    pub topics: TopicTable,
+    pub groups: SubscriptionGroupTable,
+    /// Per (topic, group): PULL or POP, as SET_MESSAGE_REQUEST_MODE stored it.
+    pub request_modes: RequestModes,
+}
+
+/// The consumer progress written to config files: committed offsets (their journal is the
+/// truth, `consumerOffset.json` an export) and the delay levels' offsets.
+#[derive(Debug)]
+pub struct Progress {
+    pub offsets: ConsumerOffsets,
+    pub delay_offsets: DelayOffsets,
+}
+
+/// What the persister works with: the tables it writes, where, and how often.
+#[derive(Debug, Clone)]
+pub struct PersistedTables {
+    pub persister: Arc<Persister>,
+    pub metadata: Arc<Metadata>,
+    pub progress: Arc<Progress>,
+    pub live: Arc<LiveConfig>,
+}
