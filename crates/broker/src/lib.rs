@@ -224,7 +224,7 @@ impl Broker {
                 )));
             }
             services.push(tokio::spawn(timer::run(
-                state.clone(),
+                state.log_handle(),
                 wait_stop(stopping.clone()),
             )));
             services.push(tokio::spawn(transaction::check::run(
@@ -235,8 +235,14 @@ impl Broker {
                 state.clone(),
                 wait_stop(stopping.clone()),
             )));
+            let levels = state
+                .config
+                .delay_levels_ms()
+                .map_or(0, |levels| i32::try_from(levels.len()).unwrap_or(i32::MAX));
             Some(tokio::spawn(schedule::run(
-                state.clone(),
+                state.log_handle(),
+                state.progress.clone(),
+                levels,
                 wait_stop(stopping.clone()),
             )))
         };

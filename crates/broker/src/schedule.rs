@@ -14,7 +14,8 @@ use tidemark_remoting::now_ms;
 use tidemark_store::{NewMessage, SCHEDULE_TOPIC};
 use tracing::warn;
 
-use crate::state::BrokerState;
+use crate::message_log::LogHandle;
+use crate::parts::Progress;
 
 /// How often due messages are looked for (RocketMQ rescans every 100 ms).
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
@@ -60,20 +61,15 @@ pub fn to_real_topic(
     })
 }
 
-/// Moves every due message of every level; returns how many were delivered.
-pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
-    let levels = state
-        .config
-        .delay_levels_ms()
-        .map(|levels| levels.len())
-        .unwrap_or(0) as i32;
+/// Moves every due message of each of `levels`; returns how many were delivered.
+pub fn deliver_due(log: &LogHandle, progress: &Progress, levels: i32, now: i64) -> usize {
     let mut delivered = 0;
     for level in 1..=levels {
         let queue_id = level - 1;
         for _ in 0..DELIVERIES_PER_PASS_MAX {
-            let stored = state.progress.delay_offsets.get(level);
-            let offset = stored.max(state.log().min_offset(SCHEDULE_TOPIC, queue_id));
-            let entry = match state.log().queue_entry(SCHEDULE_TOPIC, queue_id, offset) {
+            let stored = progress.delay_offsets.get(level);
+            let offset = stored.max(log.log().min_offset(SCHEDULE_TOPIC, queue_id));
+            let entry = match log.log().queue_entry(SCHEDULE_TOPIC, queue_id, offset) {
                 Ok(Some(entry)) => entry,
                 Ok(None) => break,
                 Err(failure) => {
@@ -87,7 +83,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
             let message = if entry.is_hole() {
                 None
             } else {
-                match state.log().read_record(entry.commit_log_offset as u64) {
+                match log.log().read_record(entry.commit_log_offset as u64) {
                     Ok(Some(bytes)) => MessageRecord::decode(&bytes, 0, DecodeOptions::default())
                         .ok()
                         .and_then(|(record, _)| redelivery(&record)),
@@ -99,7 +95,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
                 }
             };
             if let Some(message) = message {
-                if let Err(failure) = state.log().deliver_blocking(&message) {
+                if let Err(failure) = log.log().deliver_blocking(&message) {
                     warn!(%failure, level, "delayed message not delivered; will retry");
                     break;
                 }
@@ -110,25 +106,34 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
                     offset, "delayed message without a real topic, or unreadable; skipped"
                 );
             }
-            state.progress.delay_offsets.set(level, offset + 1);
+            progress.delay_offsets.set(level, offset + 1);
         }
     }
     delivered
 }
 
-pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+/// The delay levels' service of a master: every [`SCAN_INTERVAL`], the due messages of each of
+/// `levels` (the configured `message_delay_level`, fixed at start) go to their real topics.
+pub(crate) async fn run(
+    log: LogHandle,
+    progress: Arc<Progress>,
+    levels: i32,
+    stop: impl Future<Output = ()>,
+) {
     tokio::pin!(stop);
     loop {
         tokio::select! {
             _ = &mut stop => return,
             _ = tokio::time::sleep(SCAN_INTERVAL) => {}
         }
-        if state.role.is_slave() {
+        if log.role().is_slave() {
             // A slave's log is the master's copy: delivering is the master's job.
             continue;
         }
-        let pass = state.clone();
+        let (pass, progress) = (log.clone(), progress.clone());
         // Appends may wait for fsync (SYNC_FLUSH): keep them off the async workers.
-        let _ = tokio::task::spawn_blocking(move || deliver_due(&pass, now_ms())).await;
+        let _ =
+            tokio::task::spawn_blocking(move || deliver_due(&pass, &progress, levels, now_ms()))
+                .await;
     }
 }

@@ -172,7 +172,7 @@ pub struct BrokerState {
     /// master's log into `offsets` (replica).
     pub progress_stream: crate::progress_stream::ProgressStream,
     /// Timer messages: pending by delivery time, delivered (journaled).
-    pub timers: crate::timer::Timers,
+    pub timers: Arc<crate::timer::Timers>,
     /// POP progress: cursors and in-flight messages per group and queue (journaled).
     pub pop: crate::pop::PopTable,
     /// POP requests suspended now, per (topic, group, queue id), for POLLING_INFO and the
@@ -184,7 +184,7 @@ pub struct BrokerState {
     pub selectors: crate::filter::CompiledSelectors,
     pub clients: ClientRegistry,
     pub locks: QueueLocks,
-    pub held_pulls: HeldPulls,
+    pub held_pulls: Arc<HeldPulls>,
     /// Writes every config file.
     pub persister: Arc<Persister>,
     /// Woken when topics change, so the broker re-registers at once (see `metadata_change`).
@@ -195,13 +195,13 @@ pub struct BrokerState {
     /// the controller-mode loop asks for the decision at once instead of at its next tick.
     pub role_change_announced: Notify,
     pub boot_timestamp_ms: i64,
-    pub stats: BrokerStats,
+    pub stats: Arc<BrokerStats>,
     /// Master: replication progress of the slaves.
-    pub ha: crate::ha_progress::HaState,
+    pub ha: Arc<crate::ha_progress::HaState>,
     /// Slave: its master's addresses, learned at registration.
     pub master: MasterLink,
     /// Master or slave, and the id registered under, as of now (read this, not `config`).
-    pub role: crate::role::Role,
+    pub role: Arc<crate::role::Role>,
     /// Set once a name server accepted this broker's registration.
     pub registered: AtomicBool,
     /// The ACL rules every request is checked against, when `acl_enable` is on.
@@ -230,6 +230,19 @@ fn load_or_refuse<T>(
 }
 
 impl BrokerState {
+    /// The message log for a background service, owning what [`BrokerState::log`] borrows.
+    pub fn log_handle(&self) -> crate::message_log::LogHandle {
+        crate::message_log::LogHandle {
+            store: self.store.clone(),
+            stats: self.stats.clone(),
+            ha: self.ha.clone(),
+            held_pulls: self.held_pulls.clone(),
+            timers: self.timers.clone(),
+            role: self.role.clone(),
+            live: self.live.clone(),
+        }
+    }
+
     /// The message log: the one door messages go through into the store.
     pub fn log(&self) -> crate::message_log::MessageLog<'_> {
         crate::message_log::MessageLog::new(
@@ -427,23 +440,23 @@ impl BrokerState {
                 delay_offsets: DelayOffsets::new(delay_offsets),
             }),
             progress_stream,
-            timers,
+            timers: Arc::new(timers),
             pop,
             suspended_pops: Default::default(),
             selectors: Default::default(),
             transactions,
             clients: ClientRegistry::default(),
             locks: QueueLocks::default(),
-            held_pulls: HeldPulls::default(),
+            held_pulls: Arc::default(),
             persister: Arc::new(persister),
             topics_changed: Notify::new(),
             registrations: crate::registration::RegistrationRounds::default(),
             role_change_announced: Notify::new(),
             boot_timestamp_ms: now,
-            stats: BrokerStats::default(),
-            ha: crate::ha_progress::HaState::default(),
+            stats: Arc::default(),
+            ha: Arc::default(),
             master: MasterLink::default(),
-            role,
+            role: Arc::new(role),
             registered: AtomicBool::new(false),
             acl,
             tls,

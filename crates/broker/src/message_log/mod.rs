@@ -113,6 +113,45 @@ impl Stored<'_> {
     }
 }
 
+/// The message log for a background service: owns what [`MessageLog`] borrows, so the service
+/// holds the log's parts rather than the broker.
+#[derive(Clone)]
+pub struct LogHandle {
+    pub(crate) store: Arc<MessageStore>,
+    pub(crate) stats: Arc<BrokerStats>,
+    pub(crate) ha: Arc<HaState>,
+    pub(crate) held_pulls: Arc<HeldPulls>,
+    pub(crate) timers: Arc<Timers>,
+    pub(crate) role: Arc<Role>,
+    pub(crate) live: Arc<LiveConfig>,
+}
+
+impl LogHandle {
+    /// The door, for one operation.
+    pub fn log(&self) -> MessageLog<'_> {
+        MessageLog::new(
+            &self.store,
+            &self.stats,
+            &self.ha,
+            &self.held_pulls,
+            &self.timers,
+            &self.role,
+            &self.live,
+        )
+    }
+
+    /// This broker's role now.
+    pub fn role(&self) -> &Role {
+        &self.role
+    }
+}
+
+impl std::fmt::Debug for LogHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.log().fmt(f)
+    }
+}
+
 impl std::fmt::Debug for MessageLog<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MessageLog")

@@ -33,8 +33,8 @@ pub use progress::Delivered;
 use tidemark_remoting::now_ms;
 
 use crate::lock_rank::{self, Rank, Ranked};
+use crate::message_log::LogHandle;
 use crate::progress_stream::{ProgressOutbox, STREAM_TIMERS};
-use crate::state::BrokerState;
 
 /// With nothing due sooner, the service still looks for new timer messages this often (sends
 /// wake it at once; this covers anything else that appends to the timer topic).
@@ -160,10 +160,10 @@ pub fn delivery(record: &MessageRecord, now: i64) -> Option<NewMessage> {
 }
 
 /// Takes in the timer topic's entries not seen yet (at most [`SCAN_PER_PASS_MAX`]).
-fn scan(state: &BrokerState) {
-    let timers = &state.timers;
-    let floor = state.log().min_offset(TIMER_TOPIC, 0);
-    let end = state.log().max_offset(TIMER_TOPIC, 0);
+fn scan(log: &LogHandle) {
+    let timers = &log.timers;
+    let floor = log.log().min_offset(TIMER_TOPIC, 0);
+    let end = log.log().max_offset(TIMER_TOPIC, 0);
     let mut next = {
         let mut inner = timers.lock();
         // Entries retention removed are gone; they count as delivered.
@@ -178,7 +178,7 @@ fn scan(state: &BrokerState) {
         if next >= end {
             break;
         }
-        match state.log().queue_entry(TIMER_TOPIC, 0, next) {
+        match log.log().queue_entry(TIMER_TOPIC, 0, next) {
             Ok(Some(entry)) if !entry.is_hole() => found.push((entry.tags_code, next)),
             Ok(Some(_)) => {}
             Ok(None) => break,
@@ -200,8 +200,8 @@ fn scan(state: &BrokerState) {
 }
 
 /// Stores every due message in its real topic; returns how many.
-pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
-    let timers = &state.timers;
+pub fn deliver_due(log: &LogHandle, now: i64) -> usize {
+    let timers = &log.timers;
     let mut delivered = 0;
     loop {
         let next = {
@@ -217,14 +217,13 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
         let Some((due, offset)) = next else {
             return delivered;
         };
-        let record =
-            state
-                .log()
-                .queue_entry(TIMER_TOPIC, 0, offset)
-                .and_then(|entry| match entry {
-                    Some(entry) => state.log().read_record(entry.commit_log_offset as u64),
-                    None => Ok(None),
-                });
+        let record = log
+            .log()
+            .queue_entry(TIMER_TOPIC, 0, offset)
+            .and_then(|entry| match entry {
+                Some(entry) => log.log().read_record(entry.commit_log_offset as u64),
+                None => Ok(None),
+            });
         let message = match record {
             Ok(Some(bytes)) => MessageRecord::decode(&bytes, 0, DecodeOptions::default())
                 .ok()
@@ -247,7 +246,7 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
             timers.mark_delivered(offset);
             continue;
         };
-        if let Err(failure) = state.log().deliver_blocking(&message) {
+        if let Err(failure) = log.log().deliver_blocking(&message) {
             warn!(%failure, offset, topic = %message.topic, "timer message not delivered; will retry");
             timers.lock().due.insert((now + RETRY_AFTER_MS, offset));
             return delivered;
@@ -259,11 +258,11 @@ pub fn deliver_due(state: &BrokerState, now: i64) -> usize {
 
 /// The timer service of a master: scan, deliver what is due, sleep until the next delivery
 /// time, a send's wake-up, or the idle scan.
-pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+pub(crate) async fn run(log: LogHandle, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     loop {
-        let pass = state.clone();
-        let master = !state.role.is_slave();
+        let pass = log.clone();
+        let master = !log.role().is_slave();
         // Store reads and appends may block (SYNC_FLUSH): keep them off the async workers.
         let _ = tokio::task::spawn_blocking(move || {
             if !master {
@@ -277,7 +276,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             }
         })
         .await;
-        let wait = match state.timers.next_due() {
+        let wait = match log.timers.next_due() {
             Some(due) => {
                 Duration::from_millis((due - now_ms()).clamp(0, IDLE_SCAN.as_millis() as i64) as u64)
             }
@@ -286,7 +285,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         tokio::select! {
             _ = &mut stop => return,
             _ = tokio::time::sleep(wait) => {}
-            _ = state.timers.wake_notified() => {}
+            _ = log.timers.wake_notified() => {}
         }
     }
 }
