@@ -33,6 +33,19 @@ enum Round {
     Unsettled,
 }
 
+/// A queue whose release took this long is checked against the members again before it is
+/// taken (a release that was already there costs no extra request).
+const RECHECK_AFTER_WAITING: Duration = Duration::from_millis(100);
+
+/// A consumer's share of a topic's queues, as the route and the group's members say now.
+enum Allocation {
+    Mine(BTreeSet<MessageQueue>),
+    /// The group's retry topic, before anything was sent back: nothing to consume yet.
+    NoRetryTopicYet,
+    /// No route, or no broker to ask for the members: try again later.
+    Unknown,
+}
+
 /// When and whether the rebalance runs.
 #[derive(Default)]
 pub(super) struct RebalanceState {
@@ -114,41 +127,62 @@ impl ConsumerCore {
     }
 
     async fn rebalance_topic(self: &Arc<Self>, topic: &str) -> Result<Round> {
+        match self.allocation(topic).await? {
+            Allocation::Mine(mine) => Ok(self.update_queue_table(topic, mine).await),
+            Allocation::NoRetryTopicYet => Ok(Round::Settled),
+            Allocation::Unknown => Ok(Round::Unsettled),
+        }
+    }
+
+    /// This consumer's share of `topic`'s queues, from the route and the group's members now.
+    async fn allocation(&self, topic: &str) -> Result<Allocation> {
         let Some(route) = self.instance.update_route(topic).await? else {
             // A group's retry topic exists only once something was sent back: nothing to wait for.
             if topic.starts_with(RETRY_TOPIC_PREFIX) {
-                return Ok(Round::Settled);
+                return Ok(Allocation::NoRetryTopicYet);
             }
             warn!(group = %self.settings.group, %topic, "topic does not exist");
-            return Ok(Round::Unsettled);
+            return Ok(Allocation::Unknown);
         };
         let all = subscribe_queues(topic, &route);
-        let mine: BTreeSet<MessageQueue> = if self.is_clustering() {
-            let Some(addr) = route
-                .broker_datas
-                .iter()
-                .find_map(|broker| {
-                    broker
-                        .master_addr()
-                        .or_else(|| broker.broker_addrs.values().next().map(String::as_str))
-                })
-                .map(str::to_owned)
-            else {
-                return Ok(Round::Unsettled);
-            };
-            let consumers = self
-                .instance
-                .consumer_ids(&addr, &self.settings.group)
-                .await?;
+        if !self.is_clustering() {
+            return Ok(Allocation::Mine(all.into_iter().collect()));
+        }
+        let Some(addr) = route
+            .broker_datas
+            .iter()
+            .find_map(|broker| {
+                broker
+                    .master_addr()
+                    .or_else(|| broker.broker_addrs.values().next().map(String::as_str))
+            })
+            .map(str::to_owned)
+        else {
+            return Ok(Allocation::Unknown);
+        };
+        let consumers = self
+            .instance
+            .consumer_ids(&addr, &self.settings.group)
+            .await?;
+        Ok(Allocation::Mine(
             self.settings
                 .allocate_strategy
                 .allocate(self.client_id(), &all, &consumers)
                 .into_iter()
-                .collect()
-        } else {
-            all.into_iter().collect()
-        };
-        Ok(self.update_queue_table(topic, mine).await)
+                .collect(),
+        ))
+    }
+
+    /// After the previous owner of `queue` did not release it in time: whether this consumer
+    /// should still take it. The share was computed from the member list at the round's start;
+    /// a consumer that joined with others may have read it before they all registered, and
+    /// then waits for a queue another member rightly holds. Asked again, the members say.
+    async fn still_assigned(&self, queue: &MessageQueue) -> bool {
+        match self.allocation(&queue.topic).await {
+            Ok(Allocation::Mine(mine)) => mine.contains(queue),
+            // Nothing better known: the owner is taken to be gone, as before.
+            Ok(Allocation::NoRetryTopicYet | Allocation::Unknown) | Err(_) => true,
+        }
     }
 
     async fn update_queue_table(
@@ -190,7 +224,19 @@ impl ConsumerCore {
             if self.rules.report_acked {
                 let left =
                     take_over_deadline.saturating_duration_since(tokio::time::Instant::now());
-                if !self.offsets.wait_released(&queue, left).await {
+                let waiting_since = tokio::time::Instant::now();
+                let released = self.offsets.wait_released(&queue, left).await;
+                // A queue that had to be waited for: the members may have changed meanwhile
+                // (this share may come from a list read before others registered), so the
+                // share is asked again before two consumers pull the same queue.
+                if (!released || waiting_since.elapsed() >= RECHECK_AFTER_WAITING)
+                    && !self.still_assigned(&queue).await
+                {
+                    info!(group = %self.settings.group, ?queue, "the queue is another member's now; not taken");
+                    round = Round::Unsettled;
+                    continue;
+                }
+                if !released {
                     warn!(group = %self.settings.group, ?queue, "the previous owner did not release the queue in time; taking it over anyway");
                 }
             }
