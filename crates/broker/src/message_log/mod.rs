@@ -25,6 +25,18 @@ use crate::timer::Timers;
 mod reads;
 mod upkeep;
 
+/// Runs `work` on the blocking pool; a task that panicked reports as an I/O failure of `op`.
+async fn off_the_workers<T: Send + 'static>(
+    store: &Arc<MessageStore>,
+    op: &'static str,
+    work: impl FnOnce(&MessageStore) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || work(&store))
+        .await
+        .map_err(|failure| StoreError::io(op, "", std::io::Error::other(failure)))?
+}
+
 /// Whose messages an append stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Origin {

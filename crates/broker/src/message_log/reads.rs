@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use tidemark_store::{DiskUsage, GetResult, QueueEntry, StoreError};
 
-use super::MessageLog;
+use super::{off_the_workers, MessageLog};
 
 impl MessageLog<'_> {
     /// Up to `max_count` messages (past the first, at most `max_bytes`) of a queue from
@@ -150,11 +150,9 @@ impl MessageLog<'_> {
         max: usize,
         (begin_ms, end_ms): (i64, i64),
     ) -> Result<Vec<Bytes>, StoreError> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
+        off_the_workers(self.store, "query messages", move |store| {
             store.query_message(&topic, &key, max, begin_ms, end_ms)
         })
         .await
-        .map_err(|failure| StoreError::io("query messages", "", std::io::Error::other(failure)))?
     }
 }

@@ -4,25 +4,12 @@
 //! callers cannot forget to.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use tidemark_store::epochs::EpochSpan;
-use tidemark_store::{MessageStore, RetentionReport, StoreError};
+use tidemark_store::{RetentionReport, StoreError};
 
-use super::MessageLog;
-
-/// Runs `work` on the blocking pool; a task that panicked reports as an I/O failure of `op`.
-async fn off_the_workers<T: Send + 'static>(
-    store: &Arc<MessageStore>,
-    op: &'static str,
-    work: impl FnOnce(&MessageStore) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    let store = store.clone();
-    tokio::task::spawn_blocking(move || work(&store))
-        .await
-        .map_err(|failure| StoreError::io(op, "", std::io::Error::other(failure)))?
-}
+use super::{off_the_workers, MessageLog};
 
 impl MessageLog<'_> {
     /// Master: up to `max_bytes` of the log from `from` for a slave (`None`: nothing new).
