@@ -31,7 +31,14 @@ struct ConsumerGroup {
     pub consume_type: ConsumeType,
     pub message_model: MessageModel,
     pub consume_from_where: ConsumeFromWhere,
+    /// When the broker last asked each connection for its subscriptions (see
+    /// [`ClientRegistry::member_to_ask`]).
+    subscriptions_asked_ms: HashMap<u64, i64>,
 }
+
+/// How often one connection is asked for its subscriptions at most: a client that cannot
+/// answer is not asked again on every pull it retries.
+pub const SUBSCRIPTION_ASK_INTERVAL_MS: i64 = 3_000;
 
 /// What a consumer group's heartbeats say about one topic: how it consumes, and its
 /// subscription to the topic if it has one.
@@ -235,6 +242,56 @@ impl ClientRegistry {
     pub fn consumer_connection(&self, group: &str) -> Option<ConsumerConnection> {
         self.lock().consumer_connection(group)
     }
+
+    /// The member of `group` behind `channel_id`, if the broker may ask it for its
+    /// subscriptions now (once per [`SUBSCRIPTION_ASK_INTERVAL_MS`]); the ask is recorded.
+    pub fn member_to_ask(
+        &self,
+        group: &str,
+        channel_id: u64,
+        now_ms: i64,
+    ) -> Option<ClientChannel> {
+        let mut clients = self.lock();
+        let entry = clients.consumers.get_mut(group)?;
+        let member = entry.channels.get(&channel_id)?.clone();
+        let asked = entry
+            .subscriptions_asked_ms
+            .entry(channel_id)
+            .or_insert(i64::MIN);
+        if now_ms.saturating_sub(*asked) < SUBSCRIPTION_ASK_INTERVAL_MS {
+            return None;
+        }
+        *asked = now_ms;
+        Some(member)
+    }
+
+    /// Takes the subscriptions a member of `group` reported about itself where they are newer
+    /// than the group's, by the rule a heartbeat follows; only for topics the group already
+    /// subscribes to (a heartbeat adds and drops topics). Returns how many were taken.
+    pub fn refresh_subscriptions(
+        &self,
+        group: &str,
+        channel_id: u64,
+        reported: &[SubscriptionData],
+    ) -> usize {
+        let mut clients = self.lock();
+        let Some(entry) = clients.consumers.get_mut(group) else {
+            return 0;
+        };
+        if !entry.channels.contains_key(&channel_id) {
+            return 0;
+        }
+        let mut taken = 0;
+        for subscription in reported {
+            if let Some(held) = entry.subscriptions.get_mut(&subscription.topic) {
+                if held.sub_version < subscription.sub_version {
+                    *held = subscription.clone();
+                    taken += 1;
+                }
+            }
+        }
+        taken
+    }
 }
 
 impl Clients {
@@ -250,6 +307,7 @@ impl Clients {
                 consume_type: data.consume_type,
                 message_model: data.message_model,
                 consume_from_where: data.consume_from_where,
+                subscriptions_asked_ms: HashMap::new(),
             });
         group.consume_type = data.consume_type;
         group.message_model = data.message_model;
@@ -299,6 +357,7 @@ impl Clients {
             return false;
         };
         let removed = entry.channels.remove(&channel_id).is_some();
+        entry.subscriptions_asked_ms.remove(&channel_id);
         if entry.channels.is_empty() {
             self.consumers.remove(group);
         }
@@ -350,6 +409,10 @@ impl Clients {
                 }
                 keep
             });
+            let channels = &group.channels;
+            group
+                .subscriptions_asked_ms
+                .retain(|id, _| channels.contains_key(id));
         }
         self.consumers.retain(|_, group| !group.channels.is_empty());
         for channels in self.producers.values_mut() {
@@ -461,6 +524,85 @@ impl QueueLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn member_of(group: &str, topic: &str, sub_version: i64) -> (ClientRegistry, Channel) {
+        let registry = ClientRegistry::default();
+        let channel = Channel::in_process(
+            "127.0.0.1:20001".parse().expect("address"),
+            "127.0.0.1:10911".parse().expect("address"),
+        );
+        let data = ConsumerData {
+            group_name: group.to_owned(),
+            subscription_data_set: vec![SubscriptionData::from_expression(topic, "*", sub_version)],
+            ..ConsumerData::default()
+        };
+        let client = ClientChannel {
+            channel: channel.clone(),
+            client_id: "c1".to_owned(),
+            language: LanguageCode::Java,
+            version: 0,
+            last_update_ms: 0,
+        };
+        registry.register_consumer(&data, client);
+        (registry, channel)
+    }
+
+    #[test]
+    fn a_member_is_asked_for_its_subscriptions_at_most_once_per_interval() {
+        let (registry, channel) = member_of("g", "T", 1);
+        assert!(registry.member_to_ask("g", channel.id(), 1_000).is_some());
+        assert!(registry.member_to_ask("g", channel.id(), 2_000).is_none());
+        let later = 1_000 + SUBSCRIPTION_ASK_INTERVAL_MS;
+        assert!(registry.member_to_ask("g", channel.id(), later).is_some());
+        assert!(
+            registry
+                .member_to_ask("g", channel.id() + 1, later)
+                .is_none(),
+            "no member"
+        );
+        assert!(
+            registry
+                .member_to_ask("other", channel.id(), later)
+                .is_none(),
+            "no group"
+        );
+    }
+
+    #[test]
+    fn only_newer_subscriptions_of_subscribed_topics_are_taken_from_a_member() {
+        let (registry, channel) = member_of("g", "T", 5);
+        let version = |registry: &ClientRegistry| {
+            registry
+                .group_subscription("g", "T")
+                .and_then(|online| online.subscription)
+                .map(|subscription| subscription.sub_version)
+        };
+        let report = |topic: &str, sub_version: i64| {
+            vec![SubscriptionData::from_expression(topic, "*", sub_version)]
+        };
+        assert_eq!(
+            registry.refresh_subscriptions("g", channel.id(), &report("T", 4)),
+            0
+        );
+        assert_eq!(version(&registry), Some(5));
+        assert_eq!(
+            registry.refresh_subscriptions("g", channel.id() + 1, &report("T", 9)),
+            0
+        );
+        assert_eq!(
+            registry.refresh_subscriptions("g", channel.id(), &report("U", 9)),
+            0
+        );
+        assert!(registry
+            .group_subscription("g", "U")
+            .and_then(|o| o.subscription)
+            .is_none());
+        assert_eq!(
+            registry.refresh_subscriptions("g", channel.id(), &report("T", 7)),
+            1
+        );
+        assert_eq!(version(&registry), Some(7));
+    }
 
     #[test]
     fn locks_are_exclusive_until_they_expire() {

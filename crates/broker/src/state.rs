@@ -182,7 +182,7 @@ pub struct BrokerState {
     pub transactions: crate::transaction::Transactions,
     /// SQL92 selectors, compiled once per text.
     pub selectors: crate::filter::CompiledSelectors,
-    pub clients: ClientRegistry,
+    pub clients: Arc<ClientRegistry>,
     pub locks: QueueLocks,
     pub held_pulls: Arc<HeldPulls>,
     /// Writes every config file.
@@ -445,7 +445,7 @@ impl BrokerState {
             suspended_pops: Default::default(),
             selectors: Default::default(),
             transactions,
-            clients: ClientRegistry::default(),
+            clients: Arc::default(),
             locks: QueueLocks::default(),
             held_pulls: Arc::default(),
             persister: Arc::new(persister),

@@ -218,6 +218,12 @@ impl Channel {
         }
     }
 
+    /// Hands over the answer to a request this end sent on an in-process connection (a
+    /// gateway or a test answering where a socket's reader would).
+    pub fn answer(&self, response: RemotingCommand) {
+        self.complete(response)
+    }
+
     /// Marks an in-process connection closed (its caller left).
     pub fn mark_closed(&self) {
         self.inner.stop_reading.cancel();

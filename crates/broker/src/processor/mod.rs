@@ -22,6 +22,7 @@ mod relay;
 mod retry;
 pub(crate) mod routing;
 mod send;
+mod stale_subscription;
 mod transaction;
 
 use std::sync::Arc;

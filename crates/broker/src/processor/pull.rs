@@ -91,7 +91,7 @@ pub(super) async fn pull(
     );
     let acked = super::consumer::acked_ranges(request, header.commit_offset);
     let started = std::time::Instant::now();
-    let first = process(state, &header, &group, true, acked.as_ref());
+    let first = process(state, channel, &header, &group, true, acked.as_ref());
     state
         .stats
         .pull_latency
@@ -111,7 +111,7 @@ pub(super) async fn pull(
             }
             // Second pass: never held again, and the commit offset is not applied twice.
             let started = std::time::Instant::now();
-            let second = process(state, &header, &group, false, None);
+            let second = process(state, channel, &header, &group, false, None);
             state
                 .stats
                 .pull_latency
@@ -131,6 +131,7 @@ enum Outcome {
 
 fn process(
     state: &BrokerState,
+    channel: &Channel,
     header: &PullMessageRequestHeader,
     group: &SubscriptionGroupConfig,
     allow_suspend: bool,
@@ -208,6 +209,11 @@ fn process(
             );
         };
         if subscription.sub_version < header.sub_version {
+            super::stale_subscription::ask_member(
+                &state.clients,
+                &header.consumer_group,
+                channel.id(),
+            );
             return respond(
                 ResponseCode::SubscriptionNotLatest,
                 "the consumer's subscription not latest".to_owned(),

@@ -22,6 +22,7 @@ mod rewinds;
 mod runtime_info;
 mod send_and_pull;
 mod sql92;
+mod stale_subscription;
 mod timers;
 mod trace;
 mod transaction;

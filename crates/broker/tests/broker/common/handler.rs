@@ -82,6 +82,11 @@ impl Connection {
         }
     }
 
+    /// The client's answer to a request the broker sent it (taken from `from_broker`).
+    pub fn answer(&self, response: RemotingCommand) {
+        self.channel.answer(response)
+    }
+
     /// `request` sent oneway: served in full, the answer (if any) dropped, as a socket would.
     pub async fn send_oneway(&self, mut request: RemotingCommand) {
         request.mark_oneway();
