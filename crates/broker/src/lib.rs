@@ -228,11 +228,11 @@ impl Broker {
                 wait_stop(stopping.clone()),
             )));
             services.push(tokio::spawn(transaction::check::run(
-                state.clone(),
+                state.transaction_checker(),
                 wait_stop(stopping.clone()),
             )));
             services.push(tokio::spawn(pop::revive::run(
-                state.clone(),
+                state.reviver(),
                 wait_stop(stopping.clone()),
             )));
             let levels = state

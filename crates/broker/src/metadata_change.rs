@@ -4,6 +4,8 @@
 //! POP revive and transaction discards that make theirs, gRPC's route query) goes through
 //! here, so none of them can answer before the change would survive a crash. Groups alone are
 //! made durable by [`BrokerState::persist_metadata_now`]: the name servers do not hold them.
+//! Request handlers take the door from [`BrokerState::topic_changes`]; services hold a
+//! [`TopicChanges`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,9 @@ use std::time::Duration;
 use tidemark_storage::atomic_file::PersistError;
 use tracing::debug;
 
+use crate::parts::PersistedTables;
 use crate::persister::{ConfigFile, Persister, METADATA};
+use crate::registration::RegistrationRounds;
 use crate::state::BrokerState;
 
 /// How long a request that changed topics waits for the name servers to know it.
@@ -30,41 +34,60 @@ pub enum Announce {
     Soon,
 }
 
-impl BrokerState {
-    /// Makes the topic (and group) tables durable, then announces them.
-    pub async fn publish_topics(self: &Arc<Self>, announce: Announce) -> Result<(), PersistError> {
-        self.publish_topic_files(METADATA, announce).await
+/// The door a topic change leaves through: the tables it makes durable and the registration
+/// rounds that announce them. A cheap handle; services that create topics hold one, request
+/// handlers take one from [`BrokerState::topic_changes`].
+#[derive(Debug, Clone)]
+pub struct TopicChanges {
+    tables: PersistedTables,
+    registrations: Arc<RegistrationRounds>,
+}
+
+impl TopicChanges {
+    pub fn new(tables: PersistedTables, registrations: Arc<RegistrationRounds>) -> Self {
+        Self {
+            tables,
+            registrations,
+        }
     }
 
-    /// [`Self::publish_topics`] with the files a change touched (a deletion also drops the
-    /// topic's offsets).
-    pub async fn publish_topic_files(
-        self: &Arc<Self>,
+    /// Makes the topic (and group) tables durable, then announces them.
+    pub async fn publish(self, announce: Announce) -> Result<(), PersistError> {
+        self.publish_files(METADATA, announce).await
+    }
+
+    /// [`Self::publish`] with the files a change touched (a deletion also drops the topic's
+    /// offsets).
+    pub async fn publish_files(
+        self,
         files: &[ConfigFile],
         announce: Announce,
     ) -> Result<(), PersistError> {
-        Persister::flush(&self.persisted_tables(), files).await?;
-        self.announce_topics(announce).await;
+        Persister::flush(&self.tables, files).await?;
+        self.announce(announce).await;
         Ok(())
     }
 
-    /// [`Self::publish_topics`] for a blocking thread; the name servers hear of it soon.
-    pub fn publish_topics_blocking(&self) -> Result<(), PersistError> {
-        self.persister
-            .write(&self.metadata, &self.progress, METADATA, false)?;
-        self.announce_topics_soon();
+    /// [`Self::publish`] for a blocking thread; the name servers hear of it soon.
+    pub fn publish_blocking(&self) -> Result<(), PersistError> {
+        self.tables.persister.write(
+            &self.tables.metadata,
+            &self.tables.progress,
+            METADATA,
+            false,
+        )?;
+        self.announce_soon();
         Ok(())
     }
 
     /// Tells the name servers the topics changed, waiting as `announce` says; for changes that
     /// are durable already or are not this broker's to keep (a master's topics on a slave, a
     /// role or permission change).
-    pub async fn announce_topics(&self, announce: Announce) {
+    pub async fn announce(&self, announce: Announce) {
         match announce {
-            Announce::Soon => self.announce_topics_soon(),
+            Announce::Soon => self.announce_soon(),
             Announce::BeforeAnswer => {
                 let ticket = self.registrations.ask();
-                self.topics_changed.notify_one();
                 if !self.registrations.wait(ticket, REGISTRATION_WAIT).await {
                     debug!("changed topics are not registered yet; the next round registers them");
                 }
@@ -73,7 +96,14 @@ impl BrokerState {
     }
 
     /// Wakes the registration loop; nobody waits for it.
-    pub fn announce_topics_soon(&self) {
-        self.topics_changed.notify_one();
+    pub fn announce_soon(&self) {
+        self.registrations.wake();
+    }
+}
+
+impl BrokerState {
+    /// The door for a topic change made by a request.
+    pub fn topic_changes(&self) -> TopicChanges {
+        TopicChanges::new(self.persisted_tables(), self.registrations.clone())
     }
 }

@@ -13,7 +13,7 @@ use tidemark_protocol::headers::{
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::RemotingClient;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
 
 use crate::state::BrokerState;
@@ -107,6 +107,8 @@ pub struct RegistrationRounds {
     covered: watch::Sender<u64>,
     /// Whether the registration loop runs; nobody waits for a loop that does not.
     running: AtomicBool,
+    /// Wakes the loop for a round now (topics changed, or a role or permission change).
+    wake: Notify,
 }
 
 impl Default for RegistrationRounds {
@@ -115,15 +117,23 @@ impl Default for RegistrationRounds {
             asked: AtomicU64::new(0),
             covered: watch::Sender::new(0),
             running: AtomicBool::new(false),
+            wake: Notify::new(),
         }
     }
 }
 
 impl RegistrationRounds {
-    /// Asks for a round that starts from now; the ticket to [`RegistrationRounds::wait`] for.
-    /// The caller wakes the loop (`topics_changed`).
+    /// Asks for a round that starts from now and wakes the loop; the ticket to
+    /// [`RegistrationRounds::wait`] for.
     pub fn ask(&self) -> u64 {
-        self.asked.fetch_add(1, Ordering::SeqCst) + 1
+        let ticket = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        self.wake.notify_one();
+        ticket
+    }
+
+    /// Wakes the loop for a round now; nobody waits for it.
+    pub fn wake(&self) {
+        self.wake.notify_one();
     }
 
     /// Until a round that started after `ticket` was asked has finished, at most `bound`; whether
@@ -168,7 +178,7 @@ async fn run_rounds(state: &Arc<BrokerState>, stop: impl Future<Output = ()>) {
         tokio::select! {
             _ = &mut stop => break,
             _ = tokio::time::sleep_until(next) => {}
-            _ = state.topics_changed.notified() => {}
+            _ = state.registrations.wake.notified() => {}
         }
         // Every ticket asked before the round starts is covered by it.
         let covering = state.registrations.asked.load(Ordering::SeqCst);

@@ -197,7 +197,7 @@ async fn sync_pop_state(state: &Arc<BrokerState>, client: &RemotingClient, maste
 /// Topics are the master's: taken whole when its data version moved (as Java does).
 fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
     if state.metadata.topics.merge(wrapper, true) {
-        state.announce_topics_soon();
+        state.topic_changes().announce_soon();
     }
 }
 

@@ -174,12 +174,12 @@ pub struct BrokerState {
     /// Timer messages: pending by delivery time, delivered (journaled).
     pub timers: Arc<crate::timer::Timers>,
     /// POP progress: cursors and in-flight messages per group and queue (journaled).
-    pub pop: crate::pop::PopTable,
+    pub pop: Arc<crate::pop::PopTable>,
     /// POP requests suspended now, per (topic, group, queue id), for POLLING_INFO and the
     /// POLLING_FULL bound.
     pub suspended_pops: crate::long_poll::SuspendedPops,
     /// Half messages waiting for their producer's commit or rollback.
-    pub transactions: crate::transaction::Transactions,
+    pub transactions: Arc<crate::transaction::Transactions>,
     /// SQL92 selectors, compiled once per text.
     pub selectors: crate::filter::CompiledSelectors,
     pub clients: Arc<ClientRegistry>,
@@ -187,10 +187,9 @@ pub struct BrokerState {
     pub held_pulls: Arc<HeldPulls>,
     /// Writes every config file.
     pub persister: Arc<Persister>,
-    /// Woken when topics change, so the broker re-registers at once (see `metadata_change`).
-    pub(crate) topics_changed: Notify,
-    /// Registration rounds, for a send that must wait until its new topic is registered.
-    pub registrations: crate::registration::RegistrationRounds,
+    /// Registration rounds: woken when topics change, so the broker re-registers at once, and
+    /// waited for by a send whose new topic must be registered first (see `metadata_change`).
+    pub registrations: Arc<crate::registration::RegistrationRounds>,
     /// Controller mode: a controller announced a role change (NOTIFY_BROKER_ROLE_CHANGED);
     /// the controller-mode loop asks for the decision at once instead of at its next tick.
     pub role_change_announced: Notify,
@@ -441,16 +440,15 @@ impl BrokerState {
             }),
             progress_stream,
             timers: Arc::new(timers),
-            pop,
+            pop: Arc::new(pop),
             suspended_pops: Default::default(),
             selectors: Default::default(),
-            transactions,
+            transactions: Arc::new(transactions),
             clients: Arc::default(),
             locks: QueueLocks::default(),
             held_pulls: Arc::default(),
             persister: Arc::new(persister),
-            topics_changed: Notify::new(),
-            registrations: crate::registration::RegistrationRounds::default(),
+            registrations: Arc::default(),
             role_change_announced: Notify::new(),
             boot_timestamp_ms: now,
             stats: Arc::default(),
@@ -495,6 +493,14 @@ impl BrokerState {
             tls: self.client_tls.clone(),
             ..self.config.remoting_client_config()
         }
+    }
+
+    /// How many delay levels are configured (`messageDelayLevel`); at least one.
+    pub fn delay_level_count(&self) -> i32 {
+        self.config
+            .delay_levels_ms()
+            .map_or(1, |levels| i32::try_from(levels.len()).unwrap_or(i32::MAX))
+            .max(1)
     }
 
     /// The store host stamped on records and encoded in message ids: `brokerIP1:listenPort`.

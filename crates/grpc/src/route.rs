@@ -116,7 +116,7 @@ impl Gateway {
                     // send's future.
                     // The route it answers comes from the name servers too: as with a 4.x
                     // send that creates its topic, they must know it first.
-                    let published = self.state.publish_topics(Announce::BeforeAnswer);
+                    let published = self.state.topic_changes().publish(Announce::BeforeAnswer);
                     if let Err(failure) = Box::pin(published).await {
                         return Err(status(
                             Code::InternalServerError,

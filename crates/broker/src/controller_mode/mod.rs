@@ -418,7 +418,7 @@ async fn follow_decision(
     }
     applied.master_epoch = epoch;
     applied.joining.clear();
-    state.announce_topics_soon();
+    state.topic_changes().announce_soon();
     Ok(())
 }
 

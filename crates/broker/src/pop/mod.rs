@@ -627,14 +627,19 @@ impl PopTable {
 
 /// Mirrors a queue's POP floor into the consumer offset table, so consume stats, lag and a
 /// later switch to PULL see what POP finished. Forward only; the POP journal stays the truth.
-pub(crate) fn commit_floor(state: &crate::state::BrokerState, key: &QueueKey) {
-    if let Some((floor, _)) = state.pop.cursor(key) {
-        let _ = state.progress.offsets.commit(
+pub(crate) fn commit_floor(
+    pop: &PopTable,
+    offsets: &crate::offsets::ConsumerOffsets,
+    log: &crate::message_log::MessageLog<'_>,
+    key: &QueueKey,
+) {
+    if let Some((floor, _)) = pop.cursor(key) {
+        let _ = offsets.commit(
             &key.topic,
             &key.group,
             key.queue_id,
             floor,
-            state.log().written_max_offset(&key.topic, key.queue_id),
+            log.written_max_offset(&key.topic, key.queue_id),
             tidemark_remoting::now_ms(),
             crate::offsets::Committer::Progress,
             None,

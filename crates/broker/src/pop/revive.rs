@@ -23,8 +23,11 @@ use tidemark_store::NewMessage;
 use tracing::{info, warn};
 
 use super::{InFlight, QueueKey};
+use crate::message_log::LogHandle;
 use crate::message_log::{Origin, Stored};
 use crate::metadata::dlq_topic;
+use crate::metadata_change::TopicChanges;
+use crate::parts::{Metadata, Progress};
 use crate::state::BrokerState;
 
 /// With nothing due sooner, the service still looks this often.
@@ -37,6 +40,40 @@ const RETRY_AFTER_MS: i64 = 1_000;
 const COPIES_PER_APPEND: usize = 64;
 /// The POP retry topic's queue count (RocketMQ's `PopAckConstants.retryQueueNum`).
 const RETRY_QUEUE_NUMS: i32 = 1;
+
+/// What the revive service touches: the log it reads and copies into, the POP table, the
+/// groups' retry limits and the topics it creates, the offsets a queue's POP floor moves, and
+/// the door that makes a new retry or dead-letter topic durable and announced.
+#[derive(Debug, Clone)]
+pub struct Reviver {
+    pub log: LogHandle,
+    pub pop: Arc<super::PopTable>,
+    pub metadata: Arc<Metadata>,
+    pub progress: Arc<Progress>,
+    pub topic_changes: TopicChanges,
+    /// Stamped on the copies.
+    pub store_host: std::net::SocketAddr,
+}
+
+impl Reviver {
+    fn commit_floor(&self, key: &QueueKey) {
+        super::commit_floor(&self.pop, &self.progress.offsets, &self.log.log(), key);
+    }
+}
+
+impl BrokerState {
+    /// The revive service's parts.
+    pub fn reviver(&self) -> Reviver {
+        Reviver {
+            log: self.log_handle(),
+            pop: self.pop.clone(),
+            metadata: self.metadata.clone(),
+            progress: self.progress.clone(),
+            topic_changes: self.topic_changes(),
+            store_host: self.store_host(),
+        }
+    }
+}
 
 /// The topic a group popped when it got a message from `topic` (its POP retry topic maps back
 /// to the topic it retries).
@@ -67,19 +104,21 @@ fn parse_origin(value: &str) -> Option<(QueueKey, i64)> {
 }
 
 fn read(
-    state: &BrokerState,
+    reviver: &Reviver,
     topic: &str,
     queue_id: i32,
     offset: i64,
 ) -> Result<Option<MessageRecord>, String> {
-    let entry = state
+    let entry = reviver
+        .log
         .log()
         .queue_entry(topic, queue_id, offset)
         .map_err(|failure| failure.to_string())?;
     let Some(entry) = entry.filter(|entry| !entry.is_hole()) else {
         return Ok(None);
     };
-    let Some(bytes) = state
+    let Some(bytes) = reviver
+        .log
         .log()
         .read_record(entry.commit_log_offset as u64)
         .map_err(|failure| failure.to_string())?
@@ -94,7 +133,7 @@ fn read(
 /// The copy of `record` (popped from `key`) that goes back to the group, and whether it goes
 /// to the dead-letter topic.
 fn copy_of(
-    state: &BrokerState,
+    reviver: &Reviver,
     key: &QueueKey,
     offset: i64,
     entry: &InFlight,
@@ -102,7 +141,7 @@ fn copy_of(
 ) -> (NewMessage, bool) {
     let popped = popped_topic(&key.group, &key.topic);
     let reconsume_times = record.reconsume_times.saturating_add(1);
-    let dead = reconsume_times > state.metadata.groups.retry_max_times(&key.group);
+    let dead = reconsume_times > reviver.metadata.groups.retry_max_times(&key.group);
     let mut properties = record.properties.clone();
     if properties.get(property::RETRY_TOPIC).is_none() {
         properties.insert(property::RETRY_TOPIC, popped.clone());
@@ -128,7 +167,7 @@ fn copy_of(
             sys_flag: record.sys_flag,
             born_timestamp: record.born_timestamp,
             born_host: record.born_host,
-            store_host: state.store_host(),
+            store_host: reviver.store_host,
             reconsume_times,
             prepared_transaction_offset: 0,
             body: record.body.clone(),
@@ -149,31 +188,32 @@ struct Copy {
 /// Reads one expired message and builds its copy; `Ok(None)`: nothing left to copy (retention
 /// removed it; it is finished here). `Err` leaves it in flight to be tried again.
 fn prepare(
-    state: &BrokerState,
+    reviver: &Reviver,
     key: &QueueKey,
     offset: i64,
     entry: &InFlight,
 ) -> Result<Option<Copy>, String> {
-    let Some(record) = read(state, &key.topic, key.queue_id, offset)? else {
-        let min = state.log().min_offset(&key.topic, key.queue_id);
+    let Some(record) = read(reviver, &key.topic, key.queue_id, offset)? else {
+        let min = reviver.log.log().min_offset(&key.topic, key.queue_id);
         if offset < min {
             warn!(group = %key.group, topic = %key.topic, queue = key.queue_id, offset, "popped message expired after the store dropped it; finished without a copy");
-            let _ = state.pop.finish_gone(key, offset);
-            super::commit_floor(state, key);
+            let _ = reviver.pop.finish_gone(key, offset);
+            reviver.commit_floor(key);
             return Ok(None);
         }
         return Err("message not readable yet".to_owned());
     };
-    let (message, dead) = copy_of(state, key, offset, entry, &record);
-    let (_, created) = state.metadata.topics.ensure(
+    let (message, dead) = copy_of(reviver, key, offset, entry, &record);
+    let (_, created) = reviver.metadata.topics.ensure(
         &message.topic,
         if dead { 1 } else { RETRY_QUEUE_NUMS },
         perm::READ | perm::WRITE,
         now_ms(),
     );
     if created {
-        state
-            .publish_topics_blocking()
+        reviver
+            .topic_changes
+            .publish_blocking()
             .map_err(|failure| format!("new topic {} not persisted: {failure}", message.topic))?;
     }
     Ok(Some(Copy {
@@ -186,7 +226,7 @@ fn prepare(
 
 /// Stores copies bound for one destination queue in one append (one sync), then finishes
 /// their messages; on failure they stay in flight to be tried again.
-fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
+fn store_copies(reviver: &Reviver, copies: Vec<Copy>, now: i64) -> usize {
     let Some(first) = copies.first() else {
         return 0;
     };
@@ -194,7 +234,8 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
     let messages: Vec<NewMessage> = copies.iter().map(|copy| copy.message.clone()).collect();
     // Client traffic: the copies count in the destination's traffic (the metrics' retry and
     // dead-letter figures), wake the slave's replication and the destination's held pulls.
-    let appended = match state
+    let appended = match reviver
+        .log
         .log()
         .append(&messages, Origin::Traffic)
         .and_then(Stored::durable_blocking)
@@ -203,7 +244,7 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
         Err(failure) => {
             warn!(%failure, %destination, count = copies.len(), "expired popped messages not copied yet; will retry");
             for copy in &copies {
-                state
+                reviver
                     .pop
                     .revive_failed(&copy.key, copy.offset, now + RETRY_AFTER_MS);
             }
@@ -215,7 +256,7 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
         if copy.dead {
             info!(group = %copy.key.group, topic = %copy.key.topic, offset = copy.offset, reconsume_times = copy.message.reconsume_times, "popped message moved to the dead-letter topic");
         }
-        let _ = state.pop.revived(
+        let _ = reviver.pop.revived(
             &copy.key,
             copy.offset,
             &destination,
@@ -226,8 +267,9 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
         }
     }
     for key in &floors {
-        super::commit_floor(state, key);
-        state
+        reviver.commit_floor(key);
+        reviver
+            .log
             .held_pulls
             .notify_topic(&popped_topic(&key.group, &key.topic));
     }
@@ -239,11 +281,11 @@ fn store_copies(state: &BrokerState, copies: Vec<Copy>, now: i64) -> usize {
 /// Works through the due messages earliest first, [`COPIES_PER_APPEND`] at a time, waking the
 /// waiting pops after each step: a large expiry then hands its first messages out again while
 /// the rest are still being copied, instead of after the whole pass.
-pub fn revive_due(state: &BrokerState, now: i64) -> usize {
+pub fn revive_due(reviver: &Reviver, now: i64) -> usize {
     let mut taken = 0;
     let mut copied = 0;
     while taken < PER_PASS_MAX {
-        let (expired, unblocked) = state
+        let (expired, unblocked) = reviver
             .pop
             .take_expired(now, COPIES_PER_APPEND.min(PER_PASS_MAX - taken));
         if expired.is_empty() && unblocked.is_empty() {
@@ -251,19 +293,20 @@ pub fn revive_due(state: &BrokerState, now: i64) -> usize {
         }
         taken += expired.len();
         for key in unblocked {
-            state
+            reviver
+                .log
                 .held_pulls
                 .notify_topic(&popped_topic(&key.group, &key.topic));
         }
-        copied += revive_step(state, expired, now);
+        copied += revive_step(reviver, expired, now);
     }
     copied
 }
 
-fn revive_step(state: &BrokerState, expired: Vec<(QueueKey, i64, InFlight)>, now: i64) -> usize {
+fn revive_step(reviver: &Reviver, expired: Vec<(QueueKey, i64, InFlight)>, now: i64) -> usize {
     let mut by_destination: BTreeMap<String, Vec<Copy>> = BTreeMap::new();
     for (key, offset, entry) in expired {
-        match prepare(state, &key, offset, &entry) {
+        match prepare(reviver, &key, offset, &entry) {
             Ok(Some(copy)) => by_destination
                 .entry(copy.message.topic.clone())
                 .or_default()
@@ -271,20 +314,22 @@ fn revive_step(state: &BrokerState, expired: Vec<(QueueKey, i64, InFlight)>, now
             Ok(None) => {}
             Err(failure) => {
                 warn!(%failure, group = %key.group, topic = %key.topic, offset, "expired popped message not copied yet; will retry");
-                state.pop.revive_failed(&key, offset, now + RETRY_AFTER_MS);
+                reviver
+                    .pop
+                    .revive_failed(&key, offset, now + RETRY_AFTER_MS);
             }
         }
     }
     by_destination
         .into_values()
-        .map(|copies| store_copies(state, copies, now))
+        .map(|copies| store_copies(reviver, copies, now))
         .sum()
 }
 
 /// After a restart: copies stored but not journaled before the crash finish their messages.
-pub fn recover_copies(state: &BrokerState) -> usize {
+pub fn recover_copies(reviver: &Reviver) -> usize {
     let mut destinations: Vec<String> = Vec::new();
-    for (group, topic) in state.pop.groups_in_flight() {
+    for (group, topic) in reviver.pop.groups_in_flight() {
         let popped = popped_topic(&group, &topic);
         destinations.push(pop_retry_topic_v1(&group, &popped));
         destinations.push(dlq_topic(&group));
@@ -293,14 +338,14 @@ pub fn recover_copies(state: &BrokerState) -> usize {
     destinations.dedup();
     let mut recovered = 0;
     for destination in destinations {
-        let end = state.log().max_offset(&destination, 0);
-        let from = state
+        let end = reviver.log.log().max_offset(&destination, 0);
+        let from = reviver
             .pop
             .copies_end(&destination)
             .unwrap_or(0)
-            .max(state.log().min_offset(&destination, 0));
+            .max(reviver.log.log().min_offset(&destination, 0));
         for offset in from..end {
-            let record = match read(state, &destination, 0, offset) {
+            let record = match read(reviver, &destination, 0, offset) {
                 Ok(Some(record)) => record,
                 Ok(None) => continue,
                 Err(failure) => {
@@ -315,8 +360,8 @@ pub fn recover_copies(state: &BrokerState) -> usize {
             else {
                 continue;
             };
-            if state.pop.is_in_flight(&key, origin) {
-                let _ = state.pop.revived(&key, origin, &destination, offset + 1);
+            if reviver.pop.is_in_flight(&key, origin) {
+                let _ = reviver.pop.revived(&key, origin, &destination, offset + 1);
                 recovered += 1;
             }
         }
@@ -331,13 +376,14 @@ pub fn recover_copies(state: &BrokerState) -> usize {
 }
 
 /// The revive service of a master.
-pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+pub(crate) async fn run(reviver: Reviver, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let first = state.clone();
+    let reviver = Arc::new(reviver);
+    let first = reviver.clone();
     let _ = tokio::task::spawn_blocking(move || recover_copies(&first)).await;
     loop {
-        let pass = state.clone();
-        let master = !state.role.is_slave();
+        let pass = reviver.clone();
+        let master = !reviver.log.role().is_slave();
         // Store reads and appends may block: keep them off the async workers.
         let _ = tokio::task::spawn_blocking(move || {
             if !master {
@@ -349,7 +395,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
             }
         })
         .await;
-        let wait = match state.pop.next_deadline() {
+        let wait = match reviver.pop.next_deadline() {
             Some(due) => {
                 Duration::from_millis((due - now_ms()).clamp(0, IDLE.as_millis() as i64) as u64)
             }
@@ -358,7 +404,7 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         tokio::select! {
             _ = &mut stop => return,
             _ = tokio::time::sleep(wait) => {}
-            _ = state.pop.wake().notified() => {}
+            _ = reviver.pop.wake().notified() => {}
         }
     }
 }

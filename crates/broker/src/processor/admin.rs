@@ -139,7 +139,7 @@ pub(super) async fn create_topic(
         attributes,
     };
     if state.metadata.topics.upsert(config, now_ms()) {
-        if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
+        if let Err(failure) = state.topic_changes().publish(Announce::BeforeAnswer).await {
             return error(
                 ResponseCode::SystemError,
                 format!("topic created but not persisted: {failure}"),
@@ -210,7 +210,8 @@ pub(super) async fn delete_topic(
     }
     let files = [ConfigFile::Topics, ConfigFile::ConsumerOffsets];
     if let Err(failure) = state
-        .publish_topic_files(&files, Announce::BeforeAnswer)
+        .topic_changes()
+        .publish_files(&files, Announce::BeforeAnswer)
         .await
     {
         return error(

@@ -46,7 +46,7 @@ pub(super) async fn create_topics(
         changed |= state.metadata.topics.upsert(config.clone(), now);
     }
     if changed {
-        if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
+        if let Err(failure) = state.topic_changes().publish(Announce::BeforeAnswer).await {
             return error(
                 ResponseCode::SystemError,
                 format!("topics created but not persisted: {failure}"),

@@ -39,7 +39,7 @@ pub(super) async fn update(state: &BrokerState, request: &RemotingCommand) -> Re
             info!(?updates, "broker config updated");
             if before.broker_permission != after.broker_permission {
                 state.metadata.topics.touch(now_ms());
-                state.announce_topics_soon();
+                state.topic_changes().announce_soon();
             }
             success()
         }

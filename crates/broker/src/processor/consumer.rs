@@ -88,7 +88,7 @@ pub(super) async fn heartbeat(
     }
     if metadata_created {
         // The group and its retry topic a consumer now relies on must survive a crash.
-        if let Err(failure) = state.publish_topics(Announce::Soon).await {
+        if let Err(failure) = state.topic_changes().publish(Announce::Soon).await {
             return super::metadata_not_durable(&failure);
         }
     }

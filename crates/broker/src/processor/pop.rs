@@ -367,7 +367,7 @@ async fn settle(state: &BrokerState, batch: &mut Batch) -> Result<(), RemotingCo
         }
     }
     for key in &batch.keys {
-        crate::pop::commit_floor(state, key);
+        crate::pop::commit_floor(&state.pop, &state.progress.offsets, &state.log(), key);
     }
     Ok(())
 }

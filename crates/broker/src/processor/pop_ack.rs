@@ -102,7 +102,7 @@ async fn settle(
             format!("acknowledgement not recorded durably: {failure}"),
         ));
     }
-    crate::pop::commit_floor(state, key);
+    crate::pop::commit_floor(&state.pop, &state.progress.offsets, &state.log(), key);
     // On a SYNC master, acknowledged once the in-sync replicas have it, like a commit.
     let through = state.progress_stream.outbox().last_pushed();
     match crate::progress_stream::wait_replicated(state, through).await {
@@ -191,7 +191,9 @@ pub(super) async fn batch_ack(
             if let Some(source) = PopSource::from_flag(&batch.retry) {
                 let topic = source.real_topic(&batch.consumer_group, &batch.topic);
                 crate::pop::commit_floor(
-                    state,
+                    &state.pop,
+                    &state.progress.offsets,
+                    &state.log(),
                     &QueueKey::new(&batch.consumer_group, &topic, batch.queue_id),
                 );
             }

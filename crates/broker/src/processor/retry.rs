@@ -101,10 +101,10 @@ pub(super) async fn send_back(
         } else {
             DEFAULT_RETRY_LEVEL_BASE + original.reconsume_times
         };
-        to_schedule(state, &mut message, level);
+        to_schedule(state.delay_level_count(), &mut message, level);
     }
     if metadata_created {
-        if let Err(failure) = state.publish_topics(Announce::Soon).await {
+        if let Err(failure) = state.topic_changes().publish(Announce::Soon).await {
             return super::metadata_not_durable(&failure);
         }
     }

@@ -13,14 +13,9 @@ use crate::state::BrokerState;
 
 /// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
 /// schedule service stores it again in its real topic and queue once due.
-pub(crate) fn to_schedule(state: &BrokerState, message: &mut NewMessage, level: i32) {
-    let levels = state
-        .config
-        .delay_levels_ms()
-        .map(|levels| levels.len() as i32)
-        .unwrap_or(1)
-        .max(1);
-    let level = level.clamp(1, levels);
+/// `levels`: how many are configured ([`BrokerState::delay_level_count`]).
+pub(crate) fn to_schedule(levels: i32, message: &mut NewMessage, level: i32) {
+    let level = level.clamp(1, levels.max(1));
     let properties = &mut message.properties;
     properties.insert(property::REAL_TOPIC, message.topic.clone());
     properties.insert(property::REAL_QUEUE_ID, message.queue_id.to_string());

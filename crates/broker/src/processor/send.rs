@@ -69,7 +69,7 @@ pub(super) async fn send(
             return super::transaction::batch_refused();
         }
         if topic_created {
-            if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
+            if let Err(failure) = state.topic_changes().publish(Announce::BeforeAnswer).await {
                 return super::metadata_not_durable(&failure);
             }
         }
@@ -103,7 +103,7 @@ pub(super) async fn send(
     if topic_created || prepared.topic_created {
         // A topic created by this send must outlive a crash before the send is acknowledged:
         // otherwise the stored messages are unreachable after a restart.
-        if let Err(failure) = state.publish_topics(Announce::BeforeAnswer).await {
+        if let Err(failure) = state.topic_changes().publish(Announce::BeforeAnswer).await {
             return super::metadata_not_durable(&failure);
         }
     }
@@ -230,7 +230,7 @@ fn single_message(
         // A delay level takes precedence over timer properties (RocketMQ drops them).
         super::routing::drop_timer(&mut message.properties);
         if !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
-            super::routing::to_schedule(state, &mut message, delay);
+            super::routing::to_schedule(state.delay_level_count(), &mut message, delay);
         }
     } else if !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
         let now = now_ms();

@@ -59,8 +59,8 @@ pub(super) async fn send_half(
     }
     let mut message = message;
     resolve::into_half(&mut message);
-    if resolve::ensure_topics(state) {
-        if let Err(failure) = state.publish_topics(Announce::Soon).await {
+    if resolve::ensure_topics(&state.metadata) {
+        if let Err(failure) = state.topic_changes().publish(Announce::Soon).await {
             return super::metadata_not_durable(&failure);
         }
     }
@@ -71,7 +71,7 @@ pub(super) async fn send_half(
     let Some(first) = appended.first() else {
         return error(ResponseCode::SystemError, "nothing appended");
     };
-    let half = resolve::pending_half(state, &message, first);
+    let half = resolve::pending_half(&state.live, &message, first);
     let transaction_id = (!half.unique_key.is_empty()).then(|| half.unique_key.clone());
     state.transactions.add(half);
     super::append::acknowledge(state, queue_id, &appended, producer_waits, transaction_id).await
@@ -115,7 +115,7 @@ pub(super) async fn end_transaction(
         queue_offset: header.tran_state_table_offset,
         commit_log_offset: header.commit_log_offset,
     };
-    match resolve::resolve(state, claim, decision).await {
+    match resolve::resolve(&state.transaction_log(), claim, decision).await {
         Ok(()) => {
             debug!(msg_id = %header.msg_id, ?decision, from_check = header.from_transaction_check.unwrap_or(false), "transaction resolved");
             success()

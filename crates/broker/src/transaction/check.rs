@@ -14,42 +14,65 @@ use tidemark_protocol::{RemotingCommand, RequestCode};
 use tidemark_remoting::now_ms;
 use tracing::{debug, warn};
 
-use super::resolve::{discard, read_half, record_check};
+use super::resolve::{discard, read_half, record_check, TransactionLog};
 use super::PendingHalf;
+use crate::clients::ClientRegistry;
 use crate::state::BrokerState;
 
-pub async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+/// What the check-back service touches: the transactions' log and the producers it asks.
+#[derive(Debug, Clone)]
+pub struct TransactionChecker {
+    pub log: TransactionLog,
+    pub clients: Arc<ClientRegistry>,
+    /// Named in each check-back.
+    pub broker_name: String,
+}
+
+impl BrokerState {
+    /// The check-back service's parts.
+    pub fn transaction_checker(&self) -> TransactionChecker {
+        TransactionChecker {
+            log: self.transaction_log(),
+            clients: self.clients.clone(),
+            broker_name: self.config.broker_name.clone(),
+        }
+    }
+}
+
+pub async fn run(checker: TransactionChecker, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     loop {
         // Read before each wait: transactionCheckInterval is live. A round that overruns
         // delays the next one, never runs two back to back.
-        let interval = Duration::from_millis(state.live.get().transaction_check_interval.max(1));
+        let interval =
+            Duration::from_millis(checker.log.log.live.get().transaction_check_interval.max(1));
         tokio::select! {
             _ = &mut stop => return,
             _ = tokio::time::sleep(interval) => {}
         }
-        if !state.role.is_slave() {
-            check_round(&state).await;
+        if !checker.log.log.role().is_slave() {
+            check_round(&checker).await;
         }
     }
 }
 
 /// One round over the pending halves.
-pub async fn check_round(state: &Arc<BrokerState>) {
-    if state.transactions.is_empty() {
+pub async fn check_round(checker: &TransactionChecker) {
+    let tx = &checker.log;
+    if tx.transactions.is_empty() {
         return;
     }
-    let due = state
+    let due = tx
         .transactions
-        .due(now_ms(), state.live.get().transaction_check_max);
+        .due(now_ms(), tx.log.live.get().transaction_check_max);
     for half in &due.discard {
-        if let Err(failure) = discard(state, half).await {
+        if let Err(failure) = discard(tx, half).await {
             warn!(%failure, clo = half.commit_log_offset, "could not discard a transaction checked back too often");
         }
     }
     for half in &due.check {
-        match record_check(state, half).await {
-            Ok(true) => send_check(state, half),
+        match record_check(tx, half).await {
+            Ok(true) => send_check(checker, half),
             Ok(false) => {}
             Err(failure) => {
                 warn!(%failure, clo = half.commit_log_offset, "could not record a transaction check-back; it is tried next round");
@@ -60,15 +83,15 @@ pub async fn check_round(state: &Arc<BrokerState>) {
 
 /// Sends CHECK_TRANSACTION_STATE for `half` to one of its group's producers, if one is online
 /// (the check counts either way, as in RocketMQ).
-fn send_check(state: &BrokerState, half: &PendingHalf) {
-    let Some(channel) = state
-        .clients
-        .producer_channel(&half.producer_group, state.transactions.next_check_turn())
-    else {
+fn send_check(checker: &TransactionChecker, half: &PendingHalf) {
+    let Some(channel) = checker.clients.producer_channel(
+        &half.producer_group,
+        checker.log.transactions.next_check_turn(),
+    ) else {
         warn!(group = %half.producer_group, msg_id = %half.unique_key, checks = half.checks + 1, "transaction check-back: no producer of the group is online");
         return;
     };
-    let mut record = match read_half(state, half.commit_log_offset) {
+    let mut record = match read_half(&checker.log, half.commit_log_offset) {
         Ok(record) => record,
         Err(failure) => {
             warn!(%failure, "transaction check-back skipped");
@@ -99,7 +122,7 @@ fn send_check(state: &BrokerState, half: &PendingHalf) {
             record.store_host,
             half.commit_log_offset,
         )),
-        broker_name: Some(state.config.broker_name.clone()),
+        broker_name: Some(checker.broker_name.clone()),
     };
     let request = RemotingCommand::request_with_header(RequestCode::CheckTransactionState, &header)
         .with_body(body.freeze());

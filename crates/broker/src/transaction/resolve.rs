@@ -17,9 +17,40 @@ use tracing::{info, warn};
 use super::{
     op_message, pending_of, PendingHalf, Step, HALF_TOPIC, OP_CHECKED_TAG, OP_REMOVED_TAG, OP_TOPIC,
 };
-use crate::message_log::{Origin, Stored};
-use crate::metadata_change::Announce;
+use crate::live_config::LiveConfig;
+use crate::message_log::{LogHandle, Origin, Stored};
+use crate::metadata_change::{Announce, TopicChanges};
+use crate::parts::Metadata;
 use crate::state::BrokerState;
+
+/// What storing and resolving transactions touch: the log, the pending halves, the topics a
+/// discard creates and the door that publishes them. END_TRANSACTION takes one from
+/// [`BrokerState::transaction_log`]; the check-back service holds its own.
+#[derive(Debug, Clone)]
+pub struct TransactionLog {
+    pub log: LogHandle,
+    pub transactions: Arc<super::Transactions>,
+    pub metadata: Arc<Metadata>,
+    pub topic_changes: TopicChanges,
+    /// Stamped on commits, op records and discarded copies.
+    pub store_host: std::net::SocketAddr,
+    /// How many delay levels are configured: a committed message keeps its level.
+    pub delay_levels: i32,
+}
+
+impl BrokerState {
+    /// The parts a resolution works with.
+    pub fn transaction_log(&self) -> TransactionLog {
+        TransactionLog {
+            log: self.log_handle(),
+            transactions: self.transactions.clone(),
+            metadata: self.metadata.clone(),
+            topic_changes: self.topic_changes(),
+            store_host: self.store_host(),
+            delay_levels: self.delay_level_count(),
+        }
+    }
+}
 
 /// What the producer decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,11 +104,10 @@ pub fn into_half(message: &mut NewMessage) {
 
 /// Creates the half and op topics on first use; returns whether either was created (and must
 /// be made durable before the half is acknowledged).
-pub fn ensure_topics(state: &BrokerState) -> bool {
+pub fn ensure_topics(metadata: &Metadata) -> bool {
     let mut created = false;
     for topic in [HALF_TOPIC, OP_TOPIC] {
-        created |= state
-            .metadata
+        created |= metadata
             .topics
             .ensure(topic, 1, perm::READ | perm::WRITE, now_ms())
             .1;
@@ -86,25 +116,25 @@ pub fn ensure_topics(state: &BrokerState) -> bool {
 }
 
 /// The pending-table entry of a half just stored.
-pub fn pending_half(state: &BrokerState, message: &NewMessage, appended: &Appended) -> PendingHalf {
+pub fn pending_half(live: &LiveConfig, message: &NewMessage, appended: &Appended) -> PendingHalf {
     pending_of(
         &message.properties,
         appended.commit_log_offset as i64,
         appended.queue_offset,
         appended.store_timestamp,
-        state.live.get().transaction_timeout,
+        live.get().transaction_timeout,
     )
 }
 
 /// Commits or rolls back the half `claim` names. A commit stores the message in its real
 /// topic (a delay level still applies); both record the resolution in the op topic.
 pub async fn resolve(
-    state: &BrokerState,
+    tx: &TransactionLog,
     claim: Claim<'_>,
     decision: Decision,
 ) -> Result<(), ResolveError> {
     let clo = claim.commit_log_offset;
-    let pending = state
+    let pending = tx
         .transactions
         .get(clo)
         .ok_or(ResolveError::NotPending(clo))?;
@@ -122,22 +152,22 @@ pub async fn resolve(
     }
     // Built before taking the turn (reading the half twice is harmless if another wins).
     let message = match decision {
-        Decision::Commit => Some(committed(state, read_half(state, clo)?)),
+        Decision::Commit => Some(committed(tx, read_half(tx, clo)?)),
         Decision::Rollback => None,
     };
-    let op = op_message(state.store_host(), OP_REMOVED_TAG, pending.queue_offset);
-    let appended = state.transactions.exclusively(clo, |_| {
+    let op = op_message(tx.store_host, OP_REMOVED_TAG, pending.queue_offset);
+    let appended = tx.transactions.exclusively(clo, |_| {
         let Some(message) = &message else {
             // Until its op record is stored the half stays pending (and is checked back).
-            return match append(state, &op) {
+            return match append(tx, &op) {
                 Ok(stored) => (Step::Resolved, Ok((stored, None))),
                 Err(failure) => (Step::Unchanged, Err(failure)),
             };
         };
-        match append(state, message) {
+        match append(tx, message) {
             // From here the commit has happened: whatever becomes of the op record, the half
             // is not pending any more (recovery finds a commit whose op record was lost).
-            Ok(stored) => (Step::Resolved, Ok((stored, Some(append(state, &op))))),
+            Ok(stored) => (Step::Resolved, Ok((stored, Some(append(tx, &op))))),
             Err(failure) => (Step::Unchanged, Err(failure)),
         }
     });
@@ -155,15 +185,14 @@ pub async fn resolve(
 }
 
 /// Records one check-back of a pending half; `false` when it was resolved meanwhile.
-pub async fn record_check(state: &BrokerState, half: &PendingHalf) -> Result<bool, StoreError> {
-    let op = op_message(state.store_host(), OP_CHECKED_TAG, half.queue_offset);
-    let appended =
-        state
-            .transactions
-            .exclusively(half.commit_log_offset, |_| match append(state, &op) {
-                Ok(stored) => (Step::Checked, Ok(stored)),
-                Err(failure) => (Step::Unchanged, Err(failure)),
-            });
+pub async fn record_check(tx: &TransactionLog, half: &PendingHalf) -> Result<bool, StoreError> {
+    let op = op_message(tx.store_host, OP_CHECKED_TAG, half.queue_offset);
+    let appended = tx
+        .transactions
+        .exclusively(half.commit_log_offset, |_| match append(tx, &op) {
+            Ok(stored) => (Step::Checked, Ok(stored)),
+            Err(failure) => (Step::Unchanged, Err(failure)),
+        });
     match appended {
         None => Ok(false),
         Some(stored) => {
@@ -175,22 +204,22 @@ pub async fn record_check(state: &BrokerState, half: &PendingHalf) -> Result<boo
 
 /// Gives up on a half checked back too often: copied to the discard topic (unless that is
 /// configured empty), then recorded as resolved.
-pub async fn discard(state: &Arc<BrokerState>, half: &PendingHalf) -> Result<(), ResolveError> {
+pub async fn discard(tx: &TransactionLog, half: &PendingHalf) -> Result<(), ResolveError> {
     let clo = half.commit_log_offset;
-    let live = state.live.get();
+    let live = tx.log.live.get();
     let topic = &live.transaction_discard_topic;
     let copy = if topic.is_empty() {
         None
     } else {
-        let record = read_half(state, clo)?;
-        if state
+        let record = read_half(tx, clo)?;
+        if tx
             .metadata
             .topics
             .ensure(topic, 1, perm::READ | perm::WRITE, now_ms())
             .1
         {
             // Copies in a topic a crash would forget could not be read after it.
-            state.publish_topics(Announce::Soon).await?;
+            tx.topic_changes.clone().publish(Announce::Soon).await?;
         }
         Some(NewMessage {
             topic: topic.clone(),
@@ -199,18 +228,18 @@ pub async fn discard(state: &Arc<BrokerState>, half: &PendingHalf) -> Result<(),
             sys_flag: record.sys_flag & !sys_flag::TRANSACTION_MASK,
             born_timestamp: record.born_timestamp,
             born_host: record.born_host,
-            store_host: state.store_host(),
+            store_host: tx.store_host,
             reconsume_times: record.reconsume_times,
             prepared_transaction_offset: 0,
             body: record.body,
             properties: record.properties,
         })
     };
-    let op = op_message(state.store_host(), OP_REMOVED_TAG, half.queue_offset);
-    let appended = state.transactions.exclusively(clo, |_| {
+    let op = op_message(tx.store_host, OP_REMOVED_TAG, half.queue_offset);
+    let appended = tx.transactions.exclusively(clo, |_| {
         let mut waits = Vec::new();
         for message in copy.iter().chain(std::iter::once(&op)) {
-            match append(state, message) {
+            match append(tx, message) {
                 Ok(stored) => waits.push(stored),
                 Err(failure) => return (Step::Unchanged, Err(failure)),
             }
@@ -236,20 +265,20 @@ pub async fn discard(state: &Arc<BrokerState>, half: &PendingHalf) -> Result<(),
 
 /// Appends one message of a resolution (a commit, an op record, a discarded copy); counted
 /// like any other put, as the records a transaction's sends produce.
-fn append<'a>(state: &'a BrokerState, message: &NewMessage) -> Result<Stored<'a>, StoreError> {
-    state
+fn append<'a>(tx: &'a TransactionLog, message: &NewMessage) -> Result<Stored<'a>, StoreError> {
+    tx.log
         .log()
         .append(std::slice::from_ref(message), Origin::Traffic)
 }
 
 /// The stored half at `commit_log_offset`.
 pub fn read_half(
-    state: &BrokerState,
+    tx: &TransactionLog,
     commit_log_offset: i64,
 ) -> Result<MessageRecord, ResolveError> {
     let unreadable = || ResolveError::HalfUnreadable(commit_log_offset);
     let offset = u64::try_from(commit_log_offset).map_err(|_| unreadable())?;
-    let bytes = state.log().read_record(offset)?.ok_or_else(unreadable)?;
+    let bytes = tx.log.log().read_record(offset)?.ok_or_else(unreadable)?;
     let (record, _) =
         MessageRecord::decode(&bytes, 0, DecodeOptions::default()).map_err(|_| unreadable())?;
     if record.topic != HALF_TOPIC {
@@ -260,7 +289,7 @@ pub fn read_half(
 
 /// The committed message of a half: back in its real topic and queue, flagged COMMIT, naming
 /// the half in PREPAREDTRANSACTIONOFFSET (RocketMQ's `endMessageTransaction`).
-fn committed(state: &BrokerState, half: MessageRecord) -> NewMessage {
+fn committed(tx: &TransactionLog, half: MessageRecord) -> NewMessage {
     let mut properties = half.properties;
     let topic = properties.remove(property::REAL_TOPIC).unwrap_or_default();
     let queue_id = properties
@@ -279,14 +308,14 @@ fn committed(state: &BrokerState, half: MessageRecord) -> NewMessage {
         sys_flag: (half.sys_flag & !sys_flag::TRANSACTION_MASK) | sys_flag::TRANSACTION_COMMIT_TYPE,
         born_timestamp: half.born_timestamp,
         born_host: half.born_host,
-        store_host: state.store_host(),
+        store_host: tx.store_host,
         reconsume_times: half.reconsume_times,
         prepared_transaction_offset: half.physical_offset,
         body: half.body,
         properties,
     };
     if delay > 0 {
-        crate::processor::routing::to_schedule(state, &mut message, delay);
+        crate::processor::routing::to_schedule(tx.delay_levels, &mut message, delay);
     }
     message
 }

@@ -214,7 +214,7 @@ async fn check_backs_from_another_broker_reach_the_gateways_producer() {
             .metadata
             .topics
             .ensure(topic, 2, 6, tidemark_remoting::now_ms());
-        server.state.announce_topics_soon();
+        server.state.topic_changes().announce_soon();
     }
     let mut client = client(&gateway).await;
     // Until the route names both brokers.
