@@ -174,7 +174,7 @@ impl Broker {
             wait_stop(stopping.clone()),
         ));
         let registration = tokio::spawn(registration::run(
-            state.clone(),
+            state.registrar(),
             wait_stop(stopping.clone()),
         ));
         let persistence = tokio::spawn(persister::run(
@@ -208,7 +208,7 @@ impl Broker {
                 wait_stop(stopping.clone()),
             )));
             services.push(tokio::spawn(slave_sync::run(
-                state.clone(),
+                state.slave_sync(),
                 wait_stop(stopping.clone()),
             )));
         }

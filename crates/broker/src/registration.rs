@@ -16,20 +16,55 @@ use tidemark_remoting::RemotingClient;
 use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
 
-use crate::state::BrokerState;
+use crate::config::BrokerConfig;
+use crate::message_log::LogHandle;
+use crate::parts::Metadata;
+use crate::state::{BrokerState, MasterLink};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
 
-fn register_request(state: &BrokerState) -> RemotingCommand {
-    let mut topics = state.metadata.topics.snapshot().1;
-    if state.config.enable_controller_mode {
+/// What registration touches: the settings it announces, the topics, the log's epochs, role
+/// and permission, the master a slave learns from the answers, and the rounds requests wait
+/// for.
+#[derive(Debug, Clone)]
+pub struct Registrar {
+    pub config: Arc<BrokerConfig>,
+    /// How the broker's own connections are made (TLS included).
+    pub client_config: tidemark_remoting::ClientConfig,
+    pub metadata: Arc<Metadata>,
+    pub log: LogHandle,
+    pub master: Arc<MasterLink>,
+    /// Set once a name server accepted a registration.
+    pub registered: Arc<AtomicBool>,
+    pub rounds: Arc<RegistrationRounds>,
+}
+
+impl BrokerState {
+    /// The registration service's parts.
+    pub fn registrar(&self) -> Registrar {
+        Registrar {
+            config: Arc::new(self.config.clone()),
+            client_config: self.remoting_client_config(),
+            metadata: self.metadata.clone(),
+            log: self.log_handle(),
+            master: self.master.clone(),
+            registered: self.registered.clone(),
+            rounds: self.registrations.clone(),
+        }
+    }
+}
+
+fn register_request(registrar: &Registrar) -> RemotingCommand {
+    let mut topics = registrar.metadata.topics.snapshot().1;
+    if registrar.config.enable_controller_mode {
         // The name servers prefer the master of the newest epoch (RocketMQ's stateVersion),
         // so a deposed master that still registers as id 0 does not take routes back.
-        topics.data_version.state_version = state.log().epochs().last_epoch().map(i64::from);
+        topics.data_version.state_version =
+            registrar.log.log().epochs().last_epoch().map(i64::from);
     }
     // A broker that does not take writes (or reads) announces every topic with its own
     // permission, as RocketMQ does, so clients route around it.
-    let permission = state.live.get().broker_permission;
+    let permission = registrar.log.live.get().broker_permission;
     if !perm::is_writeable(permission) || !perm::is_readable(permission) {
         for topic in topics.topic_config_table.values_mut() {
             topic.perm = permission;
@@ -41,11 +76,15 @@ fn register_request(state: &BrokerState) -> RemotingCommand {
     }
     .to_json_bytes();
     let header = RegisterBrokerRequestHeader {
-        broker_name: state.config.broker_name.clone(),
-        broker_addr: state.config.broker_addr(),
-        cluster_name: state.config.broker_cluster_name.clone(),
-        ha_server_addr: format!("{}:{}", state.config.broker_ip1, state.config.ha_port()),
-        broker_id: state.role.now().broker_id,
+        broker_name: registrar.config.broker_name.clone(),
+        broker_addr: registrar.config.broker_addr(),
+        cluster_name: registrar.config.broker_cluster_name.clone(),
+        ha_server_addr: format!(
+            "{}:{}",
+            registrar.config.broker_ip1,
+            registrar.config.ha_port()
+        ),
+        broker_id: registrar.log.role().now().broker_id,
         compressed: false,
         body_crc32: (crc32fast_hash(&body) & 0x7FFF_FFFF) as i32,
         heartbeat_timeout_millis: None,
@@ -59,19 +98,19 @@ fn crc32fast_hash(bytes: &[u8]) -> u32 {
     tidemark_protocol::message::body_crc(bytes)
 }
 
-async fn register_all(state: &BrokerState, client: &RemotingClient) {
-    for addr in state.config.name_servers() {
+async fn register_all(registrar: &Registrar, client: &RemotingClient) {
+    for addr in registrar.config.name_servers() {
         match client
-            .invoke(&addr, register_request(state), CALL_TIMEOUT)
+            .invoke(&addr, register_request(registrar), CALL_TIMEOUT)
             .await
         {
             Ok(response) if response.response_code() == ResponseCode::Success => {
                 debug!(namesrv = %addr, "registered");
-                state
+                registrar
                     .registered
                     .store(true, std::sync::atomic::Ordering::Release);
-                if state.role.is_slave() {
-                    learn_master(state, &response);
+                if registrar.log.role().is_slave() {
+                    learn_master(registrar, &response);
                 }
             }
             Ok(response) => {
@@ -84,13 +123,13 @@ async fn register_all(state: &BrokerState, client: &RemotingClient) {
 
 /// A slave learns its master's addresses from the registration answer (both empty while the
 /// master is not registered: slave sync pauses, replication keeps trying the last address).
-fn learn_master(state: &BrokerState, response: &RemotingCommand) {
+fn learn_master(registrar: &Registrar, response: &RemotingCommand) {
     let Ok(header) = response.decode_header::<RegisterBrokerResponseHeader>() else {
         return;
     };
     let master = header.master_addr.filter(|addr| !addr.is_empty());
     let ha = header.ha_server_addr.filter(|addr| !addr.is_empty());
-    if state.master.learn(master.clone(), ha) {
+    if registrar.master.learn(master.clone(), ha) {
         info!(master = ?master, "master address from the name server");
     }
 }
@@ -159,17 +198,17 @@ impl RegistrationRounds {
     }
 }
 
-pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
-    state.registrations.running.store(true, Ordering::SeqCst);
-    run_rounds(&state, stop).await;
-    state.registrations.running.store(false, Ordering::SeqCst);
+pub(crate) async fn run(registrar: Registrar, stop: impl Future<Output = ()>) {
+    registrar.rounds.running.store(true, Ordering::SeqCst);
+    run_rounds(&registrar, stop).await;
+    registrar.rounds.running.store(false, Ordering::SeqCst);
     // Whoever still waits is let go.
-    state.registrations.finished(u64::MAX);
+    registrar.rounds.finished(u64::MAX);
 }
 
-async fn run_rounds(state: &Arc<BrokerState>, stop: impl Future<Output = ()>) {
+async fn run_rounds(registrar: &Registrar, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let client = RemotingClient::new(state.remoting_client_config(), None);
+    let client = RemotingClient::new(registrar.client_config.clone(), None);
     // A slave without a live master asks again soon: its master's return must not wait a
     // whole registration period before slave synchronisation resumes.
     const MASTERLESS_PERIOD: Duration = Duration::from_secs(2);
@@ -178,35 +217,36 @@ async fn run_rounds(state: &Arc<BrokerState>, stop: impl Future<Output = ()>) {
         tokio::select! {
             _ = &mut stop => break,
             _ = tokio::time::sleep_until(next) => {}
-            _ = state.registrations.wake.notified() => {}
+            _ = registrar.rounds.wake.notified() => {}
         }
         // Every ticket asked before the round starts is covered by it.
-        let covering = state.registrations.asked.load(Ordering::SeqCst);
-        if state.role.now().broker_id >= 0 {
-            register_all(state, &client).await;
+        let covering = registrar.rounds.asked.load(Ordering::SeqCst);
+        if registrar.log.role().now().broker_id >= 0 {
+            register_all(registrar, &client).await;
         }
-        state.registrations.finished(covering);
+        registrar.rounds.finished(covering);
         // Read each round: registerNameServerPeriod is live.
         let period = Duration::from_millis(
-            state
+            registrar
+                .log
                 .live
                 .get()
                 .register_name_server_period
                 .clamp(10_000, 60_000),
         );
-        let wait = if state.role.is_slave() && state.master.broker_addr().is_none() {
+        let wait = if registrar.log.role().is_slave() && registrar.master.broker_addr().is_none() {
             MASTERLESS_PERIOD.min(period)
         } else {
             period
         };
         next = tokio::time::Instant::now() + wait;
     }
-    for addr in state.config.name_servers() {
+    for addr in registrar.config.name_servers() {
         let header = UnregisterBrokerRequestHeader {
-            broker_name: state.config.broker_name.clone(),
-            broker_addr: state.config.broker_addr(),
-            cluster_name: state.config.broker_cluster_name.clone(),
-            broker_id: state.role.now().broker_id,
+            broker_name: registrar.config.broker_name.clone(),
+            broker_addr: registrar.config.broker_addr(),
+            cluster_name: registrar.config.broker_cluster_name.clone(),
+            broker_id: registrar.log.role().now().broker_id,
         };
         match client
             .invoke(

@@ -30,35 +30,73 @@ use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::RemotingClient;
 use tracing::{debug, info, warn};
 
+use crate::live_config::LiveConfig;
+use crate::metadata_change::TopicChanges;
 use crate::offsets::ConsumerOffsetTable;
+use crate::parts::{Metadata, Progress};
+use crate::pop::PopTable;
 use crate::progress_stream::PROGRESS_TOPIC;
-use crate::state::BrokerState;
+use crate::role::Role;
+use crate::state::{BrokerState, MasterLink};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const FIRST_RUN_AFTER: Duration = Duration::from_secs(3);
 
-pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+/// What slave sync touches: the master it follows, the tables it takes from the master, and
+/// the door that announces topics taken.
+#[derive(Debug, Clone)]
+pub struct SlaveSync {
+    /// How the broker's own connections are made (TLS included).
+    pub client_config: tidemark_remoting::ClientConfig,
+    /// This broker's address and name (a master that is this broker is not synced from).
+    pub broker_addr: String,
+    pub broker_name: String,
+    pub live: Arc<LiveConfig>,
+    pub role: Arc<Role>,
+    pub master: Arc<MasterLink>,
+    pub metadata: Arc<Metadata>,
+    pub progress: Arc<Progress>,
+    pub pop: Arc<PopTable>,
+    pub topic_changes: TopicChanges,
+}
+
+impl BrokerState {
+    /// The slave sync service's parts.
+    pub fn slave_sync(&self) -> SlaveSync {
+        SlaveSync {
+            client_config: self.remoting_client_config(),
+            broker_addr: self.config.broker_addr(),
+            broker_name: self.config.broker_name.clone(),
+            live: self.live.clone(),
+            role: self.role.clone(),
+            master: self.master.clone(),
+            metadata: self.metadata.clone(),
+            progress: self.progress.clone(),
+            pop: self.pop.clone(),
+            topic_changes: self.topic_changes(),
+        }
+    }
+}
+
+pub(crate) async fn run(sync: SlaveSync, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
-    let client = RemotingClient::new(state.remoting_client_config(), None);
+    let client = RemotingClient::new(sync.client_config.clone(), None);
     // Read at each round: slaveSyncIntervalMs is live.
-    let period = |state: &BrokerState| {
-        Duration::from_millis(state.live.get().slave_sync_interval_ms.max(100))
-    };
-    let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period(&state));
+    let period =
+        |sync: &SlaveSync| Duration::from_millis(sync.live.get().slave_sync_interval_ms.max(100));
+    let mut next = tokio::time::Instant::now() + FIRST_RUN_AFTER.min(period(&sync));
     loop {
         tokio::select! {
             _ = &mut stop => break,
             _ = tokio::time::sleep_until(next) => {}
         }
-        next = tokio::time::Instant::now() + period(&state);
-        if !state.role.is_slave() {
+        next = tokio::time::Instant::now() + period(&sync);
+        if !sync.role.is_slave() {
             // Controller mode, while this broker is master.
             continue;
         }
-        match state.master.broker_addr() {
-            Some(master) if master != state.config.broker_addr() => {
-                sync_all(&state, &client, &master).await
-            }
+        match sync.master.broker_addr() {
+            Some(master) if master != sync.broker_addr => sync_all(&sync, &client, &master).await,
             _ => debug!("no master registered; slave sync waits"),
         }
     }
@@ -94,13 +132,13 @@ async fn fetch(client: &RemotingClient, master: &str, code: RequestCode) -> Fetc
 }
 
 /// One round; each step stands alone (a failed one does not stop the others).
-pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, master: &str) {
+pub(crate) async fn sync_all(sync: &SlaveSync, client: &RemotingClient, master: &str) {
     let mut master_streams = false;
     if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllTopicConfig).await {
         match TopicConfigSerializeWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
                 master_streams = wrapper.topic_config_table.contains_key(PROGRESS_TOPIC);
-                sync_topics(state, wrapper)
+                sync_topics(sync, wrapper)
             }
             Err(error) => warn!(%error, "master's topic config unreadable"),
         }
@@ -119,8 +157,8 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
         Fetched::Unreachable => None,
     };
     let ahead = match master_offsets {
-        Some(master_offsets) if master_streams => state.progress.offsets.ahead_of(&master_offsets),
-        Some(master_offsets) => state.progress.offsets.merge_from_master(&master_offsets),
+        Some(master_offsets) if master_streams => sync.progress.offsets.ahead_of(&master_offsets),
+        Some(master_offsets) => sync.progress.offsets.merge_from_master(&master_offsets),
         None => Vec::new(),
     };
     for entry in &ahead {
@@ -129,7 +167,7 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
             topic: entry.topic.clone(),
             queue_id: entry.queue_id,
             commit_offset: entry.offset,
-            broker_name: Some(state.config.broker_name.clone()),
+            broker_name: Some(sync.broker_name.clone()),
         };
         let mut request =
             RemotingCommand::request_with_header(RequestCode::UpdateConsumerOffset, &header);
@@ -150,14 +188,14 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
     }
 
     if !master_streams {
-        sync_pop_state(state, client, master).await;
+        sync_pop_state(sync, client, master).await;
     }
 
     if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllDelayOffset).await {
         match DelayOffsetWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
                 // Written by the persister's next tick, like every other change.
-                state.progress.delay_offsets.replace(wrapper.offset_table);
+                sync.progress.delay_offsets.replace(wrapper.offset_table);
             }
             Err(error) => warn!(%error, "master's delay offsets unreadable"),
         }
@@ -167,7 +205,7 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
     {
         match SubscriptionGroupWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
-                state.metadata.groups.replace_if_newer(wrapper);
+                sync.metadata.groups.replace_if_newer(wrapper);
             }
             Err(error) => warn!(%error, "master's subscription groups unreadable"),
         }
@@ -179,14 +217,14 @@ pub(crate) async fn sync_all(state: &Arc<BrokerState>, client: &RemotingClient, 
 /// still valid, as of the last sync. RocketMQ's slaves get the same from the revive topic's
 /// check-point and ack messages in the replicated log. A master that does not know the request
 /// (Apache RocketMQ, an older Tidemark) refuses it and the step is skipped.
-async fn sync_pop_state(state: &Arc<BrokerState>, client: &RemotingClient, master: &str) {
+async fn sync_pop_state(sync: &SlaveSync, client: &RemotingClient, master: &str) {
     let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllPopState).await else {
         return;
     };
     let bytes = body.len();
-    let taking = state.clone();
+    let pop = sync.pop.clone();
     // Taking a changed state writes a snapshot: blocking I/O.
-    match tokio::task::spawn_blocking(move || taking.pop.replace_from_master(&body)).await {
+    match tokio::task::spawn_blocking(move || pop.replace_from_master(&body)).await {
         Ok(Ok(true)) => debug!(bytes, "took the master's POP state"),
         Ok(Ok(false)) => {}
         Ok(Err(error)) => warn!(%error, "master's POP state not taken"),
@@ -195,9 +233,9 @@ async fn sync_pop_state(state: &Arc<BrokerState>, client: &RemotingClient, maste
 }
 
 /// Topics are the master's: taken whole when its data version moved (as Java does).
-fn sync_topics(state: &BrokerState, wrapper: TopicConfigSerializeWrapper) {
-    if state.metadata.topics.merge(wrapper, true) {
-        state.topic_changes().announce_soon();
+fn sync_topics(sync: &SlaveSync, wrapper: TopicConfigSerializeWrapper) {
+    if sync.metadata.topics.merge(wrapper, true) {
+        sync.topic_changes.announce_soon();
     }
 }
 

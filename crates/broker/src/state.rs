@@ -198,11 +198,11 @@ pub struct BrokerState {
     /// Master: replication progress of the slaves.
     pub ha: Arc<crate::ha_progress::HaState>,
     /// Slave: its master's addresses, learned at registration.
-    pub master: MasterLink,
+    pub master: Arc<MasterLink>,
     /// Master or slave, and the id registered under, as of now (read this, not `config`).
     pub role: Arc<crate::role::Role>,
     /// Set once a name server accepted this broker's registration.
-    pub registered: AtomicBool,
+    pub registered: Arc<AtomicBool>,
     /// The ACL rules every request is checked against, when `acl_enable` is on.
     pub acl: Option<Arc<tidemark_acl::AccessControl>>,
     /// TLS of the remoting ports (main, VIP, HA), certificate reloaded when its files change.
@@ -453,9 +453,9 @@ impl BrokerState {
             boot_timestamp_ms: now,
             stats: Arc::default(),
             ha: Arc::default(),
-            master: MasterLink::default(),
+            master: Arc::default(),
             role: Arc::new(role),
-            registered: AtomicBool::new(false),
+            registered: Arc::default(),
             acl,
             tls,
             client_tls,
