@@ -3,8 +3,8 @@
 //! deletes a topic (sends, admin requests, heartbeats and retries that make a retry topic,
 //! POP revive and transaction discards that make theirs, gRPC's route query) goes through
 //! here, so none of them can answer before the change would survive a crash. Groups alone are
-//! made durable by [`BrokerState::persist_metadata_now`]: the name servers do not hold them.
-//! Request handlers take the door from [`BrokerState::topic_changes`]; services hold a
+//! made durable by `BrokerState::persist_metadata_now`: the name servers do not hold them.
+//! Request handlers take the door from `BrokerState::topic_changes`; services hold a
 //! [`TopicChanges`].
 
 use std::sync::Arc;
@@ -16,7 +16,6 @@ use tracing::debug;
 use crate::parts::PersistedTables;
 use crate::persister::{ConfigFile, Persister, METADATA};
 use crate::registration::RegistrationRounds;
-use crate::state::BrokerState;
 
 /// How long a request that changed topics waits for the name servers to know it.
 const REGISTRATION_WAIT: Duration = Duration::from_secs(3);
@@ -36,7 +35,7 @@ pub enum Announce {
 
 /// The door a topic change leaves through: the tables it makes durable and the registration
 /// rounds that announce them. A cheap handle; services that create topics hold one, request
-/// handlers take one from [`BrokerState::topic_changes`].
+/// handlers take one from `BrokerState::topic_changes`.
 #[derive(Debug, Clone)]
 pub struct TopicChanges {
     tables: PersistedTables,
@@ -98,12 +97,5 @@ impl TopicChanges {
     /// Wakes the registration loop; nobody waits for it.
     pub fn announce_soon(&self) {
         self.registrations.wake();
-    }
-}
-
-impl BrokerState {
-    /// The door for a topic change made by a request.
-    pub fn topic_changes(&self) -> TopicChanges {
-        TopicChanges::new(self.persisted_tables(), self.registrations.clone())
     }
 }

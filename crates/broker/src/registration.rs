@@ -17,9 +17,9 @@ use tokio::sync::{watch, Notify};
 use tracing::{debug, info, warn};
 
 use crate::config::BrokerConfig;
+use crate::master_link::MasterLink;
 use crate::message_log::LogHandle;
 use crate::parts::Metadata;
-use crate::state::{BrokerState, MasterLink};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
 
@@ -37,21 +37,6 @@ pub struct Registrar {
     /// Set once a name server accepted a registration.
     pub registered: Arc<AtomicBool>,
     pub rounds: Arc<RegistrationRounds>,
-}
-
-impl BrokerState {
-    /// The registration service's parts.
-    pub fn registrar(&self) -> Registrar {
-        Registrar {
-            config: Arc::new(self.config.clone()),
-            client_config: self.remoting_client_config(),
-            metadata: self.metadata.clone(),
-            log: self.log_handle(),
-            master: self.master.clone(),
-            registered: self.registered.clone(),
-            rounds: self.registrations.clone(),
-        }
-    }
 }
 
 fn register_request(registrar: &Registrar) -> RemotingCommand {

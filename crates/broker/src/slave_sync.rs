@@ -31,13 +31,13 @@ use tidemark_remoting::RemotingClient;
 use tracing::{debug, info, warn};
 
 use crate::live_config::LiveConfig;
+use crate::master_link::MasterLink;
 use crate::metadata_change::TopicChanges;
 use crate::offsets::ConsumerOffsetTable;
 use crate::parts::{Metadata, Progress};
 use crate::pop::PopTable;
 use crate::progress_stream::PROGRESS_TOPIC;
 use crate::role::Role;
-use crate::state::{BrokerState, MasterLink};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const FIRST_RUN_AFTER: Duration = Duration::from_secs(3);
@@ -58,24 +58,6 @@ pub struct SlaveSync {
     pub progress: Arc<Progress>,
     pub pop: Arc<PopTable>,
     pub topic_changes: TopicChanges,
-}
-
-impl BrokerState {
-    /// The slave sync service's parts.
-    pub fn slave_sync(&self) -> SlaveSync {
-        SlaveSync {
-            client_config: self.remoting_client_config(),
-            broker_addr: self.config.broker_addr(),
-            broker_name: self.config.broker_name.clone(),
-            live: self.live.clone(),
-            role: self.role.clone(),
-            master: self.master.clone(),
-            metadata: self.metadata.clone(),
-            progress: self.progress.clone(),
-            pop: self.pop.clone(),
-            topic_changes: self.topic_changes(),
-        }
-    }
 }
 
 pub(crate) async fn run(sync: SlaveSync, stop: impl Future<Output = ()>) {
@@ -242,9 +224,12 @@ fn sync_topics(sync: &SlaveSync, wrapper: TopicConfigSerializeWrapper) {
 /// The master's topic names, asked now (a slave cleaning unused topics must not take a topic
 /// the master created since the last sync for an unused one); `None` when the master cannot
 /// be asked.
-pub(crate) async fn master_topic_names(state: &BrokerState) -> Option<Vec<String>> {
-    let master = state.master.broker_addr()?;
-    let client = RemotingClient::new(state.remoting_client_config(), None);
+pub(crate) async fn master_topic_names(
+    link: &MasterLink,
+    client_config: tidemark_remoting::ClientConfig,
+) -> Option<Vec<String>> {
+    let master = link.broker_addr()?;
+    let client = RemotingClient::new(client_config, None);
     let fetched = fetch(&client, &master, RequestCode::GetAllTopicConfig).await;
     client.shutdown();
     let Fetched::Body(body) = fetched else {

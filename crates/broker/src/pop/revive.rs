@@ -28,7 +28,6 @@ use crate::message_log::{Origin, Stored};
 use crate::metadata::dlq_topic;
 use crate::metadata_change::TopicChanges;
 use crate::parts::{Metadata, Progress};
-use crate::state::BrokerState;
 
 /// With nothing due sooner, the service still looks this often.
 const IDLE: Duration = Duration::from_millis(1_000);
@@ -58,20 +57,6 @@ pub struct Reviver {
 impl Reviver {
     fn commit_floor(&self, key: &QueueKey) {
         super::commit_floor(&self.pop, &self.progress.offsets, &self.log.log(), key);
-    }
-}
-
-impl BrokerState {
-    /// The revive service's parts.
-    pub fn reviver(&self) -> Reviver {
-        Reviver {
-            log: self.log_handle(),
-            pop: self.pop.clone(),
-            metadata: self.metadata.clone(),
-            progress: self.progress.clone(),
-            topic_changes: self.topic_changes(),
-            store_host: self.store_host(),
-        }
     }
 }
 

@@ -90,7 +90,9 @@ pub(super) async fn clean_unused_topics(state: &Arc<BrokerState>) -> RemotingCom
     let candidates = state.log().queue_topics();
     let mut keep: BTreeSet<String> = state.metadata.topics.names().into_iter().collect();
     if state.role.is_slave() {
-        match crate::slave_sync::master_topic_names(state).await {
+        match crate::slave_sync::master_topic_names(&state.master, state.remoting_client_config())
+            .await
+        {
             Some(names) => keep.extend(names),
             None => {
                 return error(

@@ -17,7 +17,6 @@ use tracing::{debug, warn};
 use super::resolve::{discard, read_half, record_check, TransactionLog};
 use super::PendingHalf;
 use crate::clients::ClientRegistry;
-use crate::state::BrokerState;
 
 /// What the check-back service touches: the transactions' log and the producers it asks.
 #[derive(Debug, Clone)]
@@ -26,17 +25,6 @@ pub struct TransactionChecker {
     pub clients: Arc<ClientRegistry>,
     /// Named in each check-back.
     pub broker_name: String,
-}
-
-impl BrokerState {
-    /// The check-back service's parts.
-    pub fn transaction_checker(&self) -> TransactionChecker {
-        TransactionChecker {
-            log: self.transaction_log(),
-            clients: self.clients.clone(),
-            broker_name: self.config.broker_name.clone(),
-        }
-    }
 }
 
 pub async fn run(checker: TransactionChecker, stop: impl Future<Output = ()>) {

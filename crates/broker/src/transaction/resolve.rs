@@ -21,11 +21,10 @@ use crate::live_config::LiveConfig;
 use crate::message_log::{LogHandle, Origin, Stored};
 use crate::metadata_change::{Announce, TopicChanges};
 use crate::parts::Metadata;
-use crate::state::BrokerState;
 
 /// What storing and resolving transactions touch: the log, the pending halves, the topics a
 /// discard creates and the door that publishes them. END_TRANSACTION takes one from
-/// [`BrokerState::transaction_log`]; the check-back service holds its own.
+/// `BrokerState::transaction_log`; the check-back service holds its own.
 #[derive(Debug, Clone)]
 pub struct TransactionLog {
     pub log: LogHandle,
@@ -36,20 +35,6 @@ pub struct TransactionLog {
     pub store_host: std::net::SocketAddr,
     /// How many delay levels are configured: a committed message keeps its level.
     pub delay_levels: i32,
-}
-
-impl BrokerState {
-    /// The parts a resolution works with.
-    pub fn transaction_log(&self) -> TransactionLog {
-        TransactionLog {
-            log: self.log_handle(),
-            transactions: self.transactions.clone(),
-            metadata: self.metadata.clone(),
-            topic_changes: self.topic_changes(),
-            store_host: self.store_host(),
-            delay_levels: self.delay_level_count(),
-        }
-    }
 }
 
 /// What the producer decided.
