@@ -265,14 +265,7 @@ impl Broker {
         let _ = registration.await;
         let persisted = tokio::task::spawn_blocking({
             let state = state.clone();
-            move || -> Result<(), BrokerError> {
-                state.persist_all()?;
-                state.progress.offsets.close();
-                state.timers.close();
-                state.pop.close();
-                state.log().shutdown()?;
-                Ok(())
-            }
+            move || state.close()
         })
         .await;
         match persisted {

@@ -444,6 +444,17 @@ impl BrokerState {
         Persister::flush(&self.persisted_tables(), crate::persister::METADATA).await
     }
 
+    /// The end of a clean shutdown, once nothing serves any more: every config file written,
+    /// the journals closed, the store shut down. Blocking.
+    pub fn close(&self) -> Result<(), BrokerError> {
+        self.persist_all()?;
+        self.progress.offsets.close();
+        self.timers.close();
+        self.pop.close();
+        self.log().shutdown()?;
+        Ok(())
+    }
+
     /// Writes every config file now, changed or not. Blocking; for shutdown and tests.
     pub fn persist_all(&self) -> Result<(), PersistError> {
         self.persister.write(

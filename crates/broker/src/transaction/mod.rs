@@ -268,6 +268,25 @@ mod tests {
     }
 
     #[test]
+    fn a_half_is_checked_after_the_timeout_or_its_own_immunity() {
+        let mut properties = Properties::default();
+        assert_eq!(
+            pending_of(&properties, 0, 0, 1_000, 300).check_after_ms,
+            1_300
+        );
+        properties.insert(property::CHECK_IMMUNITY_TIME_IN_SECONDS, "5".to_owned());
+        assert_eq!(
+            pending_of(&properties, 0, 0, 1_000, 300).check_after_ms,
+            6_000
+        );
+        properties.insert(property::CHECK_IMMUNITY_TIME_IN_SECONDS, "soon".to_owned());
+        assert_eq!(
+            pending_of(&properties, 0, 0, 1_000, 300).check_after_ms,
+            1_300
+        );
+    }
+
+    #[test]
     fn due_halves_split_by_check_count_and_wait_for_their_immunity() {
         let table =
             Transactions::with_pending([half(0, 0, 100), half(200, 1, 100), half(400, 2, 5_000)]);

@@ -52,6 +52,22 @@ impl HandlerHarness {
         }
     }
 
+    /// Shuts the broker down cleanly and opens it again over the same directory, with the same
+    /// settings changes; the test drops its connections first (they hold the broker).
+    pub async fn restart(self, configure: impl FnOnce(&mut BrokerConfig)) -> HandlerHarness {
+        let HandlerHarness {
+            state,
+            handler,
+            _dir: dir,
+        } = self;
+        drop(handler);
+        tokio::task::spawn_blocking(move || state.close())
+            .await
+            .expect("close task")
+            .expect("clean close");
+        Self::open_in(dir, configure).await
+    }
+
     /// A new connection, with its own id and peer address, as a client opening a socket has.
     pub fn connect(&self) -> Connection {
         static NEXT_PORT: AtomicU16 = AtomicU16::new(20_000);
