@@ -93,7 +93,9 @@ pub struct BrokerState {
     /// The settings UPDATE_BROKER_CONFIG changes while the broker runs (shared with the store,
     /// which reads retention there).
     pub live: Arc<crate::live_config::LiveConfig>,
-    store: Arc<MessageStore>,
+    /// The message log's parts (the store among them, which no service holds on its own); the
+    /// same `Arc`s as the fields below.
+    log_parts: crate::message_log::LogHandle,
     /// Topics, subscription groups and request modes.
     pub metadata: Arc<crate::parts::Metadata>,
     /// Committed offsets and delay-level offsets.
@@ -161,35 +163,19 @@ fn load_or_refuse<T>(
 impl BrokerState {
     /// The message log for a background service, owning what [`BrokerState::log`] borrows.
     pub fn log_handle(&self) -> crate::message_log::LogHandle {
-        crate::message_log::LogHandle {
-            store: self.store.clone(),
-            stats: self.stats.clone(),
-            ha: self.ha.clone(),
-            held_pulls: self.held_pulls.clone(),
-            timers: self.timers.clone(),
-            role: self.role.clone(),
-            live: self.live.clone(),
-        }
+        self.log_parts.clone()
     }
 
     /// The message log: the one door messages go through into the store.
     pub fn log(&self) -> crate::message_log::MessageLog<'_> {
-        crate::message_log::MessageLog::new(
-            &self.store,
-            &self.stats,
-            &self.ha,
-            &self.held_pulls,
-            &self.timers,
-            &self.role,
-            &self.live,
-        )
+        self.log_parts.log()
     }
 
     /// Controller mode, on a master: shows readers only what its SyncStateSet confirmed
     /// (RocketMQ 5's confirm offset), first in the store, then to the held pulls.
     pub(crate) fn publish_read_fence(&self) {
         self.ha.publish_read_fence(|fence| {
-            self.store.set_read_fence(fence);
+            self.log_parts.store.set_read_fence(fence);
             self.held_pulls.set_fence(fence);
         });
     }
@@ -198,7 +184,7 @@ impl BrokerState {
     /// nothing unconfirmed any more.
     pub(crate) fn lift_read_fence(&self) {
         self.ha.publish_fence_value(None, |fence| {
-            self.store.set_read_fence(fence);
+            self.log_parts.store.set_read_fence(fence);
             self.held_pulls.set_fence(fence);
         });
     }
@@ -355,10 +341,18 @@ impl BrokerState {
         offsets.publish_to(progress_stream.outbox().clone());
         pop.publish_to(progress_stream.outbox().clone());
         timers.publish_to(progress_stream.outbox().clone());
+        let log_parts = crate::message_log::LogHandle {
+            store,
+            stats: Arc::default(),
+            ha: Arc::default(),
+            held_pulls: Arc::default(),
+            timers: Arc::new(timers),
+            role: Arc::new(role),
+            live,
+        };
         let state = BrokerState {
             config,
-            live,
-            store,
+            live: log_parts.live.clone(),
             metadata: Arc::new(crate::parts::Metadata {
                 topics,
                 groups,
@@ -369,27 +363,28 @@ impl BrokerState {
                 delay_offsets: DelayOffsets::new(delay_offsets),
             }),
             progress_stream,
-            timers: Arc::new(timers),
+            timers: log_parts.timers.clone(),
             pop: Arc::new(pop),
             suspended_pops: Default::default(),
             selectors: Default::default(),
             transactions: Arc::new(transactions),
             clients: Arc::default(),
             locks: QueueLocks::default(),
-            held_pulls: Arc::default(),
+            held_pulls: log_parts.held_pulls.clone(),
             persister: Arc::new(persister),
             registrations: Arc::default(),
             role_change_announced: Notify::new(),
             boot_timestamp_ms: now,
-            stats: Arc::default(),
-            ha: Arc::default(),
+            stats: log_parts.stats.clone(),
+            ha: log_parts.ha.clone(),
             master: Arc::default(),
-            role: Arc::new(role),
+            role: log_parts.role.clone(),
             registered: Arc::default(),
             acl,
             tls,
             client_tls,
             store_host,
+            log_parts,
         };
         state
             .persister
