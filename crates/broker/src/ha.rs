@@ -72,7 +72,7 @@ pub async fn serve_master(
                 let state = state.clone();
                 tokio::spawn(async move {
                     // A Java slave dials plaintext; a Tidemark slave with `tls_enable`, TLS.
-                    let Some(stream) = state.tls.accept(stream, peer).await else {
+                    let Some(stream) = state.security.tls.accept(stream, peer).await else {
                         return;
                     };
                     state.ha.slave_connected();
@@ -263,7 +263,7 @@ async fn follow(state: &Arc<BrokerState>, addr: &str) -> std::io::Result<()> {
     let connect = async {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        match &state.client_tls {
+        match &state.security.client_tls {
             None => Ok(Stream::Plain(stream)),
             Some(tls) => {
                 let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);

@@ -143,7 +143,7 @@ impl Broker {
         let mut handler: Arc<dyn tidemark_remoting::RequestHandler> =
             Arc::new(BrokerHandler::new(state.clone()));
         let mut acl_watch = None;
-        if let Some(acl) = &state.acl {
+        if let Some(acl) = &state.security.acl {
             info!(file = %acl.file().display(), "ACL enabled");
             handler = Arc::new(tidemark_acl::AclGuard::new(acl.clone(), handler));
             acl_watch = Some(tokio::spawn(tidemark_acl::watch_file(
@@ -153,13 +153,13 @@ impl Broker {
             )));
         }
         let server_config = ServerConfig {
-            tls: Some(state.tls.clone()),
+            tls: Some(state.security.tls.clone()),
             connections_max: state.config.max_connections,
             ..ServerConfig::default()
         };
-        info!(mode = %state.tls.mode(), certificate = if state.tls.settings().files.is_some() { "configured" } else { "self-signed" }, client_certificates = state.tls.settings().client_ca.is_some(), "TLS");
+        info!(mode = %state.security.tls.mode(), certificate = if state.security.tls.settings().files.is_some() { "configured" } else { "self-signed" }, client_certificates = state.security.tls.settings().client_ca.is_some(), "TLS");
         let tls_watch = tokio::spawn(tidemark_remoting::tls::watch_files(
-            state.tls.clone(),
+            state.security.tls.clone(),
             ACL_FILE_CHECK_INTERVAL,
             wait_stop(stopping.clone()),
         ));

@@ -29,6 +29,17 @@ pub struct Progress {
     pub delay_offsets: DelayOffsets,
 }
 
+/// Who may do what, and the TLS of the broker's ports and of its own connections.
+#[derive(Debug)]
+pub struct Security {
+    /// The ACL rules every request is checked against, when `acl_enable` is on.
+    pub acl: Option<Arc<tidemark_acl::AccessControl>>,
+    /// TLS of the remoting ports (main, VIP, HA), certificate reloaded when its files change.
+    pub tls: Arc<tidemark_remoting::tls::ServerTls>,
+    /// TLS of the broker's own connections, when `tls_enable` is on.
+    pub client_tls: Option<Arc<tidemark_remoting::tls::ClientTls>>,
+}
+
 /// What the persister works with: the tables it writes, where, and how often.
 #[derive(Debug, Clone)]
 pub struct PersistedTables {

@@ -135,12 +135,8 @@ pub struct BrokerState {
     pub role: Arc<crate::role::Role>,
     /// Set once a name server accepted this broker's registration.
     pub registered: Arc<AtomicBool>,
-    /// The ACL rules every request is checked against, when `acl_enable` is on.
-    pub acl: Option<Arc<tidemark_acl::AccessControl>>,
-    /// TLS of the remoting ports (main, VIP, HA), certificate reloaded when its files change.
-    pub tls: Arc<tidemark_remoting::tls::ServerTls>,
-    /// TLS of the broker's own connections, when `tls_enable` is on.
-    pub client_tls: Option<Arc<tidemark_remoting::tls::ClientTls>>,
+    /// Who may do what, and the TLS of the ports and of the broker's own connections.
+    pub security: crate::parts::Security,
     store_host: SocketAddr,
 }
 
@@ -380,9 +376,11 @@ impl BrokerState {
             master: Arc::default(),
             role: log_parts.role.clone(),
             registered: Arc::default(),
-            acl,
-            tls,
-            client_tls,
+            security: crate::parts::Security {
+                acl,
+                tls,
+                client_tls,
+            },
             store_host,
             log_parts,
         };
@@ -415,7 +413,7 @@ impl BrokerState {
     /// with its account when it has one, over TLS when `tls_enable` is on.
     pub fn remoting_client_config(&self) -> tidemark_remoting::ClientConfig {
         tidemark_remoting::ClientConfig {
-            tls: self.client_tls.clone(),
+            tls: self.security.client_tls.clone(),
             ..self.config.remoting_client_config()
         }
     }

@@ -116,7 +116,7 @@ impl Gateway {
             remote: peer,
             local,
         } = peer;
-        let principal = match &self.state.acl {
+        let principal = match &self.state.security.acl {
             Some(acl) => crate::auth::authenticate(acl, request.metadata(), peer.ip())
                 .map_err(|reason| status(Code::Unauthorized, reason))?,
             None => tidemark_acl::Principal::WhiteListed,
@@ -130,14 +130,14 @@ impl Gateway {
 
     /// NO_PERMISSION when the broker checks ACL and `caller` may not make `command`.
     fn refusal(&self, caller: &Caller, command: &RemotingCommand) -> Option<RemotingCommand> {
-        let acl = self.state.acl.as_ref()?;
+        let acl = self.state.security.acl.as_ref()?;
         let peer = caller.session.channel.peer_addr().ip();
         crate::auth::authorize_command(acl, &caller.principal, peer, command)
     }
 
     /// [`Gateway::refusal`] for a route lookup of `topic`.
     pub fn route_refusal(&self, caller: &Caller, topic: &str) -> Option<RemotingCommand> {
-        let acl = self.state.acl.as_ref()?;
+        let acl = self.state.security.acl.as_ref()?;
         let peer = caller.session.channel.peer_addr().ip();
         crate::auth::authorize_route(acl, &caller.principal, peer, topic)
     }

@@ -52,7 +52,7 @@ pub(crate) async fn update_account(
     state: &BrokerState,
     request: &RemotingCommand,
 ) -> RemotingCommand {
-    let Some(acl) = &state.acl else {
+    let Some(acl) = &state.security.acl else {
         return acl_off();
     };
     let field = |name: &str| request.ext_fields.get(name).map(str::to_owned);
@@ -85,7 +85,7 @@ pub(crate) async fn delete_account(
     state: &BrokerState,
     request: &RemotingCommand,
 ) -> RemotingCommand {
-    let Some(acl) = &state.acl else {
+    let Some(acl) = &state.security.acl else {
         return acl_off();
     };
     let access_key = request
@@ -113,7 +113,7 @@ pub(crate) async fn update_global_white(
     state: &BrokerState,
     request: &RemotingCommand,
 ) -> RemotingCommand {
-    let Some(acl) = &state.acl else {
+    let Some(acl) = &state.security.acl else {
         return acl_off();
     };
     let addresses = list(request.ext_fields.get("globalWhiteAddrs")).unwrap_or_default();
@@ -129,7 +129,7 @@ pub(crate) async fn update_global_white(
 
 /// GET_BROKER_CLUSTER_ACL_INFO: the ACL file's version, per file as 4.9's tools expect.
 pub(crate) fn acl_version(state: &BrokerState) -> RemotingCommand {
-    let Some(acl) = &state.acl else {
+    let Some(acl) = &state.security.acl else {
         return acl_off();
     };
     let version = acl.version();

@@ -55,7 +55,7 @@ pub(super) async fn authenticate(
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(acl) = console.state.acl.clone() else {
+    let Some(acl) = console.state.security.acl.clone() else {
         return OPERATOR.scope(None, next.run(request)).await;
     };
     let given = basic_credentials(request.headers());
