@@ -5,6 +5,7 @@
 //! runs the listen and VIP servers plus the background tasks (name-server registration, offset
 //! persistence, client expiry) until shutdown, then persists everything.
 
+pub mod broker_stats;
 pub mod clients;
 pub mod config;
 mod controller_mode;
@@ -27,6 +28,7 @@ pub mod pop;
 mod pre_online;
 pub(crate) mod processor;
 pub mod progress;
+pub mod progress_record;
 pub mod progress_stream;
 mod registration;
 pub mod request_modes;
@@ -197,12 +199,12 @@ impl Broker {
         }
         // Either role's end of the progress stream; each acts only while its role holds.
         services.push(tokio::spawn(progress_stream::publish(
-            state.clone(),
+            state.progress_replication(),
             wait_stop(stopping.clone()),
         )));
         if controller_mode || state.config.is_slave() {
             services.push(tokio::spawn(progress_stream::follow(
-                state.clone(),
+                state.progress_replication(),
                 wait_stop(stopping.clone()),
             )));
             services.push(tokio::spawn(ha::run_slave(
@@ -227,6 +229,7 @@ impl Broker {
             }
             services.push(tokio::spawn(timer::run(
                 state.log_handle(),
+                state.timers.clone(),
                 wait_stop(stopping.clone()),
             )));
             services.push(tokio::spawn(transaction::check::run(

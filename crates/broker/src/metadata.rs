@@ -19,7 +19,7 @@ pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
 pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
-pub use crate::progress_stream::PROGRESS_TOPIC;
+pub use crate::progress_record::PROGRESS_TOPIC;
 pub use tidemark_store::{SCHEDULE_TOPIC, TIMER_TOPIC};
 /// Queues of a dead-letter topic.
 pub const DLQ_QUEUE_NUMS: i32 = 1;

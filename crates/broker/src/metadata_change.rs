@@ -13,7 +13,7 @@ use std::time::Duration;
 use tidemark_storage::atomic_file::PersistError;
 use tracing::debug;
 
-use crate::parts::PersistedTables;
+use crate::persister::PersistedTables;
 use crate::persister::{ConfigFile, Persister, METADATA};
 use crate::registration::RegistrationRounds;
 

@@ -5,10 +5,8 @@
 use std::sync::Arc;
 
 use crate::delay_offsets::DelayOffsets;
-use crate::live_config::LiveConfig;
 use crate::metadata::{SubscriptionGroupTable, TopicTable};
 use crate::offsets::ConsumerOffsets;
-use crate::persister::Persister;
 use crate::request_modes::RequestModes;
 
 /// What clients and operators configure: topics, subscription groups, and each group's
@@ -38,13 +36,4 @@ pub struct Security {
     pub tls: Arc<tidemark_remoting::tls::ServerTls>,
     /// TLS of the broker's own connections, when `tls_enable` is on.
     pub client_tls: Option<Arc<tidemark_remoting::tls::ClientTls>>,
-}
-
-/// What the persister works with: the tables it writes, where, and how often.
-#[derive(Debug, Clone)]
-pub struct PersistedTables {
-    pub persister: Arc<Persister>,
-    pub metadata: Arc<Metadata>,
-    pub progress: Arc<Progress>,
-    pub live: Arc<LiveConfig>,
 }

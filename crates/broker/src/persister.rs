@@ -23,7 +23,7 @@ use tracing::{debug, warn};
 
 use crate::live_config::LiveConfig;
 use crate::lock_rank::{self, Rank};
-use crate::parts::{Metadata, PersistedTables, Progress};
+use crate::parts::{Metadata, Progress};
 use tidemark_storage::atomic_file::{self as persist, PersistError};
 
 /// One of the broker's config files.
@@ -110,6 +110,15 @@ struct Written {
 struct FlushRequest {
     files: Vec<ConfigFile>,
     done: oneshot::Sender<Result<(), PersistError>>,
+}
+
+/// What the persister works with: the tables it writes, where, and how often.
+#[derive(Debug, Clone)]
+pub struct PersistedTables {
+    pub persister: Arc<Persister>,
+    pub metadata: Arc<Metadata>,
+    pub progress: Arc<Progress>,
+    pub live: Arc<crate::live_config::LiveConfig>,
 }
 
 /// Writes the broker's config files; see the module documentation.

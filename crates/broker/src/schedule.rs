@@ -17,6 +17,19 @@ use tracing::warn;
 use crate::message_log::LogHandle;
 use crate::parts::Progress;
 
+/// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
+/// schedule service stores it again in its real topic and queue once due.
+/// `levels`: how many are configured (`BrokerState::delay_level_count`).
+pub(crate) fn to_schedule(levels: i32, message: &mut NewMessage, level: i32) {
+    let level = level.clamp(1, levels.max(1));
+    let properties = &mut message.properties;
+    properties.insert(property::REAL_TOPIC, message.topic.clone());
+    properties.insert(property::REAL_QUEUE_ID, message.queue_id.to_string());
+    properties.insert(property::DELAY_TIME_LEVEL, level.to_string());
+    message.topic = SCHEDULE_TOPIC.to_owned();
+    message.queue_id = level - 1;
+}
+
 /// How often due messages are looked for (RocketMQ rescans every 100 ms).
 const SCAN_INTERVAL: Duration = Duration::from_millis(100);
 /// Messages moved per level per pass, so one busy level cannot starve the others.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::metadata_change::TopicChanges;
 use crate::pop::revive::Reviver;
+use crate::progress_stream::ProgressReplication;
 use crate::registration::Registrar;
 use crate::slave_sync::SlaveSync;
 use crate::state::BrokerState;
@@ -16,6 +17,19 @@ impl BrokerState {
     /// The door for a topic change made by a request.
     pub fn topic_changes(&self) -> TopicChanges {
         TopicChanges::new(self.persisted_tables(), self.registrations.clone())
+    }
+
+    /// The progress stream's parts (its publisher on a master, its follower on a replica).
+    pub fn progress_replication(&self) -> ProgressReplication {
+        ProgressReplication {
+            log: self.log_handle(),
+            stream: self.progress_stream.clone(),
+            progress: self.progress.clone(),
+            pop: self.pop.clone(),
+            timers: self.timers.clone(),
+            controller_mode: self.config.enable_controller_mode,
+            store_host: self.store_host(),
+        }
     }
 
     /// The revive service's parts.

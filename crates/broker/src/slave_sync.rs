@@ -36,7 +36,7 @@ use crate::metadata_change::TopicChanges;
 use crate::offsets::ConsumerOffsetTable;
 use crate::parts::{Metadata, Progress};
 use crate::pop::PopTable;
-use crate::progress_stream::PROGRESS_TOPIC;
+use crate::progress_record::PROGRESS_TOPIC;
 use crate::role::Role;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
@@ -156,7 +156,7 @@ pub(crate) async fn sync_all(sync: &SlaveSync, client: &RemotingClient, master: 
         // Passing progress on, never rewinding: the master may have moved on meanwhile.
         request
             .ext_fields
-            .insert(crate::processor::consumer::FORWARD_ONLY_FIELD, "true");
+            .insert(tidemark_protocol::acked::FORWARD_ONLY_FIELD, "true");
         if let Err(error) = client.invoke_oneway(master, request).await {
             debug!(%master, %error, "could not tell the master a newer offset");
             break;

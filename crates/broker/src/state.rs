@@ -3,8 +3,8 @@
 //! the few locks that nest, and in which order, are in ARCHITECTURE.md ("Lock order").
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 pub use crate::master_link::MasterLink;
 
@@ -20,6 +20,7 @@ use tidemark_store::MessageStore;
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
+pub use crate::broker_stats::BrokerStats;
 use crate::clients::{ClientRegistry, QueueLocks};
 use crate::config::BrokerConfig;
 use crate::delay_offsets::DelayOffsets;
@@ -31,58 +32,6 @@ use crate::BrokerError;
 use tidemark_storage::atomic_file::PersistError;
 
 use tidemark_remoting::now_ms;
-
-/// Counters and rates runtime info and the metrics endpoint report.
-#[derive(Debug)]
-pub struct BrokerStats {
-    pub messages_put_total: AtomicU64,
-    pub messages_got_total: AtomicU64,
-    /// Put and get rates, sampled every second.
-    throughput: Mutex<crate::stats::Throughput>,
-    /// Messages and bytes stored per topic and delivered per topic and group.
-    pub traffic: crate::stats::Traffic,
-    /// RocketMQ's stats items over the last minute, hour and day, sampled from `traffic`.
-    pub history: crate::stats_history::StatsHistory,
-    /// Seconds from a send's append to its reply (the group commit under SYNC_FLUSH).
-    pub store_latency: prometheus_client::metrics::histogram::Histogram,
-    /// Seconds a send request takes in the broker, decoding to reply.
-    pub send_latency: prometheus_client::metrics::histogram::Histogram,
-    /// Seconds a pull takes to read and answer, a long-polling wait left out.
-    pub pull_latency: prometheus_client::metrics::histogram::Histogram,
-}
-
-impl Default for BrokerStats {
-    fn default() -> Self {
-        Self {
-            messages_put_total: AtomicU64::new(0),
-            messages_got_total: AtomicU64::new(0),
-            throughput: Mutex::default(),
-            traffic: crate::stats::Traffic::default(),
-            history: crate::stats_history::StatsHistory::default(),
-            store_latency: prometheus_client::metrics::histogram::Histogram::new(
-                crate::stats::LATENCY_BUCKETS_SECONDS,
-            ),
-            send_latency: prometheus_client::metrics::histogram::Histogram::new(
-                crate::stats::LATENCY_BUCKETS_SECONDS,
-            ),
-            pull_latency: prometheus_client::metrics::histogram::Histogram::new(
-                crate::stats::LATENCY_BUCKETS_SECONDS,
-            ),
-        }
-    }
-}
-
-impl BrokerStats {
-    /// Runs `read` on the sampled rates.
-    pub fn with_throughput<R>(&self, read: impl FnOnce(&mut crate::stats::Throughput) -> R) -> R {
-        read(
-            &mut self
-                .throughput
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
-    }
-}
 
 /// Everything request handlers and background tasks share.
 #[derive(Debug)]
@@ -102,7 +51,7 @@ pub struct BrokerState {
     pub progress: Arc<crate::parts::Progress>,
     /// Consumer progress on its way to the replicas through the log (master), or from the
     /// master's log into `offsets` (replica).
-    pub progress_stream: crate::progress_stream::ProgressStream,
+    pub progress_stream: Arc<crate::progress_stream::ProgressStream>,
     /// Timer messages: pending by delivery time, delivered (journaled).
     pub timers: Arc<crate::timer::Timers>,
     /// POP progress: cursors and in-flight messages per group and queue (journaled).
@@ -337,12 +286,13 @@ impl BrokerState {
         offsets.publish_to(progress_stream.outbox().clone());
         pop.publish_to(progress_stream.outbox().clone());
         timers.publish_to(progress_stream.outbox().clone());
+        let timers = Arc::new(timers);
         let log_parts = crate::message_log::LogHandle {
             store,
             stats: Arc::default(),
             ha: Arc::default(),
             held_pulls: Arc::default(),
-            timers: Arc::new(timers),
+            timer_wake: timers.waker(),
             role: Arc::new(role),
             live,
         };
@@ -358,8 +308,8 @@ impl BrokerState {
                 offsets,
                 delay_offsets: DelayOffsets::new(delay_offsets),
             }),
-            progress_stream,
-            timers: log_parts.timers.clone(),
+            progress_stream: Arc::new(progress_stream),
+            timers,
             pop: Arc::new(pop),
             suspended_pops: Default::default(),
             selectors: Default::default(),
@@ -391,8 +341,8 @@ impl BrokerState {
     }
 
     /// The parts the persister works with.
-    pub fn persisted_tables(&self) -> crate::parts::PersistedTables {
-        crate::parts::PersistedTables {
+    pub fn persisted_tables(&self) -> crate::persister::PersistedTables {
+        crate::persister::PersistedTables {
             persister: self.persister.clone(),
             metadata: self.metadata.clone(),
             progress: self.progress.clone(),

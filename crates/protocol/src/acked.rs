@@ -32,6 +32,10 @@ pub const RELEASED_FIELD: &str = "tidemarkReleased";
 /// master) cannot tell it from an admin tool by membership; Java, Go and C++ consumers commit
 /// oneway, which says the same.
 pub const FROM_CONSUMER_FIELD: &str = "tidemarkFromConsumer";
+
+/// An ext field Tidemark's slaves add when they pass progress on to their master: such a commit
+/// only ever moves forward (Apache brokers ignore unknown fields).
+pub const FORWARD_ONLY_FIELD: &str = "tidemarkForwardOnly";
 /// On QUERY_CONSUMER_OFFSET (value `1`): the asker is about to consume the queue.
 pub const TAKE_OVER_FIELD: &str = "tidemarkTakeOver";
 /// In the answer to a take-over query (value `1`): another live consumer still holds the queue

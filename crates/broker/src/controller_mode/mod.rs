@@ -377,7 +377,8 @@ async fn follow_decision(
         }
         // Progress the old master published is in this log: the table takes all of it before
         // this broker answers as master, so no offset it acknowledged is answered older.
-        let applied = crate::progress_stream::drain(state).await?;
+        let applied =
+            crate::progress_stream::drain(&Arc::new(state.progress_replication())).await?;
         info!(
             messages = applied,
             "applied the old master's progress before taking writes"
@@ -390,11 +391,13 @@ async fn follow_decision(
             .map_err(|error| error.to_string())?;
         // Half messages and their resolutions came with the log: what is pending is read from
         // it again (recovery may append op records, so only once the new epoch has begun).
-        let pending = state
-            .log()
-            .recover_transactions(state.store_host(), state.live.get().transaction_timeout)
-            .await
-            .map_err(|error| error.to_string())?;
+        let pending = crate::transaction::recovery::recover_for_new_master(
+            &state.log_handle(),
+            state.store_host(),
+            state.live.get().transaction_timeout,
+        )
+        .await
+        .map_err(|error| error.to_string())?;
         state.transactions.replace_with(pending);
         // Alone in its SyncStateSet until slaves catch up: nothing to wait for yet.
         state.role.set(RoleNow {
@@ -474,7 +477,7 @@ pub(crate) async fn reconcile_with_master(state: &Arc<BrokerState>) -> Result<()
     let cut = tokio::task::spawn_blocking(move || {
         let cut = following.log().follow_history(&remote)?;
         if cut > 0 {
-            crate::progress_stream::after_log_cut(&following);
+            crate::progress_stream::after_log_cut(&following.progress_replication());
         }
         Ok::<_, tidemark_store::StoreError>(cut)
     })

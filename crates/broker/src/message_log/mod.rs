@@ -15,18 +15,18 @@ use tidemark_store::{
     Appended, Durable, MessageStore, NewMessage, StoreError, SCHEDULE_TOPIC, TIMER_TOPIC,
 };
 
+use crate::broker_stats::BrokerStats;
 use crate::ha_progress::HaState;
 use crate::live_config::LiveConfig;
 use crate::long_poll::HeldPulls;
 use crate::role::Role;
-use crate::state::BrokerStats;
-use crate::timer::Timers;
+use tokio::sync::Notify;
 
 mod reads;
 mod upkeep;
 
 /// Runs `work` on the blocking pool; a task that panicked reports as an I/O failure of `op`.
-async fn off_the_workers<T: Send + 'static>(
+pub(crate) async fn off_the_workers<T: Send + 'static>(
     store: &Arc<MessageStore>,
     op: &'static str,
     work: impl FnOnce(&MessageStore) -> Result<T, StoreError> + Send + 'static,
@@ -55,7 +55,8 @@ pub struct MessageLog<'a> {
     pub(crate) stats: &'a BrokerStats,
     pub(crate) ha: &'a HaState,
     pub(crate) held_pulls: &'a HeldPulls,
-    pub(crate) timers: &'a Timers,
+    /// Wakes the timer service (`Timers::waker`).
+    pub(crate) timer_wake: &'a Notify,
     pub(crate) role: &'a Role,
     pub(crate) live: &'a LiveConfig,
 }
@@ -133,7 +134,7 @@ pub struct LogHandle {
     pub(crate) stats: Arc<BrokerStats>,
     pub(crate) ha: Arc<HaState>,
     pub(crate) held_pulls: Arc<HeldPulls>,
-    pub(crate) timers: Arc<Timers>,
+    pub(crate) timer_wake: Arc<Notify>,
     pub(crate) role: Arc<Role>,
     pub(crate) live: Arc<LiveConfig>,
 }
@@ -146,7 +147,7 @@ impl LogHandle {
             &self.stats,
             &self.ha,
             &self.held_pulls,
-            &self.timers,
+            &self.timer_wake,
             &self.role,
             &self.live,
         )
@@ -179,7 +180,7 @@ impl<'a> MessageLog<'a> {
         stats: &'a BrokerStats,
         ha: &'a HaState,
         held_pulls: &'a HeldPulls,
-        timers: &'a Timers,
+        timer_wake: &'a Notify,
         role: &'a Role,
         live: &'a LiveConfig,
     ) -> MessageLog<'a> {
@@ -188,7 +189,7 @@ impl<'a> MessageLog<'a> {
             stats,
             ha,
             held_pulls,
-            timers,
+            timer_wake,
             role,
             live,
         }
@@ -207,7 +208,7 @@ impl<'a> MessageLog<'a> {
         }
         self.ha.notify_new_data();
         if messages.iter().any(|message| message.topic == TIMER_TOPIC) {
-            self.timers.wake();
+            self.timer_wake.notify_one();
         }
         let mut queues: Vec<(String, i32)> = Vec::new();
         for message in messages {
@@ -299,7 +300,6 @@ mod tests {
     use proptest::prelude::*;
     use tidemark_protocol::message::Properties;
     use tidemark_storage::io::FsStorage;
-    use tidemark_storage::journal::JournalOptions;
     use tidemark_store::StoreConfig;
 
     use super::*;
@@ -311,7 +311,7 @@ mod tests {
         stats: BrokerStats,
         ha: HaState,
         held_pulls: HeldPulls,
-        timers: Timers,
+        timer_wake: Notify,
         role: Role,
         live: LiveConfig,
         _dir: tempfile::TempDir,
@@ -322,18 +322,12 @@ mod tests {
             let dir = tempfile::tempdir().expect("temp dir");
             let (store, _) =
                 MessageStore::open(StoreConfig::new(dir.path().join("store"))).expect("store");
-            let (timers, _) = Timers::open(
-                Arc::new(FsStorage),
-                &dir.path().join("timers"),
-                JournalOptions::default(),
-            )
-            .expect("timers");
             Parts {
                 store: Arc::new(store),
                 stats: BrokerStats::default(),
                 ha: HaState::default(),
                 held_pulls: HeldPulls::default(),
-                timers,
+                timer_wake: Notify::new(),
                 role: Role::new(BrokerRole::AsyncMaster, 0),
                 live: LiveConfig::new(&BrokerConfig::default(), Arc::new(FsStorage), 0),
                 _dir: dir,
@@ -346,7 +340,7 @@ mod tests {
                 stats: &self.stats,
                 ha: &self.ha,
                 held_pulls: &self.held_pulls,
-                timers: &self.timers,
+                timer_wake: &self.timer_wake,
                 role: &self.role,
                 live: &self.live,
             }
@@ -428,7 +422,7 @@ mod tests {
                 let replication = parts.ha.new_data();
                 tokio::pin!(replication);
                 replication.as_mut().enable();
-                let timer_wake = parts.timers.wake_notified();
+                let timer_wake = parts.timer_wake.notified();
                 tokio::pin!(timer_wake);
                 timer_wake.as_mut().enable();
                 let origin = if *traffic { Origin::Traffic } else { Origin::Bookkeeping };

@@ -44,21 +44,6 @@ impl MessageLog<'_> {
         self.store.follow_history(master)
     }
 
-    /// Controller mode, a new master: finds the transactions its log leaves pending, appending
-    /// the op records recovery writes. The one writer besides [`MessageLog::append`]: it runs
-    /// before the broker takes a send in its new role, so no reader or replica is owed a wake.
-    pub(crate) async fn recover_transactions(
-        &self,
-        store_host: std::net::SocketAddr,
-        timeout_ms: u64,
-    ) -> Result<crate::transaction::Transactions, StoreError> {
-        off_the_workers(self.store, "recover transactions", move |store| {
-            crate::transaction::recovery::recover(store, store_host, timeout_ms)
-                .map(|(pending, _)| pending)
-        })
-        .await
-    }
-
     /// Deletes expired log segments now (mqadmin `deleteExpiredCommitLog`).
     pub(crate) async fn delete_expired_now(&self) -> Result<RetentionReport, StoreError> {
         off_the_workers(self.store, "delete expired segments", |store| {

@@ -22,7 +22,7 @@ use super::{
     AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable, QueueProgress, StuckQueue,
 };
 use crate::lock_rank::{self, Rank, Ranked};
-use crate::progress_stream::{ProgressOutbox, STREAM_CONSUMER_OFFSETS};
+use crate::progress_record::{ProgressOutbox, STREAM_CONSUMER_OFFSETS};
 use tidemark_protocol::acked::AckedRanges;
 
 /// The broker's consumer offsets: a [`ConsumerOffsetTable`] behind its own lock, journaled.

@@ -355,7 +355,7 @@ fn progress_record(group: &str, offset: i64, reset_epoch: i64, acked: &[(i64, i6
 #[test]
 fn a_replica_merges_its_masters_stream_and_keeps_its_place() {
     let replica = ConsumerOffsets::in_memory(ConsumerOffsetTable::new());
-    let outbox = std::sync::Arc::new(crate::progress_stream::ProgressOutbox::default());
+    let outbox = std::sync::Arc::new(crate::progress_record::ProgressOutbox::default());
     let mut replica = replica;
     replica.publish_to(outbox.clone());
     let skipped = replica.apply_replicated(

@@ -33,7 +33,7 @@ use state::{PopCodec, PopState};
 
 use crate::lock_rank::{self, Rank, Ranked};
 use crate::offsets::Journaled;
-use crate::progress_stream::{ProgressOutbox, STREAM_POP};
+use crate::progress_record::{ProgressOutbox, STREAM_POP};
 
 /// The leading byte of [`PopTable::replica`]'s body: the form of what follows.
 const REPLICA_FORMAT: u8 = 1;

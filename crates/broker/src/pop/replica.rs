@@ -9,7 +9,7 @@ use tracing::debug;
 
 use super::state::{PopCodec, PopState};
 use super::{PopTable, ReplicaError, REPLICA_FORMAT};
-use crate::progress_stream::{STREAM_POP, STREAM_POP_WHOLE};
+use crate::progress_record::{STREAM_POP, STREAM_POP_WHOLE};
 
 /// Queues per whole-copy record, so no record comes near a message's size limit.
 const QUEUES_PER_COPY_RECORD: usize = 512;

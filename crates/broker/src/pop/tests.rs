@@ -159,7 +159,7 @@ fn a_replica_follows_the_masters_changes_and_whole_copies_and_keeps_them() {
         tempfile::tempdir().expect("tempdir"),
         tempfile::tempdir().expect("tempdir"),
     );
-    let outbox = Arc::new(crate::progress_stream::ProgressOutbox::default());
+    let outbox = Arc::new(crate::progress_record::ProgressOutbox::default());
     let mut master = open(master_dir.path());
     master.publish_to(outbox.clone());
     let (a, b) = (QueueKey::new("G", "T", 0), QueueKey::new("G", "T", 1));

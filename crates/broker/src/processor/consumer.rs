@@ -256,10 +256,6 @@ pub(crate) fn acked_ranges(request: &RemotingCommand, commit_offset: i64) -> Opt
     }
 }
 
-/// An ext field Tidemark's slaves add when they pass progress on to their master: such a commit
-/// only ever moves forward (Apache brokers ignore unknown fields).
-pub(crate) const FORWARD_ONLY_FIELD: &str = "tidemarkForwardOnly";
-
 /// Whether an UPDATE_CONSUMER_OFFSET is a consumer's own commit whatever connection it comes
 /// on: consumers commit oneway (Java, Go and C++ clients persist that way) or, Tidemark's, with
 /// [`FROM_CONSUMER_FIELD`]; admin tools (`updateConsumeOffset`, the old reset by time, offset
@@ -287,7 +283,11 @@ pub(super) async fn update_offset(
         Err(failure) => return bad_header(failure),
     };
     let (topic, group, queue_id) = (&header.topic, &header.consumer_group, header.queue_id);
-    let committer = if request.ext_fields.get(FORWARD_ONLY_FIELD).is_some() {
+    let committer = if request
+        .ext_fields
+        .get(tidemark_protocol::acked::FORWARD_ONLY_FIELD)
+        .is_some()
+    {
         Committer::Progress
     } else if !state.clients.is_member(group, channel.id()) {
         if from_consumer(request) {
@@ -338,7 +338,13 @@ pub(super) async fn update_offset(
             format!("consumer offset not durable: {failure}"),
         );
     }
-    match crate::progress_stream::wait_replicated(state, published_through).await {
+    match crate::progress_stream::wait_replicated(
+        state.log(),
+        &state.progress_stream,
+        published_through,
+    )
+    .await
+    {
         ResponseCode::Success => success(),
         code => error(
             code,

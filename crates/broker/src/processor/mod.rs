@@ -142,7 +142,8 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
                 RequestCode::QueryConsumerOffset => {
                     let answer = consumer::query_offset(&state, &channel, &request);
-                    progress_stream::once_replicated(&state, answer).await
+                    progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
+                        .await
                 }
                 RequestCode::UpdateConsumerOffset => {
                     consumer::update_offset(&state, &channel, &request).await
@@ -180,11 +181,13 @@ impl RequestHandler for BrokerHandler {
                 }
                 RequestCode::GetConsumeStats => {
                     let answer = consume_stats::consume_stats(&state, &request);
-                    progress_stream::once_replicated(&state, answer).await
+                    progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
+                        .await
                 }
                 RequestCode::GetBrokerConsumeStats => {
                     let answer = consume_stats::broker_consume_stats(&state, &request);
-                    progress_stream::once_replicated(&state, answer).await
+                    progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
+                        .await
                 }
                 RequestCode::GetProducerConnectionList => {
                     admin::producer_connections(&state, &request)
@@ -220,7 +223,8 @@ impl RequestHandler for BrokerHandler {
                 }
                 RequestCode::GetConsumerProgress => {
                     let answer = admin::consumer_progress(&state, &request);
-                    progress_stream::once_replicated(&state, answer).await
+                    progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
+                        .await
                 }
                 RequestCode::CloneGroupOffset => {
                     clone_offset::clone_group_offset(&state, &request).await

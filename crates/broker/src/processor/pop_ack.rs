@@ -105,7 +105,9 @@ async fn settle(
     crate::pop::commit_floor(&state.pop, &state.progress.offsets, &state.log(), key);
     // On a SYNC master, acknowledged once the in-sync replicas have it, like a commit.
     let through = state.progress_stream.outbox().last_pushed();
-    match crate::progress_stream::wait_replicated(state, through).await {
+    match crate::progress_stream::wait_replicated(state.log(), &state.progress_stream, through)
+        .await
+    {
         ResponseCode::Success => None,
         code => Some(error(
             code,

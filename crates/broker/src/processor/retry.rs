@@ -12,10 +12,11 @@ use tidemark_remoting::now_ms;
 use tidemark_store::NewMessage;
 
 use super::append::store_error_response;
-use super::routing::{to_dead_letter, to_schedule};
+use super::routing::to_dead_letter;
 use super::{bad_header, error, success};
 use crate::metadata::retry_topic;
 use crate::metadata_change::Announce;
+use crate::schedule::to_schedule;
 use crate::state::BrokerState;
 
 /// The level the broker picks when the consumer leaves it open: 3 + times already retried.

@@ -6,23 +6,10 @@ use tidemark_protocol::body::perm;
 use tidemark_protocol::message::property;
 use tidemark_protocol::message::Properties;
 use tidemark_remoting::now_ms;
-use tidemark_store::{NewMessage, SCHEDULE_TOPIC, TIMER_TOPIC};
+use tidemark_store::{NewMessage, TIMER_TOPIC};
 
 use crate::metadata::{dlq_topic, DLQ_QUEUE_NUMS};
 use crate::state::BrokerState;
-
-/// Parks `message` in the schedule queue of `level` (clamped to the configured levels); the
-/// schedule service stores it again in its real topic and queue once due.
-/// `levels`: how many are configured ([`BrokerState::delay_level_count`]).
-pub(crate) fn to_schedule(levels: i32, message: &mut NewMessage, level: i32) {
-    let level = level.clamp(1, levels.max(1));
-    let properties = &mut message.properties;
-    properties.insert(property::REAL_TOPIC, message.topic.clone());
-    properties.insert(property::REAL_QUEUE_ID, message.queue_id.to_string());
-    properties.insert(property::DELAY_TIME_LEVEL, level.to_string());
-    message.topic = SCHEDULE_TOPIC.to_owned();
-    message.queue_id = level - 1;
-}
 
 /// A RocketMQ 5 timer property that cannot be read as a number.
 #[derive(Debug, Clone, PartialEq, Eq)]

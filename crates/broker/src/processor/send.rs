@@ -230,7 +230,7 @@ fn single_message(
         // A delay level takes precedence over timer properties (RocketMQ drops them).
         super::routing::drop_timer(&mut message.properties);
         if !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
-            super::routing::to_schedule(state.delay_level_count(), &mut message, delay);
+            crate::schedule::to_schedule(state.delay_level_count(), &mut message, delay);
         }
     } else if !message.topic.starts_with(DLQ_GROUP_TOPIC_PREFIX) {
         let now = now_ms();

@@ -9,11 +9,11 @@ use tidemark_protocol::message::{DecodeOptions, MessageRecord};
 use tidemark_store::{GetStatus, StoreError};
 use tracing::{debug, warn};
 
-use super::{
+use super::ProgressReplication;
+use crate::progress_record::{
     decode_batch, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS, STREAM_POP, STREAM_POP_WHOLE,
     STREAM_TIMERS, STREAM_TIMERS_WHOLE,
 };
-use crate::state::BrokerState;
 
 /// Messages read per store call.
 const MESSAGES_PER_READ: usize = 64;
@@ -21,18 +21,19 @@ const BYTES_PER_READ: usize = 8 << 20;
 /// A replica looks at its log this often even when no replicated append woke it.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
-pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+pub(crate) async fn run(parts: ProgressReplication, stop: impl Future<Output = ()>) {
+    let parts = Arc::new(parts);
     tokio::pin!(stop);
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            _ = state.progress_stream.appended() => {}
+            _ = parts.stream.appended() => {}
             _ = tokio::time::sleep(LOOK_EVERY) => {}
         }
-        if !state.role.is_slave() {
+        if !parts.log.role().is_slave() {
             continue;
         }
-        if let Err(error) = apply_available(&state).await {
+        if let Err(error) = apply_available(&parts).await {
             warn!(%error, "applying the master's progress stream failed; trying again");
         }
     }
@@ -41,16 +42,16 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
 /// The log was cut back (a replica reconciling with a new master): progress messages past the
 /// cut are gone, and the ones copied next take their queue offsets, so the position must not
 /// stay past the cut. Blocking (journal append).
-pub(crate) fn after_log_cut(state: &BrokerState) {
-    let written = state.log().written_max_offset(PROGRESS_TOPIC, 0);
-    if state.progress.offsets.replica_position() > written {
-        state.progress.offsets.set_replica_position(written);
+pub(crate) fn after_log_cut(parts: &ProgressReplication) {
+    let written = parts.log.log().written_max_offset(PROGRESS_TOPIC, 0);
+    if parts.progress.offsets.replica_position() > written {
+        parts.progress.offsets.set_replica_position(written);
     }
 }
 
 /// [`catch_up`] off the async threads.
-async fn apply_available(state: &Arc<BrokerState>) -> Result<usize, String> {
-    let applying = state.clone();
+async fn apply_available(parts: &Arc<ProgressReplication>) -> Result<usize, String> {
+    let applying = parts.clone();
     tokio::task::spawn_blocking(move || catch_up(&applying))
         .await
         .map_err(|error| error.to_string())?
@@ -59,9 +60,9 @@ async fn apply_available(state: &Arc<BrokerState>) -> Result<usize, String> {
 
 /// What a replica about to become master awaits first: everything its log holds applied, and
 /// the POP deadlines rebuilt for the revive service it is about to run.
-pub(crate) async fn drain(state: &Arc<BrokerState>) -> Result<usize, String> {
-    let read = apply_available(state).await?;
-    let rebuilding = state.clone();
+pub(crate) async fn drain(parts: &Arc<ProgressReplication>) -> Result<usize, String> {
+    let read = apply_available(parts).await?;
+    let rebuilding = parts.clone();
     tokio::task::spawn_blocking(move || rebuilding.pop.after_replication())
         .await
         .map_err(|error| error.to_string())?;
@@ -70,20 +71,20 @@ pub(crate) async fn drain(state: &Arc<BrokerState>) -> Result<usize, String> {
 
 /// Applies every progress message the local log holds past the table's replica position;
 /// returns how many it read. Blocking (store reads, journal appends).
-pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
+pub(crate) fn catch_up(parts: &ProgressReplication) -> Result<usize, StoreError> {
     let mut read = 0;
     loop {
-        let position = state.progress.offsets.replica_position();
-        let written = state.log().written_max_offset(PROGRESS_TOPIC, 0);
+        let position = parts.progress.offsets.replica_position();
+        let written = parts.log.log().written_max_offset(PROGRESS_TOPIC, 0);
         if position > written {
             // The log was cut back below what was applied: what follows the cut is new.
-            state.progress.offsets.set_replica_position(written);
+            parts.progress.offsets.set_replica_position(written);
             continue;
         }
         if position == written {
             return Ok(read);
         }
-        let got = state.log().get(
+        let got = parts.log.log().get(
             PROGRESS_TOPIC,
             0,
             position,
@@ -105,7 +106,7 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
                     to = got.next_begin_offset,
                     "progress messages removed before this replica applied them"
                 );
-                state
+                parts
                     .progress
                     .offsets
                     .set_replica_position(got.next_begin_offset);
@@ -143,9 +144,9 @@ pub(crate) fn catch_up(state: &BrokerState) -> Result<usize, StoreError> {
         // The tables are independent, each in its own order; the position moves with the
         // offsets, last, so a crash in between applies these POP and timer records again
         // rather than skipping any (a POP message in flight may count one delivery more).
-        let mut skipped = state.pop.apply_replicated(&pop);
-        skipped += state.timers.apply_replicated(&timers);
-        skipped += state.progress.offsets.apply_replicated(
+        let mut skipped = parts.pop.apply_replicated(&pop);
+        skipped += parts.timers.apply_replicated(&timers);
+        skipped += parts.progress.offsets.apply_replicated(
             &offsets,
             got.next_begin_offset,
             tidemark_remoting::now_ms(),

@@ -1,7 +1,6 @@
 //! The master's side: the outbox's records, batched into messages of the progress topic.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,8 +8,8 @@ use tidemark_protocol::message::Properties;
 use tidemark_store::NewMessage;
 use tracing::{debug, info, warn};
 
-use super::{encode_batch, PROGRESS_TOPIC};
-use crate::state::BrokerState;
+use super::ProgressReplication;
+use crate::progress_record::{encode_batch, PROGRESS_TOPIC};
 
 /// Record bytes per message at most (a message may hold up to 4 MiB).
 const BATCH_BYTES_MAX: usize = 1 << 20;
@@ -23,10 +22,10 @@ enum Round {
     Failed,
 }
 
-pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
+pub(crate) async fn run(parts: ProgressReplication, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     loop {
-        let wait = match publish_one(&state).await {
+        let wait = match publish_one(&parts).await {
             Round::Published => Duration::ZERO,
             Round::Failed => RETRY_AFTER,
             Round::Idle => Duration::MAX,
@@ -34,31 +33,31 @@ pub(crate) async fn run(state: Arc<BrokerState>, stop: impl Future<Output = ()>)
         tokio::select! {
             biased;
             _ = &mut stop => break,
-            _ = state.progress_stream.outbox().queued() => {}
+            _ = parts.stream.outbox().queued() => {}
             _ = tokio::time::sleep(wait.min(Duration::from_secs(3600))) => {}
         }
     }
     // What is queued at a graceful stop still reaches the log (and the replicas).
-    while matches!(publish_one(&state).await, Round::Published) {}
+    while matches!(publish_one(&parts).await, Round::Published) {}
 }
 
-async fn publish_one(state: &BrokerState) -> Round {
-    let outbox = state.progress_stream.outbox();
+async fn publish_one(parts: &ProgressReplication) -> Round {
+    let outbox = parts.stream.outbox();
     // A slave's own changes (commits consumers send it while the master is away) are not the
     // stream's: the master learns them through the periodic sync. A master that never had a
     // replica (a broker on its own, `tidemark dev`) writes nothing nobody reads; every replica
     // that connects gets whole copies of the tables first (see `ha::serve_slave`).
-    let has_replicas = state.config.enable_controller_mode || state.ha.ever_had_slave();
-    if state.role.is_slave() || !has_replicas {
+    let has_replicas = parts.controller_mode || parts.log.ha.ever_had_slave();
+    if parts.log.role().is_slave() || !has_replicas {
         outbox.discard_all();
         return Round::Idle;
     }
     if outbox.take_resync() {
         let (offsets, pop) = (
-            state.progress.offsets.publish_whole(),
-            state.pop.publish_whole(),
+            parts.progress.offsets.publish_whole(),
+            parts.pop.publish_whole(),
         );
-        state.timers.publish_whole();
+        parts.timers.publish_whole();
         info!(
             offsets,
             pop, "publishing whole progress tables for the replicas"
@@ -68,10 +67,10 @@ async fn publish_one(state: &BrokerState) -> Round {
         return Round::Idle;
     };
     let records = &batch.records;
-    let message = message(state, Bytes::from(encode_batch(records)));
+    let message = message(parts, Bytes::from(encode_batch(records)));
     // Straight to the store, not through the send path: progress is not traffic, and the
     // put counters operators read stay the clients' messages.
-    match state.log().append(
+    match parts.log.log().append(
         std::slice::from_ref(&message),
         crate::message_log::Origin::Bookkeeping,
     ) {
@@ -95,10 +94,10 @@ async fn publish_one(state: &BrokerState) -> Round {
     }
 }
 
-fn message(state: &BrokerState, body: Bytes) -> NewMessage {
+fn message(parts: &ProgressReplication, body: Bytes) -> NewMessage {
     NewMessage::broker_record(
         PROGRESS_TOPIC,
-        state.store_host(),
+        parts.store_host,
         tidemark_remoting::now_ms(),
         body,
         Properties::default(),

@@ -34,7 +34,7 @@ use tidemark_remoting::now_ms;
 
 use crate::lock_rank::{self, Rank, Ranked};
 use crate::message_log::LogHandle;
-use crate::progress_stream::{ProgressOutbox, STREAM_TIMERS};
+use crate::progress_record::{ProgressOutbox, STREAM_TIMERS};
 
 /// With nothing due sooner, the service still looks for new timer messages this often (sends
 /// wake it at once; this covers anything else that appends to the timer topic).
@@ -49,7 +49,7 @@ const RETRY_AFTER_MS: i64 = 1_000;
 pub struct Timers {
     journal: Journal,
     inner: Mutex<Pending>,
-    wake: Notify,
+    wake: Arc<Notify>,
     /// Where every delivery journaled is also queued for the replicas (`progress_stream`).
     outbox: Option<Arc<ProgressOutbox>>,
 }
@@ -81,7 +81,7 @@ impl Timers {
                     due: BTreeSet::new(),
                     scanned,
                 }),
-                wake: Notify::new(),
+                wake: Arc::default(),
                 outbox: None,
             },
             report,
@@ -95,6 +95,12 @@ impl Timers {
     /// A timer message was stored: look at it now rather than at the next idle scan.
     pub fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// What wakes the service, for the message log to hold: a timer message it stores wakes
+    /// the service without the log knowing the table.
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
     }
 
     /// Resolves at the next [`Timers::wake`] (or at once if one is pending).
@@ -160,8 +166,7 @@ pub fn delivery(record: &MessageRecord, now: i64) -> Option<NewMessage> {
 }
 
 /// Takes in the timer topic's entries not seen yet (at most [`SCAN_PER_PASS_MAX`]).
-fn scan(log: &LogHandle) {
-    let timers = &log.timers;
+fn scan(log: &LogHandle, timers: &Timers) {
     let floor = log.log().min_offset(TIMER_TOPIC, 0);
     let end = log.log().max_offset(TIMER_TOPIC, 0);
     let mut next = {
@@ -200,8 +205,7 @@ fn scan(log: &LogHandle) {
 }
 
 /// Stores every due message in its real topic; returns how many.
-pub fn deliver_due(log: &LogHandle, now: i64) -> usize {
-    let timers = &log.timers;
+pub fn deliver_due(log: &LogHandle, timers: &Timers, now: i64) -> usize {
     let mut delivered = 0;
     loop {
         let next = {
@@ -258,10 +262,11 @@ pub fn deliver_due(log: &LogHandle, now: i64) -> usize {
 
 /// The timer service of a master: scan, deliver what is due, sleep until the next delivery
 /// time, a send's wake-up, or the idle scan.
-pub(crate) async fn run(log: LogHandle, stop: impl Future<Output = ()>) {
+pub(crate) async fn run(log: LogHandle, timers: Arc<Timers>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     loop {
         let pass = log.clone();
+        let table = timers.clone();
         let master = !log.role().is_slave();
         // Store reads and appends may block (SYNC_FLUSH): keep them off the async workers.
         let _ = tokio::task::spawn_blocking(move || {
@@ -269,14 +274,14 @@ pub(crate) async fn run(log: LogHandle, stop: impl Future<Output = ()>) {
                 // In controller mode a master may become a slave: its copy is the master's job.
                 return;
             }
-            scan(&pass);
-            deliver_due(&pass, now_ms());
-            if let Err(failure) = pass.timers.compact_if_due() {
+            scan(&pass, &table);
+            deliver_due(&pass, &table, now_ms());
+            if let Err(failure) = table.compact_if_due() {
                 warn!(%failure, "timer journal not compacted; will retry");
             }
         })
         .await;
-        let wait = match log.timers.next_due() {
+        let wait = match timers.next_due() {
             Some(due) => {
                 Duration::from_millis((due - now_ms()).clamp(0, IDLE_SCAN.as_millis() as i64) as u64)
             }
@@ -285,7 +290,7 @@ pub(crate) async fn run(log: LogHandle, stop: impl Future<Output = ()>) {
         tokio::select! {
             _ = &mut stop => return,
             _ = tokio::time::sleep(wait) => {}
-            _ = log.timers.wake_notified() => {}
+            _ = timers.wake_notified() => {}
         }
     }
 }

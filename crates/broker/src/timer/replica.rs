@@ -9,7 +9,7 @@ use tracing::{debug, warn};
 
 use super::progress::{delivered_offset, DeliveredCodec};
 use super::Timers;
-use crate::progress_stream::{ProgressOutbox, STREAM_TIMERS, STREAM_TIMERS_WHOLE};
+use crate::progress_record::{ProgressOutbox, STREAM_TIMERS, STREAM_TIMERS_WHOLE};
 
 impl Timers {
     /// Every delivery journaled from now on is also queued in `outbox` for the replicas.

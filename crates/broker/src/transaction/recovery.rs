@@ -35,6 +35,21 @@ const HEADER_BYTES: usize = 128;
 /// Queue entries read per step.
 const BATCH: usize = 256;
 
+/// Controller mode, a new master: finds the transactions its log leaves pending, appending
+/// the op records recovery writes. The one writer besides `MessageLog::append` (it needs the
+/// store, which only the log's handle holds): it runs before the broker takes a send in its
+/// new role, so no reader or replica is owed a wake.
+pub(crate) async fn recover_for_new_master(
+    log: &crate::message_log::LogHandle,
+    store_host: SocketAddr,
+    timeout_ms: u64,
+) -> Result<Transactions, StoreError> {
+    crate::message_log::off_the_workers(&log.store, "recover transactions", move |store| {
+        recover(store, store_host, timeout_ms).map(|(pending, _)| pending)
+    })
+    .await
+}
+
 /// The pending halves of `store`; writes the op records recovery found missing.
 /// `timeout_ms` is the broker's transaction timeout (for halves without their own).
 pub fn recover(

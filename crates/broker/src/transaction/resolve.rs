@@ -300,7 +300,7 @@ fn committed(tx: &TransactionLog, half: MessageRecord) -> NewMessage {
         properties,
     };
     if delay > 0 {
-        crate::processor::routing::to_schedule(tx.delay_levels, &mut message, delay);
+        crate::schedule::to_schedule(tx.delay_levels, &mut message, delay);
     }
     message
 }

@@ -14,6 +14,7 @@ mod cleanup;
 mod damaged_files;
 mod due_messages;
 mod lock_map;
+mod module_circles;
 mod offset_journal;
 mod offsets_model;
 mod pop;
