@@ -369,3 +369,18 @@ pub async fn runtime_info(
         .into_iter()
         .collect()
 }
+
+/// Every `.rs` file under `dir`, at any depth (for the tests that read the sources).
+pub fn rust_files(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            found.push(path);
+        }
+    }
+}

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.reflect.Field;
 import java.time.Duration;
-import java.util.Collections;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
@@ -14,7 +13,6 @@ import java.util.concurrent.locks.Lock;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
-import org.apache.rocketmq.common.message.MessageQueue;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -42,11 +40,7 @@ class Scenario29SubscriptionVersionTest extends SuiteBase {
         String group = Names.group("s29");
         DefaultMQProducer producer = clients.producer();
         Msgs.warmUp(producer, topic);
-        Set<Integer> allQueues = new TreeSet<>();
-        for (MessageQueue mq : producer.fetchPublishMessageQueues(topic)) {
-            allQueues.add(mq.getQueueId());
-        }
-        assertTrue(allQueues.size() >= 2, "need at least 2 queues to share, topic has " + allQueues);
+        Set<Integer> allQueues = Queues.ids(producer, topic, 2);
 
         Received received = new Received();
         DefaultMQPushConsumer first = clients.push(group, topic, "*", received.listener("first"));
@@ -54,15 +48,7 @@ class Scenario29SubscriptionVersionTest extends SuiteBase {
             () -> Clients.ownedQueues(first, topic).equals(allQueues));
 
         DefaultMQPushConsumer second = clients.push(group, topic, "*", received.listener("second"));
-        Wait.until("the two consumers to split the queues", Duration.ofSeconds(45), () -> {
-            Set<Integer> mine = Clients.ownedQueues(first, topic);
-            Set<Integer> theirs = Clients.ownedQueues(second, topic);
-            Set<Integer> union = new TreeSet<>(mine);
-            union.addAll(theirs);
-            return !mine.isEmpty() && !theirs.isEmpty() && Collections.disjoint(mine, theirs)
-                && union.equals(allQueues);
-        }, () -> "first owns " + Clients.ownedQueues(first, topic) + ", second owns "
-            + Clients.ownedQueues(second, topic) + serverLog());
+        Queues.awaitSplit(first, second, topic, allQueues, Duration.ZERO, SuiteBase::serverLog);
 
         // The broker keeps the group's newest version, whichever member sent it: the first
         // consumer's rebalance must come last, so the second one leaves while the lock is held.

@@ -11,7 +11,6 @@ import java.util.TreeSet;
 
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
-import org.apache.rocketmq.common.message.MessageQueue;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -30,11 +29,7 @@ class Scenario03SharedGroupTest extends SuiteBase {
         String group = Names.group("s03");
         DefaultMQProducer producer = clients.producer();
         Msgs.warmUp(producer, topic);
-        Set<Integer> allQueues = new TreeSet<>();
-        for (MessageQueue mq : producer.fetchPublishMessageQueues(topic)) {
-            allQueues.add(mq.getQueueId());
-        }
-        assertTrue(allQueues.size() >= 2, "need at least 2 queues to share, topic has " + allQueues);
+        Set<Integer> allQueues = Queues.ids(producer, topic, 2);
 
         Received received = new Received();
         DefaultMQPushConsumer c1 = clients.push(group, topic, "*", received.listener("c1"));
@@ -42,7 +37,8 @@ class Scenario03SharedGroupTest extends SuiteBase {
 
         // The broker tells c1 about c2 with NOTIFY_CONSUMER_IDS_CHANGED; without it c1 only gives
         // up queues on its periodic rebalance (every 20 s), hence the long timeout.
-        awaitStableSplit(c1, c2, topic, allQueues);
+        // An assignment that holds for a second is past the rebalance both sides triggered.
+        Queues.awaitSplit(c1, c2, topic, allQueues, Duration.ofSeconds(1), SuiteBase::serverLog);
 
         Msgs.sendAll(producer, topic, "t", "m", COUNT);
         List<String> expected = Msgs.bodies("m", COUNT);
@@ -58,27 +54,5 @@ class Scenario03SharedGroupTest extends SuiteBase {
         System.out.println("scenario3 c1=" + n1 + " c2=" + n2 + " queues c1=" + Clients.ownedQueues(c1, topic)
             + " c2=" + Clients.ownedQueues(c2, topic));
         assertTrue(n1 > 0 && n2 > 0, "both consumers must receive messages: c1=" + n1 + " c2=" + n2);
-    }
-
-    private static void awaitStableSplit(DefaultMQPushConsumer c1, DefaultMQPushConsumer c2, String topic,
-        Set<Integer> allQueues) {
-        long[] stableSince = {0};
-        Wait.until("the two consumers to split " + allQueues + " between them", Duration.ofSeconds(45), () -> {
-            Set<Integer> q1 = Clients.ownedQueues(c1, topic);
-            Set<Integer> q2 = Clients.ownedQueues(c2, topic);
-            Set<Integer> union = new TreeSet<>(q1);
-            union.addAll(q2);
-            boolean split = !q1.isEmpty() && !q2.isEmpty() && Collections.disjoint(q1, q2) && union.equals(allQueues);
-            if (!split) {
-                stableSince[0] = 0;
-                return false;
-            }
-            if (stableSince[0] == 0) {
-                stableSince[0] = System.nanoTime();
-            }
-            // an assignment that holds for a second is past the rebalance both sides triggered
-            return System.nanoTime() - stableSince[0] > Duration.ofSeconds(1).toNanos();
-        }, () -> "c1 owns " + Clients.ownedQueues(c1, topic) + ", c2 owns " + Clients.ownedQueues(c2, topic)
-            + " (needs GET_CONSUMER_LIST_BY_GROUP to list both client ids)" + serverLog());
     }
 }
