@@ -159,3 +159,43 @@ fn dev_ports_are_asked_for_only_when_their_flags_are_given() {
     assert_eq!(off.grpc_listen_port(), ListenPort::Asked(0));
     assert_eq!(off.http_listen_port(), ListenPort::Asked(0));
 }
+
+#[test]
+fn the_version_names_the_release_and_the_commit() {
+    let version = Cli::command().render_version();
+    assert!(
+        version.starts_with(&format!("tidemark {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    let commit = env!("TIDEMARK_COMMIT");
+    assert!(!commit.is_empty() && version.contains(commit), "{version}");
+}
+
+#[test]
+fn completions_and_man_pages_cover_the_commands() {
+    let mut bash = Vec::new();
+    clap_complete::generate(
+        clap_complete::Shell::Bash,
+        &mut Cli::command(),
+        "tidemark",
+        &mut bash,
+    );
+    let bash = String::from_utf8(bash).expect("utf-8");
+    for word in ["dev", "admin", "reset-offset-by-time", "--namesrv-port"] {
+        assert!(bash.contains(word), "bash completion lacks {word}");
+    }
+
+    let dir = std::env::temp_dir().join(format!("tidemark-man-{}", std::process::id()));
+    crate::man_pages(&dir).expect("man pages written");
+    let root = std::fs::read_to_string(dir.join("tidemark.1")).expect("tidemark.1");
+    let reset = std::fs::read_to_string(dir.join("tidemark-admin-reset-offset-by-time.1"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(root.contains(".TH tidemark 1"), "{root}");
+    assert!(root.contains(env!("CARGO_PKG_VERSION")), "{root}");
+    assert!(
+        reset
+            .expect("a page per subcommand")
+            .contains("reset\\-offset\\-by\\-time"),
+        "the subcommand's page names it"
+    );
+}

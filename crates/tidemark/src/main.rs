@@ -40,9 +40,17 @@ pub(crate) fn collect_when_idle() {
     });
 }
 
+/// `tidemark --version`: the release and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TIDEMARK_COMMIT"),
+    ")"
+);
+
 /// A RocketMQ-compatible message broker, name server and tools.
 #[derive(Debug, Parser)]
-#[command(name = "tidemark", version, about, long_about = None)]
+#[command(name = "tidemark", version = VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -67,6 +75,45 @@ enum Command {
     /// Load generators: produce, consume, end to end.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Shell completions on standard output, e.g. `tidemark completions bash >
+    /// /etc/bash_completion.d/tidemark`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Man pages, one per command (`tidemark.1`, `tidemark-admin-consume.1`, …), written to a
+    /// folder.
+    Man {
+        /// Where to write them; created if missing.
+        #[arg(long, default_value = "man")]
+        dir: std::path::PathBuf,
+    },
+}
+
+/// Prints the completion script for `shell`. Written whole from a buffer: the generator panics
+/// on a write error, and a reader that stops early (`| head`) is no error of ours.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut script = Vec::new();
+    clap_complete::generate(
+        shell,
+        &mut <Cli as clap::CommandFactory>::command(),
+        "tidemark",
+        &mut script,
+    );
+    match std::io::stdout().lock().write_all(&script) {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Writes the man pages of every command to `dir`.
+fn man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), dir)
+        .with_context(|| format!("writing man pages to {}", dir.display()))?;
+    Ok(())
 }
 
 /// Standard error that never fails: a parent that stops reading our log (Java's
@@ -117,5 +164,7 @@ fn run() -> anyhow::Result<()> {
         Command::Controller(args) => runtime()?.block_on(controller::run(args)),
         Command::Admin(command) => runtime()?.block_on(admin::run(command)),
         Command::Bench(command) => runtime()?.block_on(bench::run(command)),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man_pages(&dir),
     }
 }
