@@ -32,14 +32,17 @@ fn git_commit() -> Option<String> {
     let git_dir = PathBuf::from(git(&["rev-parse", "--absolute-git-dir"])?);
     // Built again when HEAD moves: a new commit on the branch, or another branch checked out.
     // Only files that exist are watched (cargo reruns every build for one that does not).
+    // A worktree keeps its HEAD apart and its branches in the common folder.
+    let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+        .map_or_else(|| git_dir.clone(), PathBuf::from);
     let head = git_dir.join("HEAD");
     watch(&head);
     if let Ok(text) = std::fs::read_to_string(&head) {
         if let Some(branch) = text.trim().strip_prefix("ref: ") {
-            watch(&git_dir.join(branch));
+            watch(&common.join(branch));
         }
     }
-    watch(&git_dir.join("packed-refs"));
+    watch(&common.join("packed-refs"));
     git(&["rev-parse", "--short=12", "HEAD"])
 }
 
