@@ -87,6 +87,8 @@ pub struct BrokerState {
     /// Who may do what, and the TLS of the ports and of the broker's own connections.
     pub security: crate::parts::Security,
     store_host: SocketAddr,
+    /// `messageDelayLevel`'s level count, read once: the key takes effect at restart only.
+    delay_levels: i32,
 }
 
 fn load_or_refuse<T>(
@@ -296,6 +298,10 @@ impl BrokerState {
             role: Arc::new(role),
             live,
         };
+        let delay_levels = config
+            .delay_levels_ms()
+            .map_or(1, |levels| i32::try_from(levels.len()).unwrap_or(i32::MAX))
+            .max(1);
         let state = BrokerState {
             config,
             live: log_parts.live.clone(),
@@ -331,6 +337,7 @@ impl BrokerState {
                 tls,
                 client_tls,
             },
+            delay_levels,
             store_host,
             log_parts,
         };
@@ -370,10 +377,7 @@ impl BrokerState {
 
     /// How many delay levels are configured (`messageDelayLevel`); at least one.
     pub fn delay_level_count(&self) -> i32 {
-        self.config
-            .delay_levels_ms()
-            .map_or(1, |levels| i32::try_from(levels.len()).unwrap_or(i32::MAX))
-            .max(1)
+        self.delay_levels
     }
 
     /// The store host stamped on records and encoded in message ids: `brokerIP1:listenPort`.
