@@ -92,13 +92,9 @@ impl Timers {
         lock_rank::lock(&self.inner, Rank::Table)
     }
 
-    /// A timer message was stored: look at it now rather than at the next idle scan.
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-
     /// What wakes the service, for the message log to hold: a timer message it stores wakes
-    /// the service without the log knowing the table.
+    /// the service (to look at it now rather than at the next idle scan) without the log
+    /// knowing the table.
     pub fn waker(&self) -> Arc<Notify> {
         self.wake.clone()
     }
