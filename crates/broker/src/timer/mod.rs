@@ -99,7 +99,7 @@ impl Timers {
         self.wake.clone()
     }
 
-    /// Resolves at the next [`Timers::wake`] (or at once if one is pending).
+    /// Resolves when the waker ([`Timers::waker`]) is next notified (or at once if it was).
     pub(crate) fn wake_notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.wake.notified()
     }
