@@ -266,13 +266,7 @@ fn value_text(value: toml::Value) -> String {
 
 /// Whether `key` is any key of the broker's configuration (in any spelling it accepts).
 fn is_config_key(key: &str) -> bool {
-    let mut table = toml::Table::new();
-    // A value of the wrong type still names a known key; only an unknown one fails this way.
-    table.insert(key.to_owned(), toml::Value::Boolean(false));
-    match toml::Value::Table(table).try_into::<BrokerConfig>() {
-        Ok(_) => true,
-        Err(error) => !error.to_string().contains("unknown field"),
-    }
+    crate::config::tidemark_keys().contains(key)
 }
 
 /// The file's bytes (or its backup's, when a write died half-way); `None` when neither exists.
@@ -317,12 +311,13 @@ fn rewrite_file(
 
 /// Whether `text` reads as a configuration, as `BrokerConfig::load` reads it.
 fn loads(text: &str, toml: bool) -> Result<(), String> {
-    let table = if toml {
+    let mut table = if toml {
         text.parse::<toml::Table>()
             .map_err(|error| error.to_string())?
     } else {
         crate::config::properties_to_table(text)
     };
+    crate::config::take_apache_only(&mut table)?;
     toml::Value::Table(table)
         .try_into::<BrokerConfig>()
         .map(|_| ())

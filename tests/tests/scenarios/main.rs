@@ -7,6 +7,7 @@
 mod acl;
 mod acl_flood;
 mod admin_commands;
+mod apache_config;
 mod bench_cli;
 mod client_progress;
 mod client_retry;

@@ -8,10 +8,12 @@ use thiserror::Error;
 use tidemark_store::{FlushPolicy, StoreConfig};
 
 mod file;
+mod keys;
 mod tls;
 
 pub(crate) use file::properties_to_table;
 use file::spelled_as_written;
+pub(crate) use keys::{take_apache_only, tidemark_keys};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -80,37 +82,53 @@ pub struct BrokerConfig {
     /// for a broker configured in code (`tidemark dev`): see [`crate::live_config`].
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
+    /// The broker set this broker belongs to: a master and its slaves share it.
     #[serde(alias = "brokerName")]
     pub broker_name: String,
+    /// The cluster the broker registers in; clients and admin tools list brokers by it.
     #[serde(alias = "brokerClusterName")]
     pub broker_cluster_name: String,
+    /// 0 for a master, 1 and up for its slaves (ignored in controller mode).
     #[serde(alias = "brokerId")]
     pub broker_id: i64,
+    /// The broker's role: masters take sends, slaves copy a master's log (ignored in controller
+    /// mode).
     #[serde(alias = "brokerRole")]
     pub broker_role: BrokerRole,
     /// The address the broker advertises and stamps as the store host.
     #[serde(alias = "brokerIP1", rename(serialize = "brokerIP1"))]
     pub broker_ip1: String,
-    /// Address the servers bind to.
-    #[serde(alias = "listenIp")]
+    /// Address the servers bind to (RocketMQ 5's `bindAddress`).
+    #[serde(alias = "listenIp", alias = "bindAddress")]
     pub listen_ip: String,
+    /// The port clients and name servers reach the broker on; the VIP channel is `listen_port - 2`
+    /// and the HA port `listen_port + 1`.
     #[serde(alias = "listenPort")]
     pub listen_port: u16,
     /// Name servers, `host:port` separated by `;`.
     #[serde(alias = "namesrvAddr")]
     pub namesrv_addr: String,
+    /// Where the store lives: `commitlog/`, `consumequeue/`, `index/` and `config/` (topics,
+    /// groups, offsets, journals).
     #[serde(alias = "storePathRootDir")]
     pub store_path_root_dir: PathBuf,
+    /// `ASYNC_FLUSH` acknowledges a send once it is written and flushes every
+    /// `flush_interval_commit_log`; `SYNC_FLUSH` once it is on disk (group commit).
     #[serde(alias = "flushDiskType")]
     pub flush_disk_type: FlushDiskType,
+    /// `ASYNC_FLUSH`: how often the commit log is flushed, ms.
     #[serde(alias = "flushIntervalCommitLog")]
     pub flush_interval_commit_log: u64,
+    /// Bytes per commit-log file; it must hold the largest message.
     #[serde(alias = "mappedFileSizeCommitLog")]
     pub mapped_file_size_commit_log: u64,
+    /// Bytes per consume-queue file, 20 per entry.
     #[serde(alias = "mappedFileSizeConsumeQueue")]
     pub mapped_file_size_consume_queue: u64,
+    /// The largest message body accepted, bytes (larger sends get MESSAGE_ILLEGAL).
     #[serde(alias = "maxMessageSize")]
     pub max_message_size: usize,
+    /// Hours a commit-log file is kept after its last write before retention may delete it.
     #[serde(alias = "fileReservedTime")]
     pub file_reserved_time: u64,
     /// Hour(s) of day to delete expired files, RocketMQ's `"04"`.
@@ -126,19 +144,25 @@ pub struct BrokerConfig {
     /// Percent: above it the broker refuses writes until usage is back at the forced level.
     #[serde(alias = "diskSpaceWarningLevelRatio")]
     pub disk_space_warning_level_ratio: u32,
+    /// Whether files may be deleted before they expire when the disk is above
+    /// `disk_space_clean_forcibly_ratio`; off, only expired files are ever deleted.
     #[serde(alias = "cleanFileForciblyEnable")]
     pub clean_file_forcibly_enable: bool,
     /// How often retention runs, ms.
     #[serde(alias = "cleanResourceInterval")]
     pub clean_resource_interval: u64,
+    /// A send to a topic the broker does not know creates it (with `default_topic_queue_nums`
+    /// queues), as RocketMQ does through `TBW102`.
     #[serde(alias = "autoCreateTopicEnable")]
     pub auto_create_topic_enable: bool,
+    /// A consumer group the broker does not know is created at its first request.
     #[serde(alias = "autoCreateSubscriptionGroup")]
     pub auto_create_subscription_group: bool,
     /// Serve SQL92 subscriptions (RocketMQ's `enablePropertyFilter`; on by default here, off in
     /// RocketMQ).
     #[serde(alias = "enablePropertyFilter")]
     pub enable_property_filter: bool,
+    /// Queues of a topic created on first use.
     #[serde(alias = "defaultTopicQueueNums")]
     pub default_topic_queue_nums: i32,
     /// How often `consumerOffset.json` (the RocketMQ-format export of consumer progress) is
@@ -182,16 +206,23 @@ pub struct BrokerConfig {
     /// `maxPopPollingSize`).
     #[serde(alias = "popPollingSize")]
     pub pop_polling_size: usize,
+    /// See `pop_polling_size`: the bound over all queue keys.
     #[serde(alias = "maxPopPollingSize")]
     pub max_pop_polling_size: usize,
+    /// How often the broker registers with the name servers, ms (kept within 10–60 s).
     #[serde(alias = "registerNameServerPeriod")]
     pub register_name_server_period: u64,
+    /// A pull that finds nothing is held until messages arrive or its suspend time ends; off, it is
+    /// held `short_polling_time_mills`.
     #[serde(alias = "longPollingEnable")]
     pub long_polling_enable: bool,
+    /// With `long_polling_enable` off: how long a pull that found nothing is held, ms.
     #[serde(alias = "shortPollingTimeMills")]
     pub short_polling_time_mills: u64,
+    /// What the broker lets clients do: 4 read, 2 write, 6 both (routes carry it).
     #[serde(alias = "brokerPermission")]
     pub broker_permission: i32,
+    /// The region stamped on stored messages (`MSG_REGION`) and sent in send responses.
     #[serde(alias = "regionId")]
     pub region_id: String,
     /// The port RocketMQ 5's gRPC clients connect to (MessagingService, TLS or plaintext on
@@ -211,6 +242,7 @@ pub struct BrokerConfig {
     /// PEM certificate chain and private key for gRPC over TLS, when it should differ from
     /// `tls_certificate`; unset, the gRPC port serves that one.
     pub grpc_tls_certificate: Option<std::path::PathBuf>,
+    /// The private key that goes with `grpc_tls_certificate`.
     pub grpc_tls_private_key: Option<std::path::PathBuf>,
     /// How every port (main, VIP, HA, gRPC) treats TLS (RocketMQ's `tls.server.mode`):
     /// `disabled`, `permissive` (TLS and plaintext clients on one port) or `enforcing`.
@@ -221,6 +253,7 @@ pub struct BrokerConfig {
     /// told to check).
     #[serde(alias = "tlsServerCertPath")]
     pub tls_certificate: Option<PathBuf>,
+    /// The private key that goes with `tls_certificate`.
     #[serde(alias = "tlsServerKeyPath")]
     pub tls_private_key: Option<PathBuf>,
     /// CA certificates a TLS client's certificate must chain to; set, clients without such a
@@ -239,6 +272,7 @@ pub struct BrokerConfig {
     /// With `tls_enable`: the certificate the broker presents to servers that ask for one.
     #[serde(alias = "tlsClientCertPath")]
     pub tls_client_certificate: Option<PathBuf>,
+    /// The private key that goes with `tls_client_certificate`.
     #[serde(alias = "tlsClientKeyPath")]
     pub tls_client_private_key: Option<PathBuf>,
     /// Check every request against the ACL file (RocketMQ 4.x's `aclEnable`): see
@@ -253,8 +287,11 @@ pub struct BrokerConfig {
     /// ACL. The secret is never shown (GET_BROKER_CONFIG leaves it out).
     #[serde(alias = "aclAccessKey")]
     pub acl_access_key: Option<String>,
+    /// The secret of `acl_access_key`'s account.
     #[serde(alias = "aclSecretKey", skip_serializing)]
     pub acl_secret_key: Option<SecretText>,
+    /// Whether send responses carry `TRACE_ON` = true, which lets clients with tracing on trace
+    /// through this broker.
     #[serde(alias = "traceOn")]
     pub trace_on: bool,
     /// Delay of each level, 1-based (`messageDelayLevel`): `s`, `m`, `h` or `d` suffixes.
@@ -341,6 +378,7 @@ pub struct BrokerConfig {
     /// `maxHashSlotNum` and `maxIndexNum`: hash slots and entries per index file.
     #[serde(alias = "maxHashSlotNum")]
     pub max_hash_slot_num: u32,
+    /// Entries per index file (see `max_hash_slot_num`).
     #[serde(alias = "maxIndexNum")]
     pub max_index_num: u32,
 }
@@ -471,7 +509,7 @@ impl BrokerConfig {
         let is_toml = path
             .extension()
             .is_some_and(|extension| extension == "toml");
-        let table = if is_toml {
+        let mut table = if is_toml {
             text.parse::<toml::Table>()
                 .map_err(|error| ConfigError::Parse {
                     path: path.to_path_buf(),
@@ -480,6 +518,10 @@ impl BrokerConfig {
         } else {
             properties_to_table(&text)
         };
+        let apache_only = take_apache_only(&mut table).map_err(|message| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })?;
         let written: Vec<String> = table.keys().cloned().collect();
         let config: BrokerConfig =
             toml::Value::Table(table)
@@ -498,6 +540,14 @@ impl BrokerConfig {
                 path: path.to_path_buf(),
                 message,
             })?;
+        if !apache_only.is_empty() {
+            tracing::warn!(
+                path = %path.display(),
+                "{} key(s) of Apache RocketMQ's broker that Tidemark does not use are ignored: {}",
+                apache_only.len(),
+                apache_only.join(", ")
+            );
+        }
         Ok(config)
     }
 
@@ -780,5 +830,7 @@ pub(crate) fn first_hour(text: &str) -> Option<u32> {
     first.parse::<u32>().ok().filter(|hour| *hour < 24)
 }
 
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;
