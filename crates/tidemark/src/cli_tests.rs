@@ -199,3 +199,70 @@ fn completions_and_man_pages_cover_the_commands() {
         "the subcommand's page names it"
     );
 }
+
+/// Every admin command an operator's script may read prints JSON with `--json`; the three that
+/// stream messages print one JSON line per message always.
+#[test]
+fn every_admin_command_speaks_json() {
+    const ALWAYS_JSON_LINES: [&str; 3] = ["send-message", "consume-message", "pop-message"];
+    let cli = Cli::command();
+    let admin = cli
+        .get_subcommands()
+        .find(|command| command.get_name() == "admin")
+        .expect("an admin command");
+    let mut leaves = Vec::new();
+    for command in admin.get_subcommands() {
+        if command.has_subcommands() {
+            leaves.extend(command.get_subcommands().map(|inner| {
+                (
+                    format!("{} {}", command.get_name(), inner.get_name()),
+                    inner,
+                )
+            }));
+        } else {
+            leaves.push((command.get_name().to_owned(), command));
+        }
+    }
+    assert!(leaves.len() > 20, "the admin commands: {}", leaves.len());
+    for (name, command) in leaves {
+        let json = command
+            .get_arguments()
+            .any(|arg| arg.get_long() == Some("json"));
+        assert!(
+            json || ALWAYS_JSON_LINES.contains(&name.as_str()),
+            "`tidemark admin {name}` has no --json"
+        );
+    }
+}
+
+#[test]
+fn an_error_prints_each_cause_once() {
+    let io = std::io::Error::other("Connection refused");
+    let error = anyhow::Error::new(io)
+        .context("cannot connect to 127.0.0.1:9: Connection refused")
+        .context("127.0.0.1:9, given by -n/--namesrv, cannot be reached");
+    assert_eq!(
+        crate::error_text(&error),
+        "127.0.0.1:9, given by -n/--namesrv, cannot be reached: cannot connect to 127.0.0.1:9: \
+         Connection refused"
+    );
+}
+
+#[test]
+fn a_malformed_address_is_refused_by_its_flag() {
+    for (line, flag) in [
+        ("admin topic-list -n nonsense", "--namesrv"),
+        ("admin broker-status -b 10.0.0.1", "--broker-addr"),
+    ] {
+        let words = std::iter::once("tidemark").chain(line.split_whitespace());
+        let error = Cli::command()
+            .try_get_matches_from(words)
+            .expect_err("refused");
+        assert_eq!(
+            error.kind(),
+            ErrorKind::ValueValidation,
+            "`{line}`: {error}"
+        );
+        assert!(error.to_string().contains(flag), "`{line}`: {error}");
+    }
+}

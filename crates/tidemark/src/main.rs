@@ -136,9 +136,26 @@ impl std::io::Write for LogWriter {
 fn main() {
     if let Err(error) = run() {
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "Error: {error:#}");
+        let _ = writeln!(std::io::stderr(), "Error: {}", error_text(&error));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes, outermost first, leaving out a cause whose text an outer one already
+/// includes (many library errors print their source as part of their own message).
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 fn run() -> anyhow::Result<()> {

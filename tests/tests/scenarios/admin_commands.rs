@@ -198,6 +198,19 @@ async fn daily_admin_commands_do_what_they_say() {
     );
     let topics = rows(&admin_json(&["topic-list"], &ns, &[]).await);
     assert!(topics.iter().any(|row| text(row, "topic") == topic));
+    let status = admin_json(&["topic-status"], &ns, &["-t", &topic]).await;
+    let queues = rows(status.get("queues").expect("topic-status lists queues"));
+    assert_eq!(
+        queues.len(),
+        4,
+        "one line per queue of the new topic: {status:?}"
+    );
+    assert!(
+        queues
+            .iter()
+            .all(|queue| queue.get("maxOffset") == Some(&Value::Int(0))),
+        "nothing sent to it yet: {status:?}"
+    );
 
     // Messages sent with keys, looked up by key, by client id and by queue offset.
     let producer_group = unique("admin_producer");

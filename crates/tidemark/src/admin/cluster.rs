@@ -13,7 +13,7 @@ use super::{connect, Cluster};
 #[derive(Debug, Args)]
 pub struct Target {
     /// A broker's address, `host:port`.
-    #[arg(short = 'b', long = "broker-addr")]
+    #[arg(short = 'b', long = "broker-addr", value_parser = super::addresses::host_port)]
     pub broker_addr: Option<String>,
     /// Every master of this cluster.
     #[arg(short = 'c', long = "cluster")]

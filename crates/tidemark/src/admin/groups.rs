@@ -334,7 +334,7 @@ pub struct SkipArgs {
 }
 
 pub async fn reset_offset_by_time(args: ResetArgs) -> anyhow::Result<()> {
-    let at = parse_time(&args.timestamp, tidemark_remoting::now_ms())?;
+    let at = parse_time(&args.timestamp, tidemark_remoting::now_ms()).context("-s/--timestamp")?;
     move_group(
         &args.cluster,
         &args.group,

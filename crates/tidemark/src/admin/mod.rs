@@ -2,6 +2,7 @@
 //! (sendMessage, consumerProgress, topicStatus, clusterList, …). Listings print a table, or with
 //! `--json` one JSON line. They work against Tidemark and against Apache RocketMQ alike.
 
+mod addresses;
 mod cluster;
 mod consumer_status;
 mod controllers;
@@ -78,7 +79,7 @@ pub enum AdminCommand {
 #[derive(Debug, Args)]
 pub struct Cluster {
     /// Name server address(es), `host:port[;host:port]`.
-    #[arg(short = 'n', long, default_value = "127.0.0.1:9876")]
+    #[arg(short = 'n', long, default_value = "127.0.0.1:9876", value_parser = addresses::name_servers)]
     pub namesrv: String,
     /// ACL account to sign requests with (servers that check RocketMQ ACL).
     #[arg(long, requires = "secret_key")]
@@ -216,9 +217,19 @@ pub struct TopicArgs {
     pub cluster: Cluster,
     #[arg(short = 't', long)]
     pub topic: String,
+    /// One JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
+    let given = addresses::given(&command);
+    dispatch(command)
+        .await
+        .map_err(|error| addresses::name_the_flag(error, &given))
+}
+
+async fn dispatch(command: AdminCommand) -> anyhow::Result<()> {
     match command {
         AdminCommand::SendMessage(args) => send(args).await,
         AdminCommand::ConsumeMessage(args) => consume(args).await,
@@ -594,7 +605,7 @@ fn write_answered_by(out: &mut impl Write, readers: &[BrokerReader]) -> std::io:
         let role = if reader.is_master {
             "master"
         } else {
-            "slave: its master is away, figures as of the last slave sync"
+            "slave: its master is away, figures as the slave last received them"
         };
         writeln!(
             out,
@@ -641,6 +652,26 @@ async fn topic_status(args: TopicArgs) -> anyhow::Result<()> {
     admin.shutdown().await;
     let stats = stats?;
     let mut out = std::io::stdout().lock();
+    if args.json {
+        let queues = stats
+            .offset_table
+            .iter()
+            .map(|(queue, line)| {
+                let mut entry = Object::new();
+                entry.push(string("brokerName"), string(queue.broker_name.clone()));
+                entry.push(string("queueId"), Value::Int(i64::from(queue.queue_id)));
+                entry.push(string("minOffset"), Value::Int(line.min_offset));
+                entry.push(string("maxOffset"), Value::Int(line.max_offset));
+                Value::Object(entry)
+            })
+            .collect();
+        let mut object = Object::new();
+        object.push(string("topic"), string(args.topic));
+        object.push(string("queues"), Value::Array(queues));
+        object.push(string("answeredBy"), answered_by_json(&readers));
+        write_json(&mut out, object)?;
+        return Ok(());
+    }
     writeln!(
         out,
         "{:<16} {:>5} {:>14} {:>14}",
