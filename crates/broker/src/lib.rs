@@ -11,6 +11,7 @@ pub mod config;
 mod controller_mode;
 pub mod delay_offsets;
 pub mod filter;
+mod foreign_offsets;
 pub mod ha;
 pub mod ha_progress;
 pub mod live_config;

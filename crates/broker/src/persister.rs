@@ -198,6 +198,9 @@ impl Persister {
                 continue;
             }
             let (revision, text) = file.snapshot(metadata, progress);
+            if file == ConfigFile::ConsumerOffsets {
+                crate::foreign_offsets::record_export(self.storage.as_ref(), &self.dir, &text)?;
+            }
             persist::write_atomically(
                 self.storage.as_ref(),
                 &self.path(file),

@@ -107,6 +107,35 @@ fn load_or_refuse<T>(
     }
 }
 
+/// Another broker (Apache RocketMQ, run on this store after Tidemark) wrote `consumerOffset.json`
+/// since Tidemark's last export: its progress is newer than the journal's, so the journal is set
+/// aside and the broker imports the file, as it does on a store that never had a journal.
+fn set_aside_a_journal_older_than_the_export(
+    config: &BrokerConfig,
+    storage: &dyn Storage,
+) -> Result<(), BrokerError> {
+    let config_dir = config.store_path_root_dir.join("config");
+    let journal = config.offset_journal_dir();
+    if !storage.exists(&journal) || !crate::foreign_offsets::written_elsewhere(storage, &config_dir)
+    {
+        return Ok(());
+    }
+    let aside = crate::foreign_offsets::set_journal_aside(storage, &journal, now_ms()).map_err(
+        |source| {
+            BrokerError::Config(tidemark_storage::atomic_file::PersistError::Io {
+                op: "set aside",
+                path: journal.clone(),
+                source: Arc::new(source),
+            })
+        },
+    )?;
+    warn!(
+        aside = %aside.display(),
+        "consumerOffset.json was written by another broker after Tidemark's last export: consumer progress is taken from it, and the older offset journal was set aside"
+    );
+    Ok(())
+}
+
 impl BrokerState {
     /// The message log for a background service, owning what [`BrokerState::log`] borrows.
     pub fn log_handle(&self) -> crate::message_log::LogHandle {
@@ -222,6 +251,7 @@ impl BrokerState {
             })
             .map_err(|error| error.to_string())
         };
+        set_aside_a_journal_older_than_the_export(&config, storage.as_ref())?;
         let (mut offsets, recovery) = ConsumerOffsets::open(
             storage.clone(),
             &config.offset_journal_dir(),
