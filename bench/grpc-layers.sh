@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a message's server CPU goes, remoting next to gRPC, by layer (the README's "where the
+# Where a message's server CPU goes, remoting next to gRPC, by layer (docs/book/src/benchmarks/grpc.md's "where the
 # difference goes" table). For each ×8 load — sends, then receive+ack of the backlog — one run
 # reads the server's CPU per message from /proc, and a second run samples the server with
 # `perf record --call-graph dwarf`; each sample is put in one layer by its stack:

@@ -2,7 +2,7 @@
 //! (which Prometheus reads). Consumer progress per group and queue — committed offset, lag in
 //! messages and in seconds, a stuck marker, POP in flight — is the point; per-topic traffic,
 //! the store and send latency come with it. Where rocketmq-exporter has an equivalent, its
-//! metric is emitted too under its name (see README for the mapping).
+//! metric is emitted too under its name (see docs/book/src/guides/metrics.md for the mapping).
 
 use std::sync::atomic::AtomicU64;
 

@@ -6,8 +6,8 @@
 //! that took it: calls run back to back and their answers are written together. On a shared
 //! multi-threaded runtime the hand-offs between tasks keep waking the other workers;
 //! `bench/grpc.sh` measured about a quarter less server CPU per sent message on threads of
-//! their own (README, Benchmarks). The broker work a call does (appending, acking) runs on the
-//! thread of the call.
+//! their own (docs/book/src/benchmarks/grpc.md). The broker work a call does (appending,
+//! acking) runs on the thread of the call.
 
 use std::future::Future;
 use std::net::SocketAddr;

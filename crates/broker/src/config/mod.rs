@@ -128,10 +128,12 @@ pub struct BrokerConfig {
     /// The largest message body accepted, bytes (larger sends get MESSAGE_ILLEGAL).
     #[serde(alias = "maxMessageSize")]
     pub max_message_size: usize,
-    /// Hours a commit-log file is kept after its last write before retention may delete it.
+    /// Hours a commit-log file is kept once full (counted from the first message of the next file)
+    /// before retention may delete it.
     #[serde(alias = "fileReservedTime")]
     pub file_reserved_time: u64,
-    /// Hour(s) of day to delete expired files, RocketMQ's `"04"`.
+    /// The hour of the day (UTC, `"00"`-`"23"`) expired files are deleted. Of a list such as
+    /// `"04;05"` only the first hour is used (RocketMQ uses each).
     #[serde(alias = "deleteWhen")]
     pub delete_when: String,
     /// Percent: above it, expired files are deleted at any hour.
