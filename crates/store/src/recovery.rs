@@ -98,6 +98,11 @@ pub fn scan(
     let mut corrupt = Vec::new();
     let mut records = 0u64;
     let mut end = start.max(segments.first().map_or(start, |segment| segment.base));
+    let bounds = |base: u64, is_last: bool| Bounds {
+        base,
+        next_segment_at: (!is_last).then_some(base + segment_bytes),
+        durable_end,
+    };
     for (index, segment) in segments.iter().enumerate() {
         let is_last = index + 1 == segments.len();
         let mut reader = SegmentReader::new(segment.clone(), segment_bytes)?;
@@ -117,20 +122,26 @@ pub fn scan(
                         records += 1;
                         position += u64::from(size);
                         end = segment.base + position;
-                    } else if let Some(next) = skip_bad(
+                        continue;
+                    }
+                    match skip_bad(
                         &mut reader,
-                        segment.base,
+                        &bounds(segment.base, is_last),
                         position,
-                        durable_end,
                         &mut corrupt,
                     )? {
-                        position = next;
-                    } else {
-                        return Ok(ScanOutcome {
-                            end: segment.base + position,
-                            corrupt_ranges: corrupt,
-                            records,
-                        });
+                        AfterBad::At(next) => position = next,
+                        AfterBad::NextSegment => {
+                            end = segment.base + segment_bytes;
+                            break;
+                        }
+                        AfterBad::End => {
+                            return Ok(ScanOutcome {
+                                end: segment.base + position,
+                                corrupt_ranges: corrupt,
+                                records,
+                            })
+                        }
                     }
                 }
                 Found::EndOfSegment => {
@@ -151,22 +162,27 @@ pub fn scan(
                 }
                 // A record whose body checks out but whose position field is wrong was damaged
                 // in its header: as untrustworthy as a bad CRC.
-                Found::Record(..) | Found::Bad => match skip_bad(
-                    &mut reader,
-                    segment.base,
-                    position,
-                    durable_end,
-                    &mut corrupt,
-                )? {
-                    Some(next) => position = next,
-                    None => {
-                        return Ok(ScanOutcome {
-                            end: segment.base + position,
-                            corrupt_ranges: corrupt,
-                            records,
-                        })
+                Found::Record(..) | Found::Bad => {
+                    match skip_bad(
+                        &mut reader,
+                        &bounds(segment.base, is_last),
+                        position,
+                        &mut corrupt,
+                    )? {
+                        AfterBad::At(next) => position = next,
+                        AfterBad::NextSegment => {
+                            end = segment.base + segment_bytes;
+                            break;
+                        }
+                        AfterBad::End => {
+                            return Ok(ScanOutcome {
+                                end: segment.base + position,
+                                corrupt_ranges: corrupt,
+                                records,
+                            })
+                        }
                     }
-                },
+                }
             }
         }
         if !is_last {
@@ -180,35 +196,63 @@ pub fn scan(
     })
 }
 
-/// At a bad record: inside synced data, resynchronise on the next valid record and report the
-/// range (returns where to continue); otherwise the log ends here (returns `None`).
+/// Where a scan is in the log: the segment's first offset, whether a newer segment follows it
+/// (and where this one ends), and below which offset the data was synced.
+struct Bounds {
+    base: u64,
+    next_segment_at: Option<u64>,
+    durable_end: u64,
+}
+
+/// What follows a bad record.
+enum AfterBad {
+    /// A valid record at this position of the segment: the scan goes on there.
+    At(u64),
+    /// Nothing valid in the rest of this segment, a newer one follows: the scan goes on there.
+    NextSegment,
+    /// The log ends at the bad record.
+    End,
+}
+
+/// At a bad record: inside synced data, resynchronise on the next valid record, or when the
+/// segment holds none, on the next segment — the records of newer segments were synced too and
+/// must not be cut with the rotten one — and report the skipped range. Past the synced data a
+/// bad record is a torn tail: the log ends there.
 fn skip_bad(
     reader: &mut SegmentReader,
-    base: u64,
+    bounds: &Bounds,
     position: u64,
-    durable_end: u64,
     corrupt: &mut Vec<(u64, u64)>,
-) -> Result<Option<u64>> {
-    let at = base + position;
-    if at >= durable_end {
-        return Ok(None);
+) -> Result<AfterBad> {
+    let at = bounds.base + position;
+    if at >= bounds.durable_end {
+        return Ok(AfterBad::End);
     }
-    match resync(reader, position + 1)? {
-        Some(next) => {
+    if let Some(next) = resync(reader, position + 1)? {
+        warn!(
+            from = at,
+            to = bounds.base + next,
+            "corrupt commit-log range inside synced data; skipped"
+        );
+        corrupt.push((at, bounds.base + next));
+        return Ok(AfterBad::At(next));
+    }
+    match bounds.next_segment_at {
+        Some(next_segment) => {
             warn!(
                 from = at,
-                to = base + next,
-                "corrupt commit-log range inside synced data; skipped"
+                to = next_segment,
+                "corrupt commit-log range inside synced data, to the end of its segment; skipped"
             );
-            corrupt.push((at, base + next));
-            Ok(Some(next))
+            corrupt.push((at, next_segment));
+            Ok(AfterBad::NextSegment)
         }
         None => {
             warn!(
                 at,
-                "corrupt commit-log record with nothing valid after it in its segment"
+                "corrupt commit-log record with nothing valid after it in the newest segment; the log ends there"
             );
-            Ok(None)
+            Ok(AfterBad::End)
         }
     }
 }

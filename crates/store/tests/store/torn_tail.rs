@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::common::*;
 use proptest::prelude::*;
+use tidemark_store::checkpoint::Checkpoint;
 use tidemark_store::sim::SimStorage;
 use tidemark_store::{Appended, FlushPolicy};
 
@@ -159,6 +160,72 @@ fn rot_inside_synced_data_costs_only_the_rotten_record() {
             );
         }
     }
+    assert_queues_agree_with_log(&store);
+}
+
+/// Rot in the last record of an older segment, where no valid record follows it in its file:
+/// the rest of that file is reported and skipped, and every record of the newer segments —
+/// synced and acknowledged — is kept (recovery once cut the log there and deleted them).
+#[test]
+fn rot_at_the_end_of_an_older_segment_keeps_the_newer_segments() {
+    let (storage, acknowledged) = filled_store(true);
+    let (_, newest_base) = newest_segment(&storage);
+    let victim = acknowledged
+        .iter()
+        .map(|(_, appended)| *appended)
+        .filter(|appended| appended.commit_log_offset < newest_base)
+        .max_by_key(|appended| appended.commit_log_offset)
+        .expect("an older segment holds records");
+    let segment_bytes = 4096;
+    let base = victim.commit_log_offset / segment_bytes * segment_bytes;
+    let path = PathBuf::from(format!("{ROOT}/commitlog/{base:020}"));
+    let at = victim.commit_log_offset - base + u64::from(victim.size) - 40;
+    let image = storage.read_file(&path).expect("the victim's segment");
+    storage.corrupt(&path, at, &[image[at as usize] ^ 0x01]);
+    // Recovery scans from the older of the durable offsets: with the consume queues' durable
+    // offset back in the victim's segment (their flush lagging the log's), the scan crosses it.
+    let checkpoint_path = PathBuf::from(format!("{ROOT}/checkpoint"));
+    let mut checkpoint =
+        Checkpoint::decode(&storage.read_file(&checkpoint_path).expect("checkpoint"));
+    let durable = checkpoint
+        .durable
+        .as_mut()
+        .expect("durable offsets checkpointed");
+    assert!(
+        durable.commit_log > victim.commit_log_offset,
+        "the victim is synced data"
+    );
+    durable.consume_queues = base;
+    storage.corrupt(&checkpoint_path, 0, &checkpoint.encode());
+    let (store, report) = open_sim(&storage, FlushPolicy::Sync).expect("recovers");
+    assert_eq!(
+        report.corrupt_ranges,
+        vec![(victim.commit_log_offset, base + segment_bytes)],
+        "the rest of the victim's segment is reported"
+    );
+    let mut kept_after = 0;
+    for (body, appended) in &acknowledged {
+        let entry = store
+            .queue_entry("T", body_queue(body), appended.queue_offset)
+            .expect("readable")
+            .expect("slot kept");
+        if *appended == victim {
+            assert!(entry.is_hole(), "the rotten record is never served");
+            continue;
+        }
+        let stored = store
+            .read_record(appended.commit_log_offset)
+            .expect("readable")
+            .unwrap_or_else(|| panic!("record at {} lost", appended.commit_log_offset));
+        assert_eq!(decode(&stored).body.to_vec(), *body);
+        if appended.commit_log_offset > victim.commit_log_offset {
+            kept_after += 1;
+        }
+    }
+    assert!(
+        kept_after > 0,
+        "records of newer segments exist and were kept"
+    );
     assert_queues_agree_with_log(&store);
 }
 
