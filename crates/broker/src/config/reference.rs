@@ -344,7 +344,7 @@ fn the_reference_page_and_the_example_file_say_what_the_code_does() {
 fn camel_case_and_doc_links_read_as_rocketmq_and_prose_do() {
     assert_eq!(camel_case("flush_disk_type"), "flushDiskType");
     assert_eq!(
-        plain_doc("see [`crate::live_config`] and [`load`](Self::load)."),
-        "see `crate::live_config` and `load`."
+        plain_doc("see [`super::BrokerConfig`] and [`load`](Self::load)."),
+        "see `super::BrokerConfig` and `load`."
     );
 }
