@@ -345,7 +345,7 @@ pub(crate) async fn run(tables: PersistedTables, stop: impl Future<Output = ()>)
                 let compacting = tables.progress.clone();
                 match tokio::task::spawn_blocking(move || compacting.offsets.compact_if_due()).await {
                     Ok(Err(failure)) => warn!(%failure, "offset journal not compacted; will retry"),
-                    Err(failure) => warn!(%failure, "offset journal compaction stopped"),
+                    Err(failure) => warn!(%failure, "offset journal compaction ended unfinished; it runs again at the next tick"),
                     Ok(Ok(_)) => {}
                 }
                 // flushConsumerOffsetInterval is live: a changed one paces the next tick.

@@ -118,7 +118,7 @@ impl ConsumerOffsets {
         match appended {
             Ok(ticket) => Journaled::Pending(ticket),
             Err(failure) => {
-                warn!(%failure, "consumer progress change not journaled; it is kept in memory and in the next consumerOffset.json");
+                warn!(%failure, "consumer progress change not journaled; it holds in memory only, and a restart before a later change or compaction records it loses it");
                 Journaled::Failed(failure)
             }
         }

@@ -1,7 +1,8 @@
 //! ARCHITECTURE.md's rule that modules import one way: in every crate of the workspace, the
 //! top-level modules (a file or a folder under `src/`) and the `crate::` paths between them form
 //! no circle but the one named there on purpose, `config` ↔ `live_keys` in the broker. Test
-//! modules and comments are left out: a test may reach anywhere, and a doc link is no import.
+//! modules (inline, and files declared `#[cfg(test)] mod …;`) and comments are left out: a test
+//! may reach anywhere, and a doc link is no import.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,10 +41,46 @@ fn crate_paths(source: &str) -> BTreeSet<String> {
     named
 }
 
+/// Files that are test modules as a whole: declared `#[cfg(test)] mod name;` in their parent
+/// (`dir/name.rs` or `dir/name/`, where `dir` is the parent's module directory).
+fn test_only_files(files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut test_only = Vec::new();
+    for file in files {
+        let Ok(source) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let stem = file
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .unwrap_or_default();
+        let parent = file.parent().unwrap_or(Path::new(""));
+        let module_dir = if matches!(stem, "mod" | "lib" | "main") {
+            parent.to_path_buf()
+        } else {
+            parent.join(stem)
+        };
+        let lines: Vec<&str> = source.lines().map(str::trim).collect();
+        for pair in lines.windows(2) {
+            let declared = pair[1]
+                .strip_prefix("pub(crate) ")
+                .unwrap_or(pair[1])
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'));
+            if let (true, Some(name)) = (pair[0] == "#[cfg(test)]", declared) {
+                test_only.push(module_dir.join(format!("{name}.rs")));
+                test_only.push(module_dir.join(name));
+            }
+        }
+    }
+    test_only
+}
+
 /// Top-level module → the top-level modules it names.
 fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
+    let test_only = test_only_files(&files);
+    files.retain(|file| !test_only.iter().any(|skipped| file.starts_with(skipped)));
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in files {
         let relative = file.strip_prefix(src).expect("under src");

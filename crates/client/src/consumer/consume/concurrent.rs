@@ -50,7 +50,7 @@ impl ConsumerCore {
             .call_listener(&batch, |messages| listener.consume(messages))
             .await;
         let result = result.unwrap_or_else(|| {
-            warn!(queue = ?slot.queue, "listener timed out; the batch is retried");
+            warn!(queue = ?slot.queue, "listener timed out; the batch counts as consume-later (retried, or dropped in broadcasting)");
             ConsumeResult::reconsume_later()
         });
         slot.with_process(|process| process.record_consume(Instant::now()));
