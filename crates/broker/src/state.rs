@@ -272,6 +272,18 @@ impl BrokerState {
         if let Some(damage) = &timer_recovery.damage {
             warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "timer journal was damaged; timer messages delivered after that point may be delivered again");
         }
+        let apache_timers = config.store_path_root_dir.join("config").join("timercheck");
+        match crate::timer::ApacheCheckpoint::read(storage.as_ref(), &apache_timers) {
+            Ok(checkpoint) => {
+                if let Some(found) = checkpoint {
+                    info!(next_queue_offset = found.next_queue_offset, last_read_time_ms = found.last_read_time_ms, "Apache RocketMQ's timer checkpoint found: the timer messages it delivered are not delivered again");
+                }
+                timers.set_apache_checkpoint(storage.clone(), &apache_timers, checkpoint);
+            }
+            Err(failure) => {
+                warn!(%failure, file = %apache_timers.display(), "Apache RocketMQ's timer checkpoint unreadable; timer messages an Apache broker delivered from this store may be delivered again");
+            }
+        }
         let (mut pop, pop_recovery) = crate::pop::PopTable::open(
             storage.clone(),
             &config.pop_journal_dir(),

@@ -13,22 +13,24 @@
 //! Where Tidemark differs: the delivery time is the one asked for, to the millisecond
 //! (RocketMQ rounds it down to `timerPrecisionMs`, 1 s, and delivers within about a second).
 
+mod apache;
 mod progress;
 mod replica;
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
 use tidemark_storage::io::Storage;
 use tidemark_storage::journal::{Journal, JournalError, JournalOptions, RecoveryReport};
-use tidemark_store::{NewMessage, TIMER_TOPIC};
+use tidemark_store::{NewMessage, QueueEntry, StoreError, TIMER_TOPIC};
 use tokio::sync::Notify;
 use tracing::warn;
 
+pub use apache::ApacheCheckpoint;
 pub use progress::Delivered;
 use tidemark_remoting::now_ms;
 
@@ -52,6 +54,16 @@ pub struct Timers {
     wake: Arc<Notify>,
     /// Where every delivery journaled is also queued for the replicas (`progress_stream`).
     outbox: Option<Arc<ProgressOutbox>>,
+    /// What an Apache RocketMQ broker that ran on this store delivered ([`apache`]).
+    apache: Option<ApacheTimers>,
+}
+
+/// Apache's timer checkpoint found at start, and where it is.
+#[derive(Debug)]
+struct ApacheTimers {
+    checkpoint: ApacheCheckpoint,
+    storage: Arc<dyn Storage>,
+    path: PathBuf,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +73,8 @@ struct Pending {
     due: BTreeSet<(i64, i64)>,
     /// The next timer-topic offset not looked at yet.
     scanned: i64,
+    /// Whether the last scan reached the end of the timer queue.
+    scanned_to_end: bool,
 }
 
 impl Timers {
@@ -80,12 +94,30 @@ impl Timers {
                     delivered,
                     due: BTreeSet::new(),
                     scanned,
+                    scanned_to_end: false,
                 }),
                 wake: Arc::default(),
                 outbox: None,
+                apache: None,
             },
             report,
         ))
+    }
+
+    /// Takes what Apache RocketMQ's `config/timercheck` says it delivered: timer messages an
+    /// Apache broker took in from this store's timer queue and delivered are not delivered
+    /// again.
+    pub fn set_apache_checkpoint(
+        &mut self,
+        storage: Arc<dyn Storage>,
+        path: &Path,
+        checkpoint: Option<ApacheCheckpoint>,
+    ) {
+        self.apache = checkpoint.map(|checkpoint| ApacheTimers {
+            checkpoint,
+            storage,
+            path: path.to_path_buf(),
+        });
     }
 
     fn lock(&self) -> Ranked<'_, Pending> {
@@ -142,9 +174,34 @@ impl Timers {
         Ok(true)
     }
 
-    /// Makes every delivery journaled so far durable and stops the journal. Blocking.
+    /// Makes every delivery journaled so far durable and stops the journal; hands the timer
+    /// messages back to Apache's checkpoint if one was found at start. Blocking.
     pub fn close(&self) {
         self.journal.close();
+        self.hand_back_to_apache(now_ms());
+    }
+
+    /// Moves Apache's `lastReadTimeMs` up to what was delivered here ([`apache`]). Only after
+    /// a scan reached the end of the queue: an entry not looked at may be due before it.
+    fn hand_back_to_apache(&self, now: i64) {
+        let Some(apache) = &self.apache else {
+            return;
+        };
+        let read_time = {
+            let inner = self.lock();
+            if !inner.scanned_to_end {
+                return;
+            }
+            apache::hand_back_read_time(inner.due.first().map(|(due, _)| *due), now)
+        };
+        if read_time <= apache.checkpoint.last_read_time_ms {
+            return;
+        }
+        if let Err(failure) =
+            apache::write_read_time(apache.storage.as_ref(), &apache.path, read_time)
+        {
+            warn!(%failure, file = %apache.path.display(), "Apache RocketMQ's timer checkpoint not updated; an Apache broker started on this store may deliver again timer messages Tidemark delivered");
+        }
     }
 }
 
@@ -173,16 +230,22 @@ fn scan(log: &LogHandle, timers: &Timers) {
         inner.scanned
     };
     let mut found = Vec::new();
+    let mut settled = Vec::new();
     let mut read = 0;
     while next < end && read < SCAN_PER_PASS_MAX {
         next = timers.lock().delivered.next_undelivered(next);
         if next >= end {
             break;
         }
-        match log.log().queue_entry(TIMER_TOPIC, 0, next) {
-            Ok(Some(entry)) if !entry.is_hole() => found.push((entry.tags_code, next)),
-            Ok(Some(_)) => {}
+        let due = match log.log().queue_entry(TIMER_TOPIC, 0, next) {
+            Ok(Some(entry)) if !entry.is_hole() => due_time(log, timers, next, entry),
+            Ok(Some(_)) => Ok(None),
             Ok(None) => break,
+            Err(failure) => Err(failure),
+        };
+        match due {
+            Ok(Some(due)) => found.push((due, next)),
+            Ok(None) => settled.push(next),
             Err(failure) => {
                 warn!(%failure, offset = next, "timer queue unreadable; will retry");
                 break;
@@ -191,6 +254,9 @@ fn scan(log: &LogHandle, timers: &Timers) {
         next += 1;
         read += 1;
     }
+    for offset in settled {
+        timers.mark_delivered(offset);
+    }
     let mut inner = timers.lock();
     for entry in found {
         if !inner.delivered.contains(entry.1) {
@@ -198,6 +264,41 @@ fn scan(log: &LogHandle, timers: &Timers) {
         }
     }
     inner.scanned = inner.scanned.max(next);
+    inner.scanned_to_end = next >= end;
+}
+
+/// When the timer-queue entry at `offset` is due, or `None` when it needs no delivery: an
+/// Apache broker that ran on this store delivered it, or it is an Apache recall marker.
+fn due_time(
+    log: &LogHandle,
+    timers: &Timers,
+    offset: i64,
+    entry: QueueEntry,
+) -> Result<Option<i64>, StoreError> {
+    // The tags code is the due time only in a store no Apache broker ran on: Apache's queue
+    // entries hold the tags' hash, and its TIMER_OUT_MS (which a rebuilt entry holds) is
+    // rounded down to its slot.
+    let (out_ms, due) = if timers.apache.is_none() && apache::tags_code_is_due_time(entry.tags_code)
+    {
+        (entry.tags_code, entry.tags_code)
+    } else {
+        let Some(bytes) = log.log().read_record(entry.commit_log_offset as u64)? else {
+            // Gone from the log: delivery finds nothing and counts it done.
+            return Ok(Some(0));
+        };
+        let Ok((record, _)) = MessageRecord::decode(&bytes, 0, DecodeOptions::default()) else {
+            return Ok(Some(0));
+        };
+        match apache::timing(&record) {
+            Some(timing) => timing,
+            None => return Ok(None),
+        }
+    };
+    let delivered = timers
+        .apache
+        .as_ref()
+        .is_some_and(|apache| apache.checkpoint.delivered(offset, out_ms));
+    Ok((!delivered).then_some(due))
 }
 
 /// Stores every due message in its real topic; returns how many.

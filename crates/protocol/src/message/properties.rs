@@ -44,6 +44,12 @@ pub mod property {
     pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
     /// When the broker delivered a timer message (epoch ms), added at delivery.
     pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
+    /// RocketMQ 5.3's recall: a timer message carrying this (`<topic>+<unique key>`) cancels
+    /// the timer message it names instead of being delivered.
+    pub const TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
+    /// RocketMQ 5: how many times the broker's timer wheel stored a long-delayed timer message
+    /// again to carry it forward (on those copies only).
+    pub const TIMER_ROLL_TIMES: &str = "TIMER_ROLL_TIMES";
     /// A popped message's receipt, set by the client from the pop response.
     pub const POP_CK: &str = "POP_CK";
     /// When a message was first popped (epoch ms), kept on its retry copies.
