@@ -441,6 +441,20 @@ public final class TidemarkProcess implements AutoCloseable {
         }
     }
 
+    /**
+     * A free port for a broker whose neighbours are free too: RocketMQ brokers also listen on
+     * port - 2 (the "VIP" channel) and port + 1 (HA).
+     */
+    static int freeBrokerPort() {
+        for (int i = 0; i < 200; i++) {
+            int port = freePort();
+            if (port > 1030 && port < 65534 && canBind(port - 2) && canBind(port + 1)) {
+                return port;
+            }
+        }
+        throw new IllegalStateException("no free broker port with free neighbours");
+    }
+
     /** The first port of the kernel's ephemeral (local) port range. */
     static int ephemeralLow() {
         // (a reader, not Files.readString: JDK 17 reads a /proc file, whose size shows as 0, as

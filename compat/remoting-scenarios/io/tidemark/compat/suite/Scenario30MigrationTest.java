@@ -15,15 +15,16 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.rocketmq.broker.BrokerController;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.BrokerConfig;
 import org.apache.rocketmq.common.MQVersion;
 import org.apache.rocketmq.common.MixAll;
-import org.apache.rocketmq.common.admin.ConsumeStats;
-import org.apache.rocketmq.common.admin.OffsetWrapper;
 import org.apache.rocketmq.common.message.Message;
-import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.message.MessageAccessor;
+import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyServerConfig;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
@@ -34,15 +35,18 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Scenario 30: moving a broker between Apache RocketMQ 4.9.7 and Tidemark, both ways, on one store
- * directory and one {@code broker.conf}. An Apache broker takes sends, a group consumes them and
- * commits, a delayed message waits; the broker stops. Tidemark starts on the same directory and
- * file: the topic, the group's committed offsets and the delayed message are there, and the group
- * resumes with none of what it consumed delivered again. Tidemark takes more sends and commits and
- * stops; Apache starts again on what Tidemark wrote: its offsets are Tidemark's, the group resumes
- * where it stood, and a new group reads every message, those Tidemark stored included. Last,
- * Tidemark starts once more: it takes the progress Apache committed meanwhile over its own older
- * offset journal.
+ * Scenario 30: moving a broker between Apache RocketMQ and Tidemark, both ways, on one store
+ * directory and one {@code broker.conf}, with Apache's broker in the test's JVM: 4.9.7 in
+ * compat/java, 5.3.3 in compat/java5 (both compile this file). An Apache broker takes sends, a
+ * group consumes them and commits, a delay-level message waits (and with 5.3.3 a timer message
+ * is delivered and another waits); the broker stops. Tidemark starts on the same directory and
+ * file: the topic, the group's committed offsets and the waiting messages are there, the group
+ * resumes with none of what it consumed delivered again, and the waiting timer message arrives
+ * at its time, not before. Tidemark takes more sends and commits and stops; Apache starts again
+ * on what Tidemark wrote: its offsets are Tidemark's, the group resumes where it stood with
+ * nothing delivered twice (not the timer message Tidemark delivered either), and a new group
+ * reads every message, those Tidemark stored included. Last, Tidemark starts once more: it takes
+ * the progress Apache committed meanwhile over its own older offset journal.
  */
 @Tag("tidemark")
 @Timeout(value = 300, unit = java.util.concurrent.TimeUnit.SECONDS)
@@ -59,22 +63,23 @@ class Scenario30MigrationTest {
         System.setProperty("rocketmq.broker.diskSpaceCleanForciblyRatio", "0.99");
     }
 
+    private static final Duration READY = Duration.ofSeconds(60);
+
     private static String bin() {
         return System.getProperty("tidemark.cli", System.getProperty("tidemark.bin"));
     }
 
     private static Path logs() throws IOException {
-        Path logs = Path.of(System.getProperty("basedir", ".")).toAbsolutePath().resolve("target")
-            .resolve("tidemark-suite-logs");
+        Path logs = TidemarkProcess.targetDir().resolve("tidemark-suite-logs");
         Files.createDirectories(logs);
         return logs;
     }
 
     /**
-     * One {@code broker.conf} both brokers start from. Apache 4.9.7 sets what its config classes
-     * have setters for and ignores the rest; Tidemark reads its keys, warns about Apache's others,
-     * and takes {@code bindAddress} and {@code grpcServerPort} (unknown to 4.9.7) so that it binds
-     * loopback only and no gRPC port.
+     * One {@code broker.conf} both brokers start from. Apache sets what its config classes have
+     * setters for and ignores the rest; Tidemark reads its keys, warns about Apache's others, and
+     * takes {@code bindAddress} and {@code grpcServerPort} (the proxy's key in 5.x, unknown to
+     * 4.9.7) so that it binds loopback only and no gRPC port.
      */
     private static Path brokerConf(Path dir, int port, String namesrv) throws IOException {
         Path store = dir.resolve("store");
@@ -130,10 +135,11 @@ class Scenario30MigrationTest {
     }
 
     private static Progress progress(DefaultMQAdminExt admin, String group, String topic) throws Exception {
-        ConsumeStats stats = admin.examineConsumeStats(group, topic);
+        // (var: ConsumeStats and OffsetWrapper moved packages in 5.x; this file compiles with both)
+        var stats = admin.examineConsumeStats(group, topic);
         long committed = 0;
         long end = 0;
-        for (Map.Entry<MessageQueue, OffsetWrapper> entry : stats.getOffsetTable().entrySet()) {
+        for (var entry : stats.getOffsetTable().entrySet()) {
             if (entry.getKey().getTopic().equals(topic)) {
                 committed += Math.max(0, entry.getValue().getConsumerOffset());
                 end += entry.getValue().getBrokerOffset();
@@ -158,15 +164,40 @@ class Scenario30MigrationTest {
         }
     }
 
+    private static void awaitCommitted(String namesrv, String group, String topic, long expected, String what)
+        throws Exception {
+        try (Clients clients = new Clients(namesrv)) {
+            DefaultMQAdminExt admin = clients.admin();
+            Progress[] last = new Progress[1];
+            Wait.until(what, DELIVERY, () -> {
+                try {
+                    last[0] = progress(admin, group, topic);
+                    return last[0].committed() == expected;
+                } catch (Exception e) {
+                    return false;
+                }
+            }, () -> "expected " + expected + " committed, last read " + last[0]);
+        }
+    }
+
     /**
      * Consumes {@code expected} with {@code group} and waits until the group has committed
      * {@code committed} in total; then every delivery was one of {@code expected}, each once.
+     * Returns when each body arrived (epoch ms).
      */
-    private static void consumeExactly(String namesrv, String group, String topic, List<String> expected,
-        Runnable sendWhileConsuming, long committed, long end) throws Exception {
+    private static Map<String, Long> consumeExactly(String namesrv, String group, String topic,
+        List<String> expected, Runnable sendWhileConsuming, long committed, long end) throws Exception {
         Received received = new Received();
+        Map<String, Long> arrivals = new ConcurrentHashMap<>();
+        MessageListenerConcurrently counting = received.listener(group);
+        MessageListenerConcurrently timed = (messages, context) -> {
+            for (MessageExt message : messages) {
+                arrivals.putIfAbsent(Msgs.bodyOf(message), System.currentTimeMillis());
+            }
+            return counting.consumeMessage(messages, context);
+        };
         try (Clients clients = new Clients(namesrv)) {
-            clients.push(group, topic, "*", received.listener(group));
+            clients.push(group, topic, "*", timed);
             sendWhileConsuming.run();
             received.awaitAll(expected, DELIVERY);
             awaitProgress(namesrv, group, topic, new Progress(committed, end),
@@ -178,6 +209,18 @@ class Scenario30MigrationTest {
             + Received.describe(unexpected));
         assertEquals(expected.size(), received.total(), group + " got a message twice: "
             + received.deliveries());
+        return arrivals;
+    }
+
+    /** A RocketMQ 5 timer message (the 4.9 client has no setter for it; the property is the same). */
+    private static long sendTimer(String namesrv, String topic, String body, long inMillis) throws Exception {
+        long due = System.currentTimeMillis() + inMillis;
+        try (Clients clients = new Clients(namesrv)) {
+            Message message = Msgs.message(topic, "m", body);
+            MessageAccessor.putProperty(message, "TIMER_DELIVER_MS", Long.toString(due));
+            Msgs.sendOk(clients.producer(), message);
+        }
+        return due;
     }
 
     private static Runnable sending(String namesrv, String topic, List<String> bodies) {
@@ -195,60 +238,91 @@ class Scenario30MigrationTest {
 
     @Test
     void aBrokerMovesFromApacheToTidemarkAndBack() throws Exception {
-        Path dir = Files.createTempDirectory(logs().getParent(), "migrate-");
+        Path dir = Files.createTempDirectory(TidemarkProcess.targetDir(), "migrate-");
         String namesrv = "127.0.0.1:" + TidemarkProcess.freePort();
         ChildProcess ns = new ChildProcess(List.of(bin(), "namesrv", "--listen", namesrv),
-            "tidemark namesrv ready", logs().resolve("s30-namesrv.log"), MasterSlaveSet.READY);
-        Path conf = brokerConf(dir, MasterSlaveSet.freeBrokerPort(), namesrv);
+            "tidemark namesrv ready", logs().resolve("s30-namesrv.log"), READY);
+        Path conf = brokerConf(dir, TidemarkProcess.freeBrokerPort(), namesrv);
         ChildProcess tidemark = new ChildProcess(List.of(bin(), "broker", "-c", conf.toString()),
-            "tidemark broker ready", logs().resolve("s30-tidemark.log"), MasterSlaveSet.READY);
+            "tidemark broker ready", logs().resolve("s30-tidemark.log"), READY);
         String topic = Names.topic("s30");
         String group = Names.group("s30");
         List<String> onApache = Msgs.bodies("apache-", 100);
         List<String> onTidemark = Msgs.bodies("tidemark-", 50);
         List<String> backOnApache = Msgs.bodies("back-", 10);
         String delayed = "delayed-past-the-move";
+        // Apache 5's timer keeps its own records of what it delivered: one timer message is
+        // delivered before the move (Tidemark must not deliver it again), one after it (not
+        // before its time, once, and not again when Apache is back).
+        boolean timers = MQVersion.CURRENT_VERSION >= MQVersion.Version.V5_0_0.ordinal();
+        int timer = timers ? 1 : 0;
         BrokerController apache = null;
         try {
             ns.start();
             apache = apacheBroker(conf);
             sending(namesrv, topic, onApache).run();
-            consumeExactly(namesrv, group, topic, onApache, () -> { }, 100, 100);
+            List<String> first = new ArrayList<>(onApache);
+            if (timers) {
+                sendTimer(namesrv, topic, "timer-before-the-move", 2_000);
+                first.add("timer-before-the-move");
+            }
+            consumeExactly(namesrv, group, topic, first, () -> { }, 100 + timer, 100 + timer);
+            long lateDue = 0;
             try (Clients clients = new Clients(namesrv)) {
                 Message message = Msgs.message(topic, "m", delayed);
                 message.setDelayTimeLevel(3); // 10 s: it is still waiting when Apache stops
                 Msgs.sendOk(clients.producer(), message);
             }
+            if (timers) {
+                // Apache 5.3.3 takes up to 20 s to stop here: due well after Tidemark is up.
+                lateDue = sendTimer(namesrv, topic, "timer-past-the-move", 40_000);
+            }
             apache.shutdown();
             apache = null;
 
             tidemark.start();
-            awaitProgress(namesrv, group, topic, new Progress(100, 100),
-                "Tidemark to show the offsets Apache's group committed");
+            long up = System.currentTimeMillis();
+            assertTrue(!timers || up < lateDue, "Tidemark was up only " + (up - lateDue)
+                + " ms after the timer message was due: it cannot tell whether it came early");
+            long done = 100 + timer;
+            // (the delay-level message may be stored already: it was due while Apache stopped)
+            awaitCommitted(namesrv, group, topic, done, "Tidemark to show the offsets Apache's group committed");
             List<String> second = new ArrayList<>(onTidemark);
             second.add(delayed);
-            consumeExactly(namesrv, group, topic, second, sending(namesrv, topic, onTidemark), 151, 151);
+            if (timers) {
+                second.add("timer-past-the-move");
+            }
+            done += onTidemark.size() + 1 + timer;
+            Map<String, Long> arrivals =
+                consumeExactly(namesrv, group, topic, second, sending(namesrv, topic, onTidemark), done, done);
+            if (timers) {
+                long arrived = arrivals.get("timer-past-the-move");
+                assertTrue(arrived >= lateDue, "the timer message Apache held arrived " + (lateDue - arrived)
+                    + " ms before its time");
+            }
             tidemark.stop();
 
             apache = apacheBroker(conf);
-            awaitProgress(namesrv, group, topic, new Progress(151, 151),
+            awaitProgress(namesrv, group, topic, new Progress(done, done),
                 "Apache to show the offsets committed on Tidemark");
-            consumeExactly(namesrv, group, topic, backOnApache, sending(namesrv, topic, backOnApache), 161, 161);
-            List<String> everything = new ArrayList<>(onApache);
+            done += backOnApache.size();
+            consumeExactly(namesrv, group, topic, backOnApache, sending(namesrv, topic, backOnApache), done, done);
+            List<String> everything = new ArrayList<>(first);
             everything.addAll(second);
             everything.addAll(backOnApache);
-            consumeExactly(namesrv, Names.group("s30-new"), topic, everything, () -> { }, 161, 161);
+            consumeExactly(namesrv, Names.group("s30-new"), topic, everything, () -> { }, done, done);
             apache.shutdown();
             apache = null;
 
             // Tidemark again: its journal is older than what Apache committed since.
             tidemark.start();
-            awaitProgress(namesrv, group, topic, new Progress(161, 161),
+            awaitProgress(namesrv, group, topic, new Progress(done, done),
                 "Tidemark to take the offsets committed on Apache, not its older journal's");
             assertTrue(tidemark.tailText().contains("consumerOffset.json was written by another broker"),
                 "Tidemark says it took Apache's progress:\n" + tidemark.tailText());
             List<String> again = Msgs.bodies("again-", 5);
-            consumeExactly(namesrv, group, topic, again, sending(namesrv, topic, again), 166, 166);
+            done += again.size();
+            consumeExactly(namesrv, group, topic, again, sending(namesrv, topic, again), done, done);
         } finally {
             if (apache != null) {
                 apache.shutdown();

@@ -48,14 +48,14 @@ final class MasterSlaveSet implements AutoCloseable {
             started.add(ns.process());
             namesrv = ns.process();
             namesrvPort = ns.port();
-            ChildProcess.Started m = ChildProcess.startOnFreePort(name + " master", MasterSlaveSet::freeBrokerPort,
+            ChildProcess.Started m = ChildProcess.startOnFreePort(name + " master", TidemarkProcess::freeBrokerPort,
                 port -> new ChildProcess(List.of(bin, "broker", "-c",
                     config(0, "ASYNC_MASTER", port, ns.port(), extraBrokerToml).toString()),
                     "tidemark broker ready", logs.resolve(name + "-master.log"), READY));
             started.add(m.process());
             master = m.process();
             masterPort = m.port();
-            ChildProcess.Started sl = ChildProcess.startOnFreePort(name + " slave", MasterSlaveSet::freeBrokerPort,
+            ChildProcess.Started sl = ChildProcess.startOnFreePort(name + " slave", TidemarkProcess::freeBrokerPort,
                 port -> new ChildProcess(List.of(bin, "broker", "-c",
                     config(1, "SLAVE", port, ns.port(), extraBrokerToml).toString()),
                     "tidemark broker ready", logs.resolve(name + "-slave.log"), READY));
@@ -90,17 +90,6 @@ final class MasterSlaveSet implements AutoCloseable {
 
     String namesrvAddr() {
         return "127.0.0.1:" + namesrvPort;
-    }
-
-    /** A port whose VIP (port - 2) and HA (port + 1) neighbours are free too. */
-    static int freeBrokerPort() throws IOException {
-        for (int i = 0; i < 200; i++) {
-            int port = TidemarkProcess.freePort();
-            if (port > 1030 && port < 65535 && TidemarkProcess.canBind(port - 2) && TidemarkProcess.canBind(port + 1)) {
-                return port;
-            }
-        }
-        throw new IOException("no free broker port with free neighbours");
     }
 
     @Override

@@ -134,7 +134,7 @@ class Scenario18HaInteropTest {
         String namesrv = "127.0.0.1:" + namesrvPort;
         ChildProcess ns = new ChildProcess(List.of(bin(), "namesrv", "--listen", namesrv),
             "tidemark namesrv ready", logs().resolve("s18a-namesrv.log"), MasterSlaveSet.READY);
-        int masterPort = MasterSlaveSet.freeBrokerPort();
+        int masterPort = TidemarkProcess.freeBrokerPort();
         ChildProcess master = new ChildProcess(
             List.of(bin(), "broker", "-c", tomlBroker(dir, "ASYNC_MASTER", 0, masterPort, namesrv).toString()),
             "tidemark broker ready", logs().resolve("s18a-master.log"), MasterSlaveSet.READY);
@@ -142,7 +142,7 @@ class Scenario18HaInteropTest {
         try {
             ns.start();
             master.start();
-            slave = apacheBroker(dir, namesrv, MasterSlaveSet.freeBrokerPort(), BrokerRole.SLAVE, 1);
+            slave = apacheBroker(dir, namesrv, TidemarkProcess.freeBrokerPort(), BrokerRole.SLAVE, 1);
             slave.start();
             sendSome(namesrv, Names.topic("s18a"));
             Path masterSegment = dir.resolve("tidemark-store").resolve("commitlog").resolve(FIRST_SEGMENT);
@@ -199,9 +199,9 @@ class Scenario18HaInteropTest {
         NamesrvController ns = new NamesrvController(nsConfig, nsNetty);
         assertTrue(ns.initialize(), "Apache name server initialises");
         ns.start();
-        BrokerController master = apacheBroker(dir, namesrv, MasterSlaveSet.freeBrokerPort(), BrokerRole.ASYNC_MASTER, 0);
+        BrokerController master = apacheBroker(dir, namesrv, TidemarkProcess.freeBrokerPort(), BrokerRole.ASYNC_MASTER, 0);
         ChildProcess slave = new ChildProcess(
-            List.of(bin(), "broker", "-c", tomlBroker(dir, "SLAVE", 1, MasterSlaveSet.freeBrokerPort(), namesrv).toString()),
+            List.of(bin(), "broker", "-c", tomlBroker(dir, "SLAVE", 1, TidemarkProcess.freeBrokerPort(), namesrv).toString()),
             "tidemark broker ready", logs().resolve("s18b-slave.log"), MasterSlaveSet.READY);
         try {
             master.start();

@@ -17,12 +17,13 @@ import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.header.QueryConsumerOffsetRequestHeader;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Creates 5.x remoting clients pointed at one Tidemark and shuts all of them down afterwards.
  * Mirrors compat/java's {@code io.tidemark.compat.suite.Clients} (same settings), without the
- * lite-pull and admin clients, plus a direct QUERY_CONSUMER_OFFSET so that no rocketmq-tools
- * is needed.
+ * lite-pull client and request signing, plus a direct QUERY_CONSUMER_OFFSET for tests that want
+ * one request rather than the admin client's.
  *
  * <p>Everything else is the 5.x client's default configuration (e.g. heartbeat V1, client-side
  * rebalance, no POP), which is what an application upgraded to the 5.x client would run with.
@@ -110,6 +111,18 @@ final class Clients implements AutoCloseable {
     DefaultMQPushConsumer push(String group, String topic, String expression, MessageListener listener)
         throws Exception {
         return push(group, topic, expression, listener, c -> { });
+    }
+
+    /** A started admin client (rocketmq-tools' {@code DefaultMQAdminExt}). */
+    DefaultMQAdminExt admin() throws Exception {
+        DefaultMQAdminExt a = new DefaultMQAdminExt(5000);
+        a.setNamesrvAddr(namesrvAddr);
+        a.setInstanceName(Names.instance("admin"));
+        a.setVipChannelEnabled(false);
+        a.setAdminExtGroup(Names.unique("admin"));
+        a.start();
+        shutdowns.push(a::shutdown);
+        return a;
     }
 
     /** Queues of {@code topic} this push consumer currently owns (its rebalance result). */

@@ -129,7 +129,7 @@ class Scenario13ControllerFailoverTest {
             String leader = Wait.retrying("a controller leader", Duration.ofSeconds(60), () -> leaderOf(adminRef, controllers));
             System.out.println("s13: controller leader " + leader + (reference ? " (Apache controllers)" : " (Tidemark controllers)"));
 
-            int[] brokerPorts = {freeBrokerPort(), freeBrokerPort()};
+            int[] brokerPorts = {TidemarkProcess.freeBrokerPort(), TidemarkProcess.freeBrokerPort()};
             ChildProcess[] brokers = new ChildProcess[2];
             for (int i = 0; i < 2; i++) {
                 Path log = logs.resolve("s13-broker-" + i + (tidemarkBrokers ? "-tidemark" : "") + ".log");
@@ -335,16 +335,5 @@ class Scenario13ControllerFailoverTest {
         Set<String> missing = new java.util.TreeSet<>(acked);
         missing.removeAll(received);
         return missing;
-    }
-
-    /** A port whose fast (port - 2) and HA (port + 1) neighbours are free too. */
-    private static int freeBrokerPort() {
-        for (int i = 0; i < 200; i++) {
-            int port = TidemarkProcess.freePort();
-            if (port > 1030 && port < 65534 && TidemarkProcess.canBind(port - 2) && TidemarkProcess.canBind(port + 1)) {
-                return port;
-            }
-        }
-        throw new IllegalStateException("no free broker port with free neighbours");
     }
 }
