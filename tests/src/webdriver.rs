@@ -278,6 +278,20 @@ impl Session<'_> {
         .await;
     }
 
+    /// Runs `script` (a function body; `return` gives the result) in the page and returns
+    /// what it returned.
+    pub async fn execute(&self, script: &str) -> Value {
+        self.command(
+            "POST",
+            "/execute/sync",
+            Some(object(vec![
+                ("script", s(script)),
+                ("args", Value::Array(Vec::new())),
+            ])),
+        )
+        .await
+    }
+
     /// Saves a PNG of the window to `path`.
     pub async fn screenshot(&self, path: &Path) {
         let Value::String(encoded) = self.command("GET", "/screenshot", None).await else {
