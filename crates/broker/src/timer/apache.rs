@@ -68,12 +68,31 @@ impl ApacheCheckpoint {
     }
 }
 
-/// The `lastReadTimeMs` to leave Apache at a stop: a slot start before the first pending
-/// message's slot (Apache skips every slot before it), and not after `now`: Apache never reads
-/// a slot before it, so a later time would lose the messages sent to Apache due in between.
-pub fn hand_back_read_time(first_pending_due: Option<i64>, now: i64) -> i64 {
-    let bound = first_pending_due.map_or(now, |due| due.saturating_sub(1).min(now));
-    bound.div_euclid(APACHE_SLOT_MS) * APACHE_SLOT_MS
+/// Apache's slot of a message due at `due_ms`: a slot holds the messages due after its start,
+/// up to and including its end.
+fn apache_slot(due_ms: i64) -> i64 {
+    due_ms.saturating_sub(1).div_euclid(APACHE_SLOT_MS) * APACHE_SLOT_MS
+}
+
+/// The `lastReadTimeMs` to leave Apache at a stop. Apache skips every slot before it and reads
+/// that slot again, so it is the slot after the last one a delivered message is in — but not
+/// past the first waiting message's slot, and at least the current slot's start. It may be up
+/// to a slot after `now` (a message delivered in the current slot): the caller waits until
+/// then before writing it, because Apache never reads a slot before its read time, and a time
+/// ahead of the clock would lose messages sent to Apache due in between.
+pub fn hand_back_read_time(
+    first_pending_due: Option<i64>,
+    latest_delivered_due: Option<i64>,
+    now: i64,
+) -> i64 {
+    let current = now.div_euclid(APACHE_SLOT_MS) * APACHE_SLOT_MS;
+    let after_delivered = latest_delivered_due.map_or(current, |due| {
+        current.max(apache_slot(due).saturating_add(APACHE_SLOT_MS))
+    });
+    match first_pending_due {
+        Some(due) => after_delivered.min(apache_slot(due)),
+        None => after_delivered,
+    }
 }
 
 /// Writes `read_time` as `timercheck`'s `lastReadTimeMs`, leaving its other fields. Blocking.
@@ -162,22 +181,33 @@ mod tests {
     }
 
     #[test]
-    fn the_hand_back_time_is_a_slot_before_anything_pending_and_never_ahead_of_now() {
+    fn the_hand_back_time_is_after_what_was_delivered_and_before_what_waits() {
         let now = 1_800_000_000_500;
-        assert_eq!(hand_back_read_time(None, now), 1_800_000_000_000);
+        assert_eq!(hand_back_read_time(None, None, now), 1_800_000_000_000);
+        // Delivered a moment ago, in the current slot: the next slot, half a second ahead.
         assert_eq!(
-            hand_back_read_time(Some(1_800_000_060_000), now),
-            1_800_000_000_000,
-            "not ahead of now"
+            hand_back_read_time(None, Some(1_800_000_000_400), now),
+            1_800_000_001_000
         );
         // A message due exactly on a slot start is in the slot before it, as Apache files it.
         assert_eq!(
-            hand_back_read_time(Some(1_799_999_990_000), now),
-            1_799_999_989_000
+            hand_back_read_time(None, Some(1_800_000_000_000), now),
+            1_800_000_000_000
         );
         assert_eq!(
-            hand_back_read_time(Some(1_799_999_990_001), now),
-            1_799_999_990_000
+            hand_back_read_time(Some(1_800_000_060_000), Some(1_800_000_000_400), now),
+            1_800_000_001_000,
+            "a message waiting a minute ahead does not hold it back"
+        );
+        assert_eq!(
+            hand_back_read_time(Some(1_799_999_990_000), None, now),
+            1_799_999_989_000,
+            "an overdue message still waiting is read again"
+        );
+        assert_eq!(
+            hand_back_read_time(Some(1_800_000_000_450), Some(1_800_000_000_400), now),
+            1_800_000_000_000,
+            "sharing a slot, the waiting one wins"
         );
     }
 

@@ -75,6 +75,8 @@ struct Pending {
     scanned: i64,
     /// Whether the last scan reached the end of the timer queue.
     scanned_to_end: bool,
+    /// The latest due time of a message delivered (what the hand-back to Apache must pass).
+    latest_delivered_due: Option<i64>,
 }
 
 impl Timers {
@@ -95,6 +97,7 @@ impl Timers {
                     due: BTreeSet::new(),
                     scanned,
                     scanned_to_end: false,
+                    latest_delivered_due: None,
                 }),
                 wake: Arc::default(),
                 outbox: None,
@@ -192,10 +195,18 @@ impl Timers {
             if !inner.scanned_to_end {
                 return;
             }
-            apache::hand_back_read_time(inner.due.first().map(|(due, _)| *due), now)
+            apache::hand_back_read_time(
+                inner.due.first().map(|(due, _)| *due),
+                inner.latest_delivered_due,
+                now,
+            )
         };
         if read_time <= apache.checkpoint.last_read_time_ms {
             return;
+        }
+        // Not ahead of the clock (at most one slot): see `hand_back_read_time`.
+        if read_time > now {
+            std::thread::sleep(std::time::Duration::from_millis((read_time - now) as u64));
         }
         if let Err(failure) =
             apache::write_read_time(apache.storage.as_ref(), &apache.path, read_time)
@@ -310,6 +321,7 @@ pub fn deliver_due(log: &LogHandle, timers: &Timers, now: i64) -> usize {
             match inner.due.first().copied() {
                 Some((due, offset)) if due <= now => {
                     inner.due.remove(&(due, offset));
+                    inner.latest_delivered_due = inner.latest_delivered_due.max(Some(due));
                     Some((due, offset))
                 }
                 _ => None,
