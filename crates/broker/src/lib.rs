@@ -14,6 +14,7 @@ pub mod filter;
 mod foreign_offsets;
 pub mod ha;
 pub mod ha_progress;
+pub mod history;
 pub mod live_config;
 pub mod live_keys;
 mod lock_rank;

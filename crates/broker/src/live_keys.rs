@@ -189,6 +189,14 @@ pub const START_ONLY: &[(&[&str], &str)] = &[
         "the offset journal takes it when it opens",
     ),
     (
+        &[
+            "progressHistoryMaxBytes",
+            "progressHistoryRetentionHours",
+            "progressCheckpointIntervalMs",
+        ],
+        "the progress history takes it when it opens",
+    ),
+    (
         &["autoCreateTopicEnable", "defaultTopicQueueNums"],
         "it decides whether, and with how many queues, the default topic TBW102 is created at \
          start; change TBW102 itself with updateTopic or deleteTopic",

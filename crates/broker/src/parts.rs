@@ -24,7 +24,21 @@ pub struct Metadata {
 #[derive(Debug)]
 pub struct Progress {
     pub offsets: ConsumerOffsets,
+    /// Who moved which group's progress, from where to where; and checkpoints of the rest.
+    pub history: crate::history::ProgressHistory,
     pub delay_offsets: DelayOffsets,
+}
+
+impl Progress {
+    /// Resolves once a change of offsets and its history entry are both durable.
+    pub async fn durable(
+        &self,
+        offsets: crate::offsets::Journaled,
+        history: crate::offsets::Journaled,
+    ) -> Result<(), tidemark_storage::journal::JournalError> {
+        self.offsets.durable(offsets).await?;
+        self.history.durable(history).await
+    }
 }
 
 /// Who may do what, and the TLS of the broker's ports and of its own connections.

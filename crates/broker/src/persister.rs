@@ -348,6 +348,21 @@ pub(crate) async fn run(tables: PersistedTables, stop: impl Future<Output = ()>)
                     Err(failure) => warn!(%failure, "offset journal compaction ended unfinished; it runs again at the next tick"),
                     Ok(Ok(_)) => {}
                 }
+                let history = tables.progress.clone();
+                let checkpointed = tokio::task::spawn_blocking(move || {
+                    let now = now_ms();
+                    if history.history.checkpoint_due(now) {
+                        let committed = history.offsets.committed();
+                        history.history.checkpoint(now, &committed);
+                    }
+                    history.history.compact_if_due(now)
+                })
+                .await;
+                match checkpointed {
+                    Ok(Err(failure)) => warn!(%failure, "progress history not compacted; will retry"),
+                    Err(failure) => warn!(%failure, "progress history checkpoint ended unfinished; it runs again at the next tick"),
+                    Ok(Ok(_)) => {}
+                }
                 // flushConsumerOffsetInterval is live: a changed one paces the next tick.
                 let wanted = tick_interval(&tables.live);
                 if wanted != interval {

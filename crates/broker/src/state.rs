@@ -264,6 +264,16 @@ impl BrokerState {
         if let Some(damage) = &recovery.damage {
             warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "offset journal was damaged; progress recorded after that point is lost");
         }
+        let (history, history_recovery) = crate::history::ProgressHistory::open(
+            storage.clone(),
+            &config.progress_history_dir(),
+            JournalOptions::default(),
+            config.history_bounds(),
+            i64::try_from(config.progress_checkpoint_interval_ms).unwrap_or(i64::MAX),
+        )?;
+        if let Some(damage) = &history_recovery.damage {
+            warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "progress history journal was damaged; the entries recorded after that point are lost");
+        }
         let (mut timers, timer_recovery) = crate::timer::Timers::open(
             storage.clone(),
             &config.timer_journal_dir(),
@@ -354,6 +364,7 @@ impl BrokerState {
             }),
             progress: Arc::new(crate::parts::Progress {
                 offsets,
+                history,
                 delay_offsets: DelayOffsets::new(delay_offsets),
             }),
             progress_stream: Arc::new(progress_stream),
@@ -438,6 +449,7 @@ impl BrokerState {
     pub fn close(&self) -> Result<(), BrokerError> {
         self.persist_all()?;
         self.progress.offsets.close();
+        self.progress.history.close();
         self.timers.close();
         self.pop.close();
         self.log().shutdown()?;

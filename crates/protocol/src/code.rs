@@ -201,6 +201,12 @@ wire_code_enum! {
         /// POP consumption stood. The body is Tidemark's own binary form, led by a format
         /// byte. Apache brokers answer REQUEST_CODE_NOT_SUPPORTED.
         GetAllPopState = 31002 => "TIDEMARK_GET_ALL_POP_STATE",
+        /// Tidemark's extension: a group's progress history on a broker — who moved its
+        /// committed offsets, when, from where to where, and (if asked) checkpoints of routine
+        /// progress (header `GetProgressHistoryRequestHeader`, body
+        /// [`ProgressHistory`](crate::body::ProgressHistory)). Apache brokers answer
+        /// REQUEST_CODE_NOT_SUPPORTED.
+        GetProgressHistory = 31003 => "TIDEMARK_GET_PROGRESS_HISTORY",
         /// Tidemark's extension: Raft between controllers (openraft's messages as JSON bodies;
         /// the answer's body is the peer's `Result`).
         RaftAppendEntries = 31101 => "TIDEMARK_RAFT_APPEND_ENTRIES",

@@ -193,6 +193,38 @@ async fn accounts_are_checked_on_every_path_and_the_file_reloads() {
     );
     println!("refused: alice topic-create; allowed: admin topic-create");
 
+    // Operators' moves of progress are recorded with the account that signed them; only an
+    // admin reads the history.
+    let skip = [
+        "skip-accumulated",
+        "-g",
+        "billing",
+        "-t",
+        "orders",
+        "--json",
+    ];
+    let skipped = admin(&ns, ("admin-key", "admin-secret"), &skip);
+    assert!(
+        skipped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&skipped.stderr)
+    );
+    let history = ["progress-history", "-g", "billing", "--json"];
+    let refused = admin(&ns, ("alice-key", "alice-secret"), &history);
+    assert!(!refused.status.success(), "alice read the progress history");
+    let read = admin(&ns, ("admin-key", "admin-secret"), &history);
+    let text = String::from_utf8_lossy(&read.stdout);
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    assert!(
+        text.contains("\"kind\":\"skip\"") && text.contains("\"account\":\"admin-key\""),
+        "the skip and its account: {text}"
+    );
+    println!("recorded: admin-key skipped billing; refused: alice progress-history");
+
     // A changed file takes effect without a restart; a broken one leaves the rules in force.
     std::fs::write(&file, "accounts:\n  - accessKey: [broken\n").expect("break the file");
     // The watcher read the broken file once it says so; then the old rules must still hold.

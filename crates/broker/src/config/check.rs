@@ -127,6 +127,20 @@ impl BrokerConfig {
                 self.message_delay_level
             ));
         }
+        if self.progress_checkpoint_interval_ms < 1_000 {
+            return Err(format!(
+                "{} must be at least 1000 (ms), not {}",
+                key("progress_checkpoint_interval_ms"),
+                self.progress_checkpoint_interval_ms
+            ));
+        }
+        if self.progress_history_max_bytes < 1 << 20 {
+            return Err(format!(
+                "{} must be at least 1048576 (1 MiB), not {}",
+                key("progress_history_max_bytes"),
+                self.progress_history_max_bytes
+            ));
+        }
         // Anything the store still refuses is a bug in the checks above; say so plainly.
         self.store_config().validate().map_err(|error| match error {
             tidemark_store::StoreError::Config(message) => message,

@@ -181,6 +181,14 @@ pub struct BrokerConfig {
     /// The offset journal is compacted into a snapshot once this many bytes were appended since
     /// the last snapshot (and at least twice the snapshot's size).
     pub offset_journal_compact_bytes: u64,
+    /// How many bytes of progress history (operators' changes of consumer progress, and
+    /// checkpoints of routine progress) the broker keeps; the oldest entries go first.
+    pub progress_history_max_bytes: u64,
+    /// How long progress history is kept, hours (entries older go at the next compaction).
+    pub progress_history_retention_hours: u64,
+    /// How often routine consumer progress is checkpointed into the progress history (only
+    /// queues that moved), ms: where a group stood at a past time is known to within this.
+    pub progress_checkpoint_interval_ms: u64,
     /// A queue whose offset has not moved for this long while later messages are done
     /// (acknowledged ranges above it) counts as stuck: shown by `consumer-progress` and logged
     /// once per episode, ms.
@@ -423,6 +431,9 @@ impl Default for BrokerConfig {
             offset_journal_group_commit_ms: 0,
             max_connections: 10_000,
             offset_journal_compact_bytes: 16 << 20,
+            progress_history_max_bytes: 64 << 20,
+            progress_history_retention_hours: 7 * 24,
+            progress_checkpoint_interval_ms: 60_000,
             consumer_stuck_threshold_ms: 30_000,
             pre_online_timeout_ms: 5_000,
             timer_wheel_enable: true,
@@ -486,6 +497,24 @@ impl BrokerConfig {
     /// Where the timer journal lives: `<store root>/config/timerJournal/`.
     pub fn timer_journal_dir(&self) -> std::path::PathBuf {
         self.store_path_root_dir.join("config").join("timerJournal")
+    }
+
+    /// Where progress history is journaled: `<store root>/config/progressHistory/`.
+    pub fn progress_history_dir(&self) -> std::path::PathBuf {
+        self.store_path_root_dir
+            .join("config")
+            .join("progressHistory")
+    }
+
+    /// [`progress_history_max_bytes`](Self::progress_history_max_bytes) and the retention, as
+    /// the history takes them.
+    pub fn history_bounds(&self) -> crate::history::HistoryBounds {
+        crate::history::HistoryBounds {
+            max_bytes: usize::try_from(self.progress_history_max_bytes).unwrap_or(usize::MAX),
+            max_age_ms: i64::try_from(self.progress_history_retention_hours)
+                .unwrap_or(i64::MAX / 3_600_000)
+                .saturating_mul(3_600_000),
+        }
     }
 
     /// Where POP progress is journaled: `<store root>/config/popJournal/`.

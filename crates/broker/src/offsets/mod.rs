@@ -101,6 +101,15 @@ struct Fence {
     until_ms: i64,
 }
 
+/// One queue's committed offset, copied out of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    pub offset: i64,
+}
+
 /// One group's progress in one queue: everything the broker knows about it, in one place.
 ///
 /// Invariant: every acknowledged range lies above `offset`.

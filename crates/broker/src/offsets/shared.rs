@@ -19,7 +19,8 @@ use super::journal::{
 };
 use super::merge::Incoming;
 use super::{
-    AheadOfMaster, CommitOutcome, Committer, ConsumerOffsetTable, QueueProgress, StuckQueue,
+    AheadOfMaster, CommitOutcome, CommittedOffset, Committer, ConsumerOffsetTable, QueueProgress,
+    StuckQueue,
 };
 use crate::lock_rank::{self, Rank, Ranked};
 use crate::progress_record::{ProgressOutbox, STREAM_CONSUMER_OFFSETS};
@@ -251,6 +252,8 @@ impl ConsumerOffsets {
             .is_current_consumer(topic, group, queue_id, connection)
     }
 
+    /// An operator's move of one queue (either way, fenced against stale commits); returns the
+    /// offset it replaced.
     pub fn reset(
         &self,
         topic: &str,
@@ -258,11 +261,12 @@ impl ConsumerOffsets {
         queue_id: i32,
         offset: i64,
         now_ms: i64,
-    ) -> Journaled {
+    ) -> (Option<i64>, Journaled) {
         let mut inner = self.lock();
+        let previous = inner.table.query(topic, group, queue_id);
         inner.table.reset(topic, group, queue_id, offset, now_ms);
         inner.revision += 1;
-        self.journal_queue(&inner, topic, group, queue_id)
+        (previous, self.journal_queue(&inner, topic, group, queue_id))
     }
 
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
@@ -293,18 +297,27 @@ impl ConsumerOffsets {
         self.lock().table.groups_of_topic(topic)
     }
 
-    pub fn drop_group(&self, group: &str) -> (usize, Journaled) {
+    /// Removes `group`'s offsets; returns what they were.
+    pub fn drop_group(&self, group: &str) -> (Vec<CommittedOffset>, Journaled) {
         let mut inner = self.lock();
-        let dropped = inner.table.drop_group(group);
+        let dropped = committed_where(&inner.table, |_, entry_group| entry_group == group);
+        inner.table.drop_group(group);
         inner.revision += 1;
         (dropped, self.journal(Some(group_removed_record(group))))
     }
 
-    pub fn drop_topic(&self, topic: &str) -> (usize, Journaled) {
+    /// Removes every group's offsets in `topic`; returns what they were.
+    pub fn drop_topic(&self, topic: &str) -> (Vec<CommittedOffset>, Journaled) {
         let mut inner = self.lock();
-        let dropped = inner.table.drop_topic(topic);
+        let dropped = committed_where(&inner.table, |entry_topic, _| entry_topic == topic);
+        inner.table.drop_topic(topic);
         inner.revision += 1;
         (dropped, self.journal(Some(topic_removed_record(topic))))
+    }
+
+    /// Every queue's committed offset (for a history checkpoint).
+    pub fn committed(&self) -> Vec<CommittedOffset> {
+        committed_where(&self.lock().table, |_, _| true)
     }
 
     /// [`ConsumerOffsetTable::merge_from_master`]; every value it changed is journaled.
@@ -459,4 +472,23 @@ impl ConsumerOffsets {
             journal.close();
         }
     }
+}
+
+/// The committed offsets of the (topic, group) pairs `matches` takes.
+fn committed_where(
+    table: &ConsumerOffsetTable,
+    matches: impl Fn(&str, &str) -> bool,
+) -> Vec<CommittedOffset> {
+    let mut found = Vec::new();
+    table.for_each_entry(|entry| {
+        if matches(entry.topic, entry.group) {
+            found.push(CommittedOffset {
+                group: entry.group.to_owned(),
+                topic: entry.topic.to_owned(),
+                queue_id: entry.queue_id,
+                offset: entry.offset,
+            });
+        }
+    });
+    found
 }

@@ -5,11 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tidemark_protocol::body::{
-    ConsumerProgress, EpochEntry, EpochEntryCache, KvTable, MessageQueue, MessageQueueOffsetForC,
-    MessageQueueOffsets, ResetOffsetBodyForC, SubscriptionGroupConfig, TopicConfig,
-    TopicFilterType, TopicOffset, TopicStatsTable,
+    ConsumerProgress, EpochEntry, EpochEntryCache, KvTable, MessageQueue, SubscriptionGroupConfig,
+    TopicConfig, TopicFilterType, TopicOffset, TopicStatsTable,
 };
-use tidemark_protocol::headers::ResetOffsetRequestHeader;
 use tidemark_protocol::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
     GetConsumerConnectionListRequestHeader, GetEarliestMsgStoretimeRequestHeader,
@@ -19,10 +17,11 @@ use tidemark_protocol::headers::{
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::topic_of;
-use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
-use tidemark_remoting::now_ms;
+use tidemark_protocol::{RemotingCommand, ResponseCode};
+use tidemark_remoting::{now_ms, Channel};
 
 use super::{bad_header, error, success};
+use crate::history::{Actor, ChangeKind};
 use crate::metadata::is_valid_topic_name;
 use crate::metadata_change::Announce;
 use crate::persister::{ConfigFile, Persister};
@@ -181,6 +180,7 @@ pub(super) fn apply_attributes(
 
 pub(super) async fn delete_topic(
     state: &Arc<BrokerState>,
+    channel: &Channel,
     request: &RemotingCommand,
 ) -> RemotingCommand {
     let Some(topic) = request.ext_fields.get("topic").map(str::to_owned) else {
@@ -201,8 +201,16 @@ pub(super) async fn delete_topic(
             );
         }
     }
-    let (_, journaled) = state.progress.offsets.drop_topic(&topic);
-    if let Err(failure) = state.progress.offsets.durable(journaled).await {
+    let (removed, journaled) = state.progress.offsets.drop_topic(&topic);
+    let actor = Actor::of_request(state.security.acl.as_deref(), channel.peer_addr(), request);
+    let recorded = state.progress.history.record_removed(
+        now_ms(),
+        ChangeKind::TopicDeleted,
+        request.code,
+        &actor,
+        &removed,
+    );
+    if let Err(failure) = state.progress.durable(journaled, recorded).await {
         return error(
             ResponseCode::SystemError,
             format!("topic deleted but its consumer offsets' removal not durable: {failure}"),
@@ -296,6 +304,7 @@ pub(super) async fn create_subscription_group(
 
 pub(super) async fn delete_subscription_group(
     state: &Arc<BrokerState>,
+    channel: &Channel,
     request: &RemotingCommand,
 ) -> RemotingCommand {
     let header = match request.decode_header::<DeleteSubscriptionGroupRequestHeader>() {
@@ -304,8 +313,16 @@ pub(super) async fn delete_subscription_group(
     };
     state.metadata.groups.remove(&header.group_name, now_ms());
     if header.remove_offset.unwrap_or(false) || header.clean_offset.unwrap_or(false) {
-        let (_, journaled) = state.progress.offsets.drop_group(&header.group_name);
-        if let Err(failure) = state.progress.offsets.durable(journaled).await {
+        let (removed, journaled) = state.progress.offsets.drop_group(&header.group_name);
+        let actor = Actor::of_request(state.security.acl.as_deref(), channel.peer_addr(), request);
+        let recorded = state.progress.history.record_removed(
+            now_ms(),
+            ChangeKind::GroupDeleted,
+            request.code,
+            &actor,
+            &removed,
+        );
+        if let Err(failure) = state.progress.durable(journaled, recorded).await {
             return error(
                 ResponseCode::SystemError,
                 format!("group deleted but its consumer offsets' removal not durable: {failure}"),
@@ -472,138 +489,6 @@ pub(super) fn view_message(state: &BrokerState, request: &RemotingCommand) -> Re
             format!("can not find message by the offset, {}", header.offset),
         ),
     }
-}
-
-/// INVOKE_BROKER_TO_RESET_OFFSET: an operator moves a group's progress on a topic to a time
-/// (−1: the end) or, from 5.x admins, to an explicit offset. The broker applies it to its own
-/// table (fenced against stale commits, see `offsets`) and tells the group's clients with
-/// RESET_CONSUMER_CLIENT_OFFSET, as RocketMQ 4.9 does; unlike 4.9 it also resets an offline group
-/// (4.9 answers CONSUMER_NOT_ONLINE, and the admin then falls back to plain commits, which
-/// Tidemark's forward-only rule would refuse).
-pub(super) async fn reset_offset(
-    state: &BrokerState,
-    request: &RemotingCommand,
-) -> RemotingCommand {
-    let header = match request.decode_header::<ResetOffsetRequestHeader>() {
-        Ok(header) => header,
-        Err(failure) => return bad_header(failure),
-    };
-    let Some(config) = state.metadata.topics.get(&header.topic) else {
-        return error(
-            ResponseCode::TopicNotExist,
-            format!("[reset-offset] topic does not exist, {}", header.topic),
-        );
-    };
-    let queues: Vec<i32> = match header.queue_id.filter(|queue| *queue >= 0) {
-        Some(queue) if queue < config.write_queue_nums => vec![queue],
-        Some(queue) => {
-            return error(
-                ResponseCode::SystemError,
-                format!("queueId[{queue}] is illegal"),
-            )
-        }
-        None => (0..config.write_queue_nums).collect(),
-    };
-    let now = now_ms();
-    let mut offset_table = BTreeMap::new();
-    let mut journaled = crate::offsets::Journaled::Nothing;
-    let mut pop_journaled = crate::offsets::Journaled::Nothing;
-    for queue_id in queues {
-        let target = match header.offset {
-            Some(offset) if offset >= 0 => {
-                Ok(offset.min(state.log().max_offset(&header.topic, queue_id)))
-            }
-            _ if header.timestamp == -1 => Ok(state.log().max_offset(&header.topic, queue_id)),
-            _ => state
-                .log()
-                .offset_by_timestamp(&header.topic, queue_id, header.timestamp),
-        };
-        let target = match target {
-            Ok(target) => target.max(0),
-            Err(failure) => {
-                return error(
-                    ResponseCode::SystemError,
-                    format!("reset failed: {failure}"),
-                )
-            }
-        };
-        let current = state
-            .progress
-            .offsets
-            .query(&header.topic, &header.group, queue_id);
-        // Without force, a reset only ever moves a group backwards (RocketMQ's rule).
-        let chosen = match current {
-            Some(current) if !header.is_force && target >= current => current,
-            _ => target,
-        };
-        // Tickets only grow: waiting for the last reset's covers the others.
-        journaled =
-            state
-                .progress
-                .offsets
-                .reset(&header.topic, &header.group, queue_id, chosen, now);
-        // A group that pops restarts from there too, with nothing in flight.
-        pop_journaled = state.pop.reset(
-            &crate::pop::QueueKey::new(&header.group, &header.topic, queue_id),
-            chosen,
-        );
-        offset_table.insert(
-            MessageQueue::new(
-                header.topic.clone(),
-                state.config.broker_name.clone(),
-                queue_id,
-            ),
-            chosen,
-        );
-    }
-    let durable = match state.progress.offsets.durable(journaled).await {
-        Ok(()) => state.pop.durable(pop_journaled).await,
-        Err(failure) => Err(failure),
-    };
-    if let Err(failure) = durable {
-        return error(
-            ResponseCode::SystemError,
-            format!("reset applied but not durable: {failure}"),
-        );
-    }
-    tracing::info!(topic = %header.topic, group = %header.group, queues = offset_table.len(), "consumer offsets reset by an operator");
-    let body = MessageQueueOffsets { offset_table };
-    let notice_header = ResetOffsetRequestHeader {
-        queue_id: None,
-        offset: None,
-        ..header.clone()
-    };
-    for client in state.clients.group_clients(&header.group) {
-        // C++ clients cannot read object map keys: they get the list form.
-        let payload = if client.language == tidemark_protocol::LanguageCode::Cpp {
-            ResetOffsetBodyForC {
-                offset_table: body
-                    .offset_table
-                    .iter()
-                    .map(|(queue, offset)| MessageQueueOffsetForC {
-                        topic: queue.topic.clone(),
-                        broker_name: queue.broker_name.clone(),
-                        queue_id: queue.queue_id,
-                        offset: *offset,
-                    })
-                    .collect(),
-            }
-            .to_json_bytes()
-        } else {
-            body.to_json_bytes()
-        };
-        let notice = RemotingCommand::request_with_header(
-            RequestCode::ResetConsumerClientOffset,
-            &notice_header,
-        )
-        .with_body(payload);
-        tokio::spawn(async move {
-            if let Err(failure) = client.channel.oneway(notice).await {
-                tracing::debug!(%failure, "could not tell a consumer about an offset reset");
-            }
-        });
-    }
-    success().with_body(body.to_json_bytes())
 }
 
 /// GET_BROKER_EPOCH_CACHE: which master epoch wrote which part of this broker's commit log

@@ -4,15 +4,17 @@
 
 use tidemark_protocol::headers::CloneGroupOffsetRequestHeader;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
-use tidemark_remoting::now_ms;
+use tidemark_remoting::{now_ms, Channel};
 use tracing::{info, warn};
 
 use super::{bad_header, error, success};
+use crate::history::{Actor, ChangeKind, QueueMove};
 use crate::offsets::Journaled;
 use crate::state::BrokerState;
 
 pub(super) async fn clone_group_offset(
     state: &BrokerState,
+    channel: &Channel,
     request: &RemotingCommand,
 ) -> RemotingCommand {
     let header = match request.decode_header::<CloneGroupOffsetRequestHeader>() {
@@ -31,7 +33,7 @@ pub(super) async fn clone_group_offset(
     };
     let now = now_ms();
     let mut journaled = Journaled::Nothing;
-    let mut cloned = 0usize;
+    let mut moves = Vec::new();
     for topic in topics {
         if state.metadata.topics.get(&topic).is_none() {
             warn!(%topic, "offsets not cloned: the topic does not exist here");
@@ -56,15 +58,31 @@ pub(super) async fn clone_group_offset(
         };
         for (queue_id, offset) in offsets {
             // Tickets only grow: waiting for the last one covers the others.
-            journaled =
+            let (before, reset) =
                 state
                     .progress
                     .offsets
                     .reset(&topic, &header.dest_group, queue_id, offset, now);
-            cloned += 1;
+            journaled = reset;
+            moves.push(QueueMove {
+                topic: topic.clone(),
+                queue_id,
+                before,
+                after: Some(offset),
+            });
         }
     }
-    if let Err(failure) = state.progress.offsets.durable(journaled).await {
+    let cloned = moves.len();
+    let actor = Actor::of_request(state.security.acl.as_deref(), channel.peer_addr(), request);
+    let (_, recorded) = state.progress.history.record(
+        now,
+        &header.dest_group,
+        ChangeKind::Clone,
+        request.code,
+        actor,
+        moves,
+    );
+    if let Err(failure) = state.progress.durable(journaled, recorded).await {
         return error(
             ResponseCode::SystemError,
             format!("offsets cloned but not durable: {failure}"),

@@ -24,9 +24,10 @@ use tracing::debug;
 
 use super::{bad_header, error, success};
 use crate::clients::ClientChannel;
+use crate::history::{Actor, ChangeKind, QueueMove};
 use crate::metadata::retry_topic;
 use crate::metadata_change::Announce;
-use crate::offsets::Committer;
+use crate::offsets::{CommitOutcome, Committer, Journaled};
 use crate::state::BrokerState;
 
 /// A lock not renewed for this long is free (`rocketmq.broker.rebalance.lockMaxLiveTime`).
@@ -309,16 +310,42 @@ pub(super) async fn update_offset(
     // What was written, not what a read fence shows: an offset is invalid only past the former.
     let max = state.log().written_max_offset(topic, queue_id);
     let acked = acked_ranges(request, header.commit_offset);
-    let (_, journaled) = state.progress.offsets.commit(
+    let now = now_ms();
+    let (outcome, journaled) = state.progress.offsets.commit(
         topic,
         group,
         queue_id,
         header.commit_offset,
         max,
-        now_ms(),
+        now,
         committer,
         acked.as_ref(),
     );
+    // A deliberate rewind is an operator's (or the consumer's own) move: it goes in the
+    // history. Routine commits are only checkpointed.
+    let recorded = match outcome {
+        CommitOutcome::Rewound { previous } => {
+            let actor =
+                Actor::of_request(state.security.acl.as_deref(), channel.peer_addr(), request);
+            let moved = QueueMove {
+                topic: topic.clone(),
+                queue_id,
+                before: Some(previous),
+                after: Some(header.commit_offset),
+            };
+            let history = &state.progress.history;
+            let (_, recorded) = history.record(
+                now,
+                group,
+                ChangeKind::Rewind,
+                request.code,
+                actor,
+                vec![moved],
+            );
+            recorded
+        }
+        _ => Journaled::Nothing,
+    };
     if request.ext_fields.get(RELEASED_FIELD) == Some("1") {
         // The consumer gave the queue up with this commit: whoever takes it over may start.
         state
@@ -332,7 +359,7 @@ pub(super) async fn update_offset(
     // Taken after the commit: it covers the commit's own record, or — when it changed
     // nothing — the record that set the value it confirmed.
     let published_through = state.progress_stream.outbox().last_pushed();
-    if let Err(failure) = state.progress.offsets.durable(journaled).await {
+    if let Err(failure) = state.progress.durable(journaled, recorded).await {
         return error(
             ResponseCode::SystemError,
             format!("consumer offset not durable: {failure}"),

@@ -16,9 +16,11 @@ pub(crate) mod consumer;
 mod offset_moved;
 mod pop;
 mod pop_ack;
+mod progress_history;
 mod pull;
 mod query_message;
 mod relay;
+mod reset_offset;
 mod retry;
 pub(crate) mod routing;
 mod send;
@@ -164,7 +166,9 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::UpdateAndCreateSubscriptionGroupList => {
                     admin_lists::create_groups(&state, &request).await
                 }
-                RequestCode::DeleteTopicInBroker => admin::delete_topic(&state, &request).await,
+                RequestCode::DeleteTopicInBroker => {
+                    admin::delete_topic(&state, &channel, &request).await
+                }
                 RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
                 RequestCode::GetTopicConfig => admin::topic_config(&state, &request),
                 RequestCode::GetAllConsumerOffset => admin::all_consumer_offsets(&state),
@@ -177,7 +181,7 @@ impl RequestHandler for BrokerHandler {
                     admin::create_subscription_group(&state, &request).await
                 }
                 RequestCode::DeleteSubscriptionGroup => {
-                    admin::delete_subscription_group(&state, &request).await
+                    admin::delete_subscription_group(&state, &channel, &request).await
                 }
                 RequestCode::GetConsumeStats => {
                     let answer = consume_stats::consume_stats(&state, &request);
@@ -226,11 +230,14 @@ impl RequestHandler for BrokerHandler {
                     progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
                         .await
                 }
+                RequestCode::GetProgressHistory => {
+                    progress_history::progress_history(&state, &request)
+                }
                 RequestCode::CloneGroupOffset => {
-                    clone_offset::clone_group_offset(&state, &request).await
+                    clone_offset::clone_group_offset(&state, &channel, &request).await
                 }
                 RequestCode::InvokeBrokerToResetOffset => {
-                    admin::reset_offset(&state, &request).await
+                    reset_offset::reset_offset(&state, &channel, &request).await
                 }
                 RequestCode::GetConsumerConnectionList => {
                     admin::consumer_connections(&state, &request)

@@ -18,6 +18,7 @@ mod module_circles;
 mod offset_journal;
 mod offsets_model;
 mod pop;
+mod progress_history;
 mod retry_and_delay;
 mod rewinds;
 mod runtime_info;

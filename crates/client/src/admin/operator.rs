@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 
 use tidemark_protocol::body::{
     ClusterInfo, Connection, ConsumerConnection, ConsumerRunningInfo, KvTable, MessageQueue,
-    ProducerConnection, SubscriptionGroupConfig, SubscriptionGroupWrapper, TopicConfig, TopicList,
-    TopicRouteData,
+    ProducerConnection, ProgressHistory, SubscriptionGroupConfig, SubscriptionGroupWrapper,
+    TopicConfig, TopicList, TopicRouteData,
 };
 use tidemark_protocol::headers::{
     CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader, GetProducerConnectionListRequestHeader,
-    QueryMessageRequestHeader,
+    GetProgressHistoryRequestHeader, QueryMessageRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{decode_records, DecodeOptions};
@@ -87,6 +87,38 @@ impl Admin {
             }
         }
         Ok(masters)
+    }
+
+    /// A group's progress history (Tidemark's TIDEMARK_GET_PROGRESS_HISTORY) from every
+    /// master the name server knows: who moved the group's committed offsets, when, from where
+    /// to where, oldest first on each broker; with `checkpoints`, routine progress too.
+    /// Brokers that keep none (Apache's) are left out.
+    pub async fn progress_history(
+        &self,
+        group: &str,
+        since_ms: Option<i64>,
+        checkpoints: bool,
+    ) -> Result<Vec<ProgressHistory>> {
+        let mut found = Vec::new();
+        for master in self.masters(None).await? {
+            let header = GetProgressHistoryRequestHeader {
+                consumer_group: group.to_owned(),
+                since_ms,
+                checkpoints: Some(checkpoints),
+            };
+            let request =
+                RemotingCommand::request_with_header(RequestCode::GetProgressHistory, &header);
+            let response = self.instance.call(&master.addr, request).await?;
+            match response.response_code() {
+                ResponseCode::Success => {}
+                ResponseCode::RequestCodeNotSupported => continue,
+                code => return Err(broker_error(&master.addr, code, &response)),
+            }
+            let history = ProgressHistory::from_json_bytes(&response.body)
+                .map_err(|error| bad_response(&master.addr, error))?;
+            found.push(history);
+        }
+        Ok(found)
     }
 
     /// Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted.

@@ -132,6 +132,47 @@ json_object! {
 }
 
 json_object! {
+    /// One queue's offsets in a [`ProgressHistoryEntry`]; -1 for none (before: the group had
+    /// no offset there; after: it was removed).
+    pub struct ProgressMoveView {
+        "topic" => topic: String,
+        "queueId" => queue_id: i32,
+        "before" => before: i64,
+        "after" => after: i64,
+    }
+}
+
+json_object! {
+    /// One change of a group's committed progress, as a broker recorded it.
+    pub struct ProgressHistoryEntry {
+        /// Increases with every entry of the broker that recorded it.
+        "id" => id: i64,
+        "timeMs" => time_ms: i64,
+        "group" => group: String,
+        /// `reset`, `skip`, `clone`, `rewind`, `group-deleted`, `topic-deleted`, `checkpoint`.
+        "kind" => kind: String,
+        /// The request that made it (0 for a checkpoint).
+        "requestCode" => request_code: i32,
+        /// The ACL account that signed the request, `open` without ACL, `white-listed`, or
+        /// `broker` for a checkpoint.
+        "account" => account: String,
+        "address" => address: String,
+        /// The client's language and version.
+        "client" => client: String,
+        "queues" => queues: Vec<ProgressMoveView>,
+    }
+}
+
+json_object! {
+    /// Tidemark's TIDEMARK_GET_PROGRESS_HISTORY body: a group's entries on one broker, oldest
+    /// first.
+    pub struct ProgressHistory {
+        "brokerName" => broker_name: String,
+        "entries" => entries: Vec<ProgressHistoryEntry>,
+    }
+}
+
+json_object! {
     /// `TopicOffset`: one queue's line in [`TopicStatsTable`].
     pub struct TopicOffset {
         "lastUpdateTimestamp" => last_update_timestamp: i64,

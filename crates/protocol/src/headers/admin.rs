@@ -224,3 +224,14 @@ command_header! {
         optional client_addr: String = "clientAddr",
     }
 }
+
+command_header! {
+    /// Tidemark's TIDEMARK_GET_PROGRESS_HISTORY (31003).
+    pub struct GetProgressHistoryRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        /// Only entries at or after this time (epoch ms); absent: all the broker keeps.
+        optional since_ms: i64 = "sinceMs",
+        /// Also the checkpoints of routine progress (absent: only changes someone asked for).
+        optional checkpoints: bool = "checkpoints",
+    }
+}

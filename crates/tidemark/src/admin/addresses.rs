@@ -64,6 +64,7 @@ pub fn given(command: &AdminCommand) -> Vec<(String, &'static str)> {
         C::ResetOffsetByTime(args) => &args.cluster,
         C::SkipAccumulated(args) => &args.cluster,
         C::CloneOffset(args) => &args.cluster,
+        C::ProgressHistory(args) => &args.cluster,
     };
     let target = match command {
         C::BrokerStatus(args) => Some(&args.target),

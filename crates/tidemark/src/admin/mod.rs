@@ -7,6 +7,7 @@ mod cluster;
 mod consumer_status;
 mod controllers;
 mod groups;
+mod history;
 mod query_message;
 mod table;
 mod topics;
@@ -74,6 +75,9 @@ pub enum AdminCommand {
     SkipAccumulated(groups::SkipArgs),
     /// Copies one group's committed offsets to another.
     CloneOffset(groups::CloneArgs),
+    /// Who moved a group's committed offsets (reset, skip, clone, rewind, deletion), when,
+    /// from where to where; with --checkpoints, routine progress too.
+    ProgressHistory(history::HistoryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -254,6 +258,7 @@ async fn dispatch(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::ResetOffsetByTime(args) => groups::reset_offset_by_time(args).await,
         AdminCommand::SkipAccumulated(args) => groups::skip_accumulated(args).await,
         AdminCommand::CloneOffset(args) => groups::clone_offset(args).await,
+        AdminCommand::ProgressHistory(args) => history::progress_history(args).await,
     }
 }
 

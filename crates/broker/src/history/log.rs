@@ -1,0 +1,163 @@
+//! The entries a broker keeps, oldest first, within their bounds; and where a group stood at a
+//! past time according to them.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use tidemark_storage::journal::JournalCodec;
+
+use super::entry::{ChangeKind, HistoryEntry, Reader};
+
+/// How much history is kept: entries older than `max_age_ms` go at compaction, and the oldest
+/// go whenever the entries weigh more than `max_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryBounds {
+    pub max_bytes: usize,
+    pub max_age_ms: i64,
+}
+
+/// The kept entries, their weight, and each queue's last recorded offset.
+#[derive(Debug, Default)]
+pub struct HistoryLog {
+    entries: VecDeque<HistoryEntry>,
+    weight: usize,
+    next_id: u64,
+    /// (group, topic, queue) → the offset the newest entry naming it left (what a checkpoint
+    /// compares with, so only queues that moved are written).
+    last_known: HashMap<(String, String, i32), Option<i64>>,
+}
+
+impl HistoryLog {
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = &HistoryEntry> {
+        self.entries.iter()
+    }
+
+    pub fn weight(&self) -> usize {
+        self.weight
+    }
+
+    pub fn last_known(&self, group: &str, topic: &str, queue_id: i32) -> Option<Option<i64>> {
+        self.last_known
+            .get(&(group.to_owned(), topic.to_owned(), queue_id))
+            .copied()
+    }
+
+    /// Adds an entry (ids only grow: a replayed or replicated one below the next id is taken
+    /// as it is), then drops the oldest past the size bound.
+    pub fn push(&mut self, entry: HistoryEntry, bounds: &HistoryBounds) {
+        self.next_id = self.next_id.max(entry.id + 1);
+        for queue in &entry.queues {
+            self.last_known.insert(
+                (entry.group.clone(), queue.topic.clone(), queue.queue_id),
+                queue.after,
+            );
+        }
+        self.weight += entry.weight();
+        self.entries.push_back(entry);
+        while self.weight > bounds.max_bytes && self.entries.len() > 1 {
+            self.drop_oldest();
+        }
+    }
+
+    /// Drops entries older than the age bound (at compaction).
+    pub fn expire(&mut self, now_ms: i64, bounds: &HistoryBounds) {
+        let cutoff = now_ms.saturating_sub(bounds.max_age_ms);
+        while self
+            .entries
+            .front()
+            .is_some_and(|entry| entry.time_ms < cutoff)
+        {
+            self.drop_oldest();
+        }
+    }
+
+    fn drop_oldest(&mut self) {
+        if let Some(entry) = self.entries.pop_front() {
+            self.weight -= entry.weight();
+        }
+    }
+
+    /// Where `group` stood at `time_ms` in each queue the history names (of `topic` only, if
+    /// given): the offset the last entry at or before that time left; for a queue no entry
+    /// names until later, the `before` of the first change after it (a checkpoint's `before`
+    /// is only the previous checkpoint's value, so it does not count).
+    pub fn position_at(
+        &self,
+        group: &str,
+        topic: Option<&str>,
+        time_ms: i64,
+    ) -> BTreeMap<(String, i32), Option<i64>> {
+        let mut at = BTreeMap::new();
+        let mut later = BTreeMap::new();
+        let named = self
+            .entries
+            .iter()
+            .filter(|entry| entry.group == group)
+            .flat_map(|entry| entry.queues.iter().map(move |queue| (entry, queue)))
+            .filter(|(_, queue)| topic.is_none_or(|topic| queue.topic == topic));
+        for (entry, queue) in named {
+            let key = (queue.topic.clone(), queue.queue_id);
+            if entry.time_ms <= time_ms {
+                at.insert(key, queue.after);
+            } else if entry.kind != ChangeKind::Checkpoint && !at.contains_key(&key) {
+                later.entry(key).or_insert(queue.before);
+            }
+        }
+        for (key, before) in later {
+            at.entry(key).or_insert(before);
+        }
+        at
+    }
+}
+
+/// How the history is journaled: each record is one entry; a snapshot is the next id and the
+/// kept entries.
+#[derive(Debug)]
+pub struct HistoryCodec {
+    pub bounds: HistoryBounds,
+}
+
+impl JournalCodec for HistoryCodec {
+    type State = HistoryLog;
+
+    fn fresh(&self) -> Result<HistoryLog, String> {
+        Ok(HistoryLog::default())
+    }
+
+    fn restore(&self, snapshot: &[u8]) -> Result<HistoryLog, String> {
+        let mut reader = Reader {
+            bytes: snapshot,
+            at: 0,
+        };
+        let next_id = reader.u64("next id")?;
+        let count = reader.u32("entry count")?;
+        let mut log = HistoryLog::default();
+        for _ in 0..count {
+            let entry = HistoryEntry::decode(&mut reader)?;
+            log.push(entry, &self.bounds);
+        }
+        if reader.remaining() != 0 {
+            return Err(format!("{} bytes after the entries", reader.remaining()));
+        }
+        log.next_id = log.next_id.max(next_id);
+        Ok(log)
+    }
+
+    fn apply(&self, state: &mut HistoryLog, record: &[u8]) -> Result<(), String> {
+        state.push(HistoryEntry::from_record(record)?, &self.bounds);
+        Ok(())
+    }
+
+    fn snapshot(&self, state: &HistoryLog) -> Vec<u8> {
+        let mut out = Vec::with_capacity(12 + state.weight);
+        out.extend_from_slice(&state.next_id.to_be_bytes());
+        out.extend_from_slice(&(state.entries.len() as u32).to_be_bytes());
+        for entry in &state.entries {
+            entry.encode(&mut out);
+        }
+        out
+    }
+}

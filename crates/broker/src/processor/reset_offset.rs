@@ -1,0 +1,169 @@
+//! INVOKE_BROKER_TO_RESET_OFFSET: an operator's reset or skip of a group, recorded in the
+//! progress history.
+
+use std::collections::BTreeMap;
+
+use tidemark_protocol::body::{
+    MessageQueue, MessageQueueOffsetForC, MessageQueueOffsets, ResetOffsetBodyForC,
+};
+use tidemark_protocol::headers::ResetOffsetRequestHeader;
+use tidemark_protocol::json::JsonBody;
+use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use tidemark_remoting::{now_ms, Channel};
+
+use super::{bad_header, error, success};
+use crate::history::{Actor, ChangeKind, QueueMove};
+use crate::state::BrokerState;
+
+/// INVOKE_BROKER_TO_RESET_OFFSET: an operator moves a group's progress on a topic to a time
+/// (−1: the end) or, from 5.x admins, to an explicit offset. The broker applies it to its own
+/// table (fenced against stale commits, see `offsets`) and tells the group's clients with
+/// RESET_CONSUMER_CLIENT_OFFSET, as RocketMQ 4.9 does; unlike 4.9 it also resets an offline group
+/// (4.9 answers CONSUMER_NOT_ONLINE, and the admin then falls back to plain commits, which
+/// Tidemark's forward-only rule would refuse).
+pub(super) async fn reset_offset(
+    state: &BrokerState,
+    channel: &Channel,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match request.decode_header::<ResetOffsetRequestHeader>() {
+        Ok(header) => header,
+        Err(failure) => return bad_header(failure),
+    };
+    let Some(config) = state.metadata.topics.get(&header.topic) else {
+        return error(
+            ResponseCode::TopicNotExist,
+            format!("[reset-offset] topic does not exist, {}", header.topic),
+        );
+    };
+    let queues: Vec<i32> = match header.queue_id.filter(|queue| *queue >= 0) {
+        Some(queue) if queue < config.write_queue_nums => vec![queue],
+        Some(queue) => {
+            return error(
+                ResponseCode::SystemError,
+                format!("queueId[{queue}] is illegal"),
+            )
+        }
+        None => (0..config.write_queue_nums).collect(),
+    };
+    let now = now_ms();
+    let mut offset_table = BTreeMap::new();
+    let mut journaled = crate::offsets::Journaled::Nothing;
+    let mut pop_journaled = crate::offsets::Journaled::Nothing;
+    let mut moves = Vec::new();
+    for queue_id in queues {
+        let target = match header.offset {
+            Some(offset) if offset >= 0 => {
+                Ok(offset.min(state.log().max_offset(&header.topic, queue_id)))
+            }
+            _ if header.timestamp == -1 => Ok(state.log().max_offset(&header.topic, queue_id)),
+            _ => state
+                .log()
+                .offset_by_timestamp(&header.topic, queue_id, header.timestamp),
+        };
+        let target = match target {
+            Ok(target) => target.max(0),
+            Err(failure) => {
+                return error(
+                    ResponseCode::SystemError,
+                    format!("reset failed: {failure}"),
+                )
+            }
+        };
+        let current = state
+            .progress
+            .offsets
+            .query(&header.topic, &header.group, queue_id);
+        // Without force, a reset only ever moves a group backwards (RocketMQ's rule).
+        let chosen = match current {
+            Some(current) if !header.is_force && target >= current => current,
+            _ => target,
+        };
+        // Tickets only grow: waiting for the last reset's covers the others.
+        let (before, reset) =
+            state
+                .progress
+                .offsets
+                .reset(&header.topic, &header.group, queue_id, chosen, now);
+        journaled = reset;
+        moves.push(QueueMove {
+            topic: header.topic.clone(),
+            queue_id,
+            before,
+            after: Some(chosen),
+        });
+        // A group that pops restarts from there too, with nothing in flight.
+        pop_journaled = state.pop.reset(
+            &crate::pop::QueueKey::new(&header.group, &header.topic, queue_id),
+            chosen,
+        );
+        offset_table.insert(
+            MessageQueue::new(
+                header.topic.clone(),
+                state.config.broker_name.clone(),
+                queue_id,
+            ),
+            chosen,
+        );
+    }
+    // A reset to timestamp -1 (no offset) is RocketMQ's "skip accumulated".
+    let kind = if header.offset.is_none() && header.timestamp == -1 {
+        ChangeKind::Skip
+    } else {
+        ChangeKind::Reset
+    };
+    let actor = Actor::of_request(state.security.acl.as_deref(), channel.peer_addr(), request);
+    let (_, recorded) =
+        state
+            .progress
+            .history
+            .record(now, &header.group, kind, request.code, actor, moves);
+    let durable = match state.progress.durable(journaled, recorded).await {
+        Ok(()) => state.pop.durable(pop_journaled).await,
+        Err(failure) => Err(failure),
+    };
+    if let Err(failure) = durable {
+        return error(
+            ResponseCode::SystemError,
+            format!("reset applied but not durable: {failure}"),
+        );
+    }
+    tracing::info!(topic = %header.topic, group = %header.group, queues = offset_table.len(), "consumer offsets reset by an operator");
+    let body = MessageQueueOffsets { offset_table };
+    let notice_header = ResetOffsetRequestHeader {
+        queue_id: None,
+        offset: None,
+        ..header.clone()
+    };
+    for client in state.clients.group_clients(&header.group) {
+        // C++ clients cannot read object map keys: they get the list form.
+        let payload = if client.language == tidemark_protocol::LanguageCode::Cpp {
+            ResetOffsetBodyForC {
+                offset_table: body
+                    .offset_table
+                    .iter()
+                    .map(|(queue, offset)| MessageQueueOffsetForC {
+                        topic: queue.topic.clone(),
+                        broker_name: queue.broker_name.clone(),
+                        queue_id: queue.queue_id,
+                        offset: *offset,
+                    })
+                    .collect(),
+            }
+            .to_json_bytes()
+        } else {
+            body.to_json_bytes()
+        };
+        let notice = RemotingCommand::request_with_header(
+            RequestCode::ResetConsumerClientOffset,
+            &notice_header,
+        )
+        .with_body(payload);
+        tokio::spawn(async move {
+            if let Err(failure) = client.channel.oneway(notice).await {
+                tracing::debug!(%failure, "could not tell a consumer about an offset reset");
+            }
+        });
+    }
+    success().with_body(body.to_json_bytes())
+}
