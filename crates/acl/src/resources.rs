@@ -76,8 +76,10 @@ pub fn admin_only(code: RequestCode) -> bool {
             | UpdateGlobalWhiteAddrsConfig
             // A master's whole POP state (every group's in-flight receipts), for its slaves.
             | GetAllPopState
-            // Who moved which group's progress, with their addresses: an audit trail.
+            // Who moved which group's progress, with their addresses: an audit trail; and
+            // putting it back.
             | GetProgressHistory
+            | RestoreProgress
             // Controllers: what brokers and controllers change (and a broker's role).
             | BrokerHeartbeat
             | ControllerAlterSyncStateSet

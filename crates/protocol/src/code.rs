@@ -207,6 +207,12 @@ wire_code_enum! {
         /// [`ProgressHistory`](crate::body::ProgressHistory)). Apache brokers answer
         /// REQUEST_CODE_NOT_SUPPORTED.
         GetProgressHistory = 31003 => "TIDEMARK_GET_PROGRESS_HISTORY",
+        /// Tidemark's extension: puts a group's queues back where they stood at a time, or
+        /// before a history entry, recorded as a history entry itself; or with `dryRun` only
+        /// answers the plan (header `RestoreProgressRequestHeader`, body
+        /// [`RestorePlan`](crate::body::RestorePlan)). Apache brokers answer
+        /// REQUEST_CODE_NOT_SUPPORTED.
+        RestoreProgress = 31004 => "TIDEMARK_RESTORE_PROGRESS",
         /// Tidemark's extension: Raft between controllers (openraft's messages as JSON bodies;
         /// the answer's body is the peer's `Result`).
         RaftAppendEntries = 31101 => "TIDEMARK_RAFT_APPEND_ENTRIES",

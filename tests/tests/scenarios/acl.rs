@@ -225,6 +225,44 @@ async fn accounts_are_checked_on_every_path_and_the_file_reloads() {
     );
     println!("recorded: admin-key skipped billing; refused: alice progress-history");
 
+    // Undoing it: the plan first; without --yes and no terminal, nothing is applied.
+    let id = text
+        .split("\"id\":")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .expect("the entry's id")
+        .to_owned();
+    let undo = ["progress-restore", "-g", "billing", "--undo", &id, "--json"];
+    let dry: Vec<&str> = undo.iter().copied().chain(["--dry-run"]).collect();
+    let planned = admin(&ns, ("admin-key", "admin-secret"), &dry);
+    let plan = String::from_utf8_lossy(&planned.stdout);
+    assert!(
+        planned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&planned.stderr)
+    );
+    assert!(
+        plan.contains("\"applied\":false"),
+        "a plan, not applied: {plan}"
+    );
+    let unconfirmed = admin(&ns, ("admin-key", "admin-secret"), &undo);
+    assert!(!unconfirmed.status.success(), "applied without --yes");
+    assert!(
+        String::from_utf8_lossy(&unconfirmed.stderr).contains("--yes"),
+        "{}",
+        String::from_utf8_lossy(&unconfirmed.stderr)
+    );
+    let confirmed: Vec<&str> = undo.iter().copied().chain(["--yes"]).collect();
+    let applied = admin(&ns, ("admin-key", "admin-secret"), &confirmed);
+    let outcome = String::from_utf8_lossy(&applied.stdout);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    assert!(outcome.contains("\"applied\":true"), "{outcome}");
+    println!("undone: the skip, after a dry run and a refusal without --yes");
+
     // A changed file takes effect without a restart; a broken one leaves the rules in force.
     std::fs::write(&file, "accounts:\n  - accessKey: [broken\n").expect("break the file");
     // The watcher read the broken file once it says so; then the old rules must still hold.

@@ -22,10 +22,12 @@ pub enum ChangeKind {
     GroupDeleted,
     /// A topic was deleted, and the group's offsets in it (DELETE_TOPIC_IN_BROKER).
     TopicDeleted,
+    /// Put back where the group stood at a time or before an entry (TIDEMARK_RESTORE_PROGRESS).
+    Restore,
 }
 
 impl ChangeKind {
-    const ALL: [ChangeKind; 7] = [
+    const ALL: [ChangeKind; 8] = [
         ChangeKind::Checkpoint,
         ChangeKind::Reset,
         ChangeKind::Skip,
@@ -33,6 +35,7 @@ impl ChangeKind {
         ChangeKind::Rewind,
         ChangeKind::GroupDeleted,
         ChangeKind::TopicDeleted,
+        ChangeKind::Restore,
     ];
 
     fn code(self) -> u8 {
@@ -44,6 +47,7 @@ impl ChangeKind {
             ChangeKind::Rewind => 5,
             ChangeKind::GroupDeleted => 6,
             ChangeKind::TopicDeleted => 7,
+            ChangeKind::Restore => 8,
         }
     }
 
@@ -61,6 +65,7 @@ impl ChangeKind {
             ChangeKind::Rewind => "rewind",
             ChangeKind::GroupDeleted => "group-deleted",
             ChangeKind::TopicDeleted => "topic-deleted",
+            ChangeKind::Restore => "restore",
         }
     }
 }

@@ -223,6 +223,15 @@ impl ProgressHistory {
             .collect()
     }
 
+    /// The entry with this id, if the history still keeps it.
+    pub fn entry(&self, id: u64) -> Option<HistoryEntry> {
+        self.lock()
+            .log
+            .entries()
+            .find(|entry| entry.id == id)
+            .cloned()
+    }
+
     /// [`HistoryLog::position_at`].
     pub fn position_at(
         &self,

@@ -21,6 +21,7 @@ mod pull;
 mod query_message;
 mod relay;
 mod reset_offset;
+mod restore_progress;
 mod retry;
 pub(crate) mod routing;
 mod send;
@@ -229,6 +230,9 @@ impl RequestHandler for BrokerHandler {
                     let answer = admin::consumer_progress(&state, &request);
                     progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
                         .await
+                }
+                RequestCode::RestoreProgress => {
+                    restore_progress::restore_progress(&state, &channel, &request).await
                 }
                 RequestCode::GetProgressHistory => {
                     progress_history::progress_history(&state, &request)

@@ -93,10 +93,13 @@ pub(super) async fn reset_offset(
             after: Some(chosen),
         });
         // A group that pops restarts from there too, with nothing in flight.
-        pop_journaled = state.pop.reset(
-            &crate::pop::QueueKey::new(&header.group, &header.topic, queue_id),
-            chosen,
-        );
+        // A queue no POP consumer read answers Nothing: keep the last ticket, which covers
+        // the earlier ones.
+        let key = crate::pop::QueueKey::new(&header.group, &header.topic, queue_id);
+        match state.pop.reset(&key, chosen) {
+            crate::offsets::Journaled::Nothing => {}
+            pending => pop_journaled = pending,
+        }
         offset_table.insert(
             MessageQueue::new(
                 header.topic.clone(),
@@ -130,16 +133,27 @@ pub(super) async fn reset_offset(
     }
     tracing::info!(topic = %header.topic, group = %header.group, queues = offset_table.len(), "consumer offsets reset by an operator");
     let body = MessageQueueOffsets { offset_table };
-    let notice_header = ResetOffsetRequestHeader {
+    let notice = ResetOffsetRequestHeader {
         queue_id: None,
         offset: None,
         ..header.clone()
     };
-    for client in state.clients.group_clients(&header.group) {
+    tell_clients(state, &notice, &body);
+    success().with_body(body.to_json_bytes())
+}
+
+/// Tells the group's online clients (`notice.group`) their offsets in `notice.topic` moved
+/// (RESET_CONSUMER_CLIENT_OFFSET, as RocketMQ 4.9's broker does), without waiting for them.
+pub(super) fn tell_clients(
+    state: &BrokerState,
+    notice: &ResetOffsetRequestHeader,
+    offsets: &MessageQueueOffsets,
+) {
+    for client in state.clients.group_clients(&notice.group) {
         // C++ clients cannot read object map keys: they get the list form.
         let payload = if client.language == tidemark_protocol::LanguageCode::Cpp {
             ResetOffsetBodyForC {
-                offset_table: body
+                offset_table: offsets
                     .offset_table
                     .iter()
                     .map(|(queue, offset)| MessageQueueOffsetForC {
@@ -152,18 +166,15 @@ pub(super) async fn reset_offset(
             }
             .to_json_bytes()
         } else {
-            body.to_json_bytes()
+            offsets.to_json_bytes()
         };
-        let notice = RemotingCommand::request_with_header(
-            RequestCode::ResetConsumerClientOffset,
-            &notice_header,
-        )
-        .with_body(payload);
+        let notice =
+            RemotingCommand::request_with_header(RequestCode::ResetConsumerClientOffset, notice)
+                .with_body(payload);
         tokio::spawn(async move {
             if let Err(failure) = client.channel.oneway(notice).await {
                 tracing::debug!(%failure, "could not tell a consumer about an offset reset");
             }
         });
     }
-    success().with_body(body.to_json_bytes())
 }

@@ -1,7 +1,8 @@
 //! Progress history over the request handlers: an admin tool's rewind, an operator's skip, a
 //! clone and a group's deletion are each recorded with who (account, address, client), the
 //! request, and every queue's offset before and after; routine commits are not; a restart
-//! keeps the history; TIDEMARK_GET_PROGRESS_HISTORY reads it back, filtered by time.
+//! keeps the history; TIDEMARK_GET_PROGRESS_HISTORY reads it back, filtered by time; and
+//! TIDEMARK_RESTORE_PROGRESS shows a plan, puts a group back, and is undone in turn.
 
 use tidemark_protocol::body::ProgressHistory;
 use tidemark_protocol::headers::{
@@ -156,4 +157,95 @@ async fn a_clone_and_a_deletion_are_recorded_for_the_group_they_change_and_kept_
         })
         .collect();
     assert_eq!(moves, [("clone", -1, 5), ("group-deleted", 5, -1)]);
+}
+
+async fn restore(
+    connection: &Connection,
+    at_ms: Option<i64>,
+    undo_entry: Option<i64>,
+    dry_run: bool,
+) -> RemotingCommand {
+    let request = RemotingCommand::request_with_header(
+        RequestCode::RestoreProgress,
+        &tidemark_protocol::headers::RestoreProgressRequestHeader {
+            consumer_group: GROUP.to_owned(),
+            topic: None,
+            at_ms,
+            undo_entry,
+            dry_run: Some(dry_run),
+        },
+    );
+    connection.call(request).await
+}
+
+fn plan(answer: &RemotingCommand) -> tidemark_protocol::body::RestorePlan {
+    assert_eq!(answer.response_code(), ResponseCode::Success, "{answer:?}");
+    tidemark_protocol::body::RestorePlan::from_json_bytes(&answer.body).expect("plan body")
+}
+
+async fn stored(connection: &Connection) -> i64 {
+    let answer: OffsetResponseHeader = connection
+        .call(query_offset_request())
+        .await
+        .decode_header()
+        .expect("an offset is stored");
+    answer.offset
+}
+
+#[tokio::test]
+async fn a_restore_shows_its_plan_puts_the_group_back_and_can_itself_be_undone() {
+    let broker = HandlerHarness::open(|_| {}).await;
+    let operator = broker.connect();
+    for index in 0..10 {
+        succeeds(&operator, send_request(&format!("m{index}"), "TagA", 0)).await;
+    }
+    succeeds(&operator, commit_request(8)).await;
+    succeeds(&operator, commit_request(2)).await; // an admin tool's rewind
+    let rewind = history(&operator, GROUP, None).await.entries[0].clone();
+    assert_eq!(rewind.kind, "rewind");
+
+    // The plan alone moves nothing.
+    let dry = plan(&restore(&operator, None, Some(rewind.id), true).await);
+    assert!(!dry.applied);
+    assert_eq!(dry.entry, -1);
+    let lines: Vec<(i32, i64, i64)> = dry
+        .queues
+        .iter()
+        .map(|line| (line.queue_id, line.current, line.target))
+        .collect();
+    assert_eq!(lines, [(0, 2, 8)]);
+    assert_eq!(stored(&operator).await, 2);
+
+    // Undo the rewind, then undo the undo.
+    let undone = plan(&restore(&operator, None, Some(rewind.id), false).await);
+    assert!(undone.applied);
+    assert_eq!(stored(&operator).await, 8);
+    let redone = plan(&restore(&operator, None, Some(undone.entry), false).await);
+    assert_eq!(stored(&operator).await, 2);
+    assert!(redone.entry > undone.entry);
+
+    // Where the group stood just before the rewind.
+    plan(&restore(&operator, Some(rewind.time_ms - 1), None, false).await);
+    assert_eq!(stored(&operator).await, 8);
+
+    let kinds: Vec<String> = history(&operator, GROUP, None)
+        .await
+        .entries
+        .into_iter()
+        .map(|entry| entry.kind)
+        .collect();
+    assert_eq!(kinds, ["rewind", "restore", "restore", "restore"]);
+
+    let unknown = restore(&operator, None, Some(999), false).await;
+    assert_eq!(unknown.response_code(), ResponseCode::SystemError);
+    assert!(
+        unknown
+            .remark
+            .as_deref()
+            .unwrap_or("")
+            .contains("no history entry 999"),
+        "{unknown:?}"
+    );
+    let neither = restore(&operator, None, None, true).await;
+    assert_eq!(neither.response_code(), ResponseCode::SystemError);
 }

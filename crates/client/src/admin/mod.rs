@@ -4,7 +4,7 @@
 
 mod operator;
 
-pub use operator::BrokerMaster;
+pub use operator::{BrokerMaster, RestoreRequest};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 
 use tidemark_protocol::body::{
     ClusterInfo, Connection, ConsumerConnection, ConsumerRunningInfo, KvTable, MessageQueue,
-    ProducerConnection, ProgressHistory, SubscriptionGroupConfig, SubscriptionGroupWrapper,
-    TopicConfig, TopicList, TopicRouteData,
+    ProducerConnection, ProgressHistory, RestorePlan, SubscriptionGroupConfig,
+    SubscriptionGroupWrapper, TopicConfig, TopicList, TopicRouteData,
 };
 use tidemark_protocol::headers::{
     CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader, GetProducerConnectionListRequestHeader,
-    GetProgressHistoryRequestHeader, QueryMessageRequestHeader,
+    GetProgressHistoryRequestHeader, QueryMessageRequestHeader, RestoreProgressRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{decode_records, DecodeOptions};
@@ -24,6 +24,17 @@ use super::{tools_pull, Admin};
 use crate::error::{ClientError, Result};
 use crate::instance::{bad_response, broker_error, PullStatus};
 use crate::message::{retry_topic, MessageExt};
+
+/// What [`Admin::restore_progress`] puts back: a group (one topic of it, if given) to where it
+/// stood at a time, or before a history entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreRequest {
+    pub group: String,
+    pub topic: Option<String>,
+    pub at_ms: Option<i64>,
+    pub undo_entry: Option<i64>,
+    pub dry_run: bool,
+}
 
 /// A broker's master as the name server lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +128,50 @@ impl Admin {
             let history = ProgressHistory::from_json_bytes(&response.body)
                 .map_err(|error| bad_response(&master.addr, error))?;
             found.push(history);
+        }
+        Ok(found)
+    }
+
+    /// Puts a group's queues back where they stood (Tidemark's TIDEMARK_RESTORE_PROGRESS) on
+    /// every master, or only on `broker_name`'s: to where the progress history says they were
+    /// at `at_ms`, or before history entry `undo_entry` (entry ids are each broker's own, so
+    /// an undo names its broker). With `dry_run` nothing moves: the answer is the plan.
+    pub async fn restore_progress(
+        &self,
+        request: &RestoreRequest,
+        broker_name: Option<&str>,
+    ) -> Result<Vec<RestorePlan>> {
+        let mut found = Vec::new();
+        let masters = self.masters(None).await?;
+        if let Some(name) = broker_name {
+            if !masters.iter().any(|master| master.broker_name == name) {
+                return Err(ClientError::InvalidArgument(format!(
+                    "the name server knows no master of broker {name:?}"
+                )));
+            }
+        }
+        for master in masters {
+            if broker_name.is_some_and(|name| name != master.broker_name) {
+                continue;
+            }
+            let header = RestoreProgressRequestHeader {
+                consumer_group: request.group.clone(),
+                topic: request.topic.clone(),
+                at_ms: request.at_ms,
+                undo_entry: request.undo_entry,
+                dry_run: Some(request.dry_run),
+            };
+            let command =
+                RemotingCommand::request_with_header(RequestCode::RestoreProgress, &header);
+            let response = self.instance.call(&master.addr, command).await?;
+            match response.response_code() {
+                ResponseCode::Success => {}
+                ResponseCode::RequestCodeNotSupported => continue,
+                code => return Err(broker_error(&master.addr, code, &response)),
+            }
+            let plan = RestorePlan::from_json_bytes(&response.body)
+                .map_err(|error| bad_response(&master.addr, error))?;
+            found.push(plan);
         }
         Ok(found)
     }

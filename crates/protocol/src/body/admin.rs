@@ -173,6 +173,28 @@ json_object! {
 }
 
 json_object! {
+    /// One queue of a [`RestorePlan`]: its committed offset now and where it goes; -1 for none.
+    pub struct RestorePlanLine {
+        "topic" => topic: String,
+        "queueId" => queue_id: i32,
+        "current" => current: i64,
+        "target" => target: i64,
+    }
+}
+
+json_object! {
+    /// Tidemark's TIDEMARK_RESTORE_PROGRESS body: what a restore moves (or moved) on a broker.
+    pub struct RestorePlan {
+        "brokerName" => broker_name: String,
+        /// `false` for a dry run.
+        "applied" => applied: bool,
+        /// The history entry the restore was recorded as (-1 for a dry run).
+        "entry" => entry: i64,
+        "queues" => queues: Vec<RestorePlanLine>,
+    }
+}
+
+json_object! {
     /// `TopicOffset`: one queue's line in [`TopicStatsTable`].
     pub struct TopicOffset {
         "lastUpdateTimestamp" => last_update_timestamp: i64,

@@ -235,3 +235,18 @@ command_header! {
         optional checkpoints: bool = "checkpoints",
     }
 }
+
+command_header! {
+    /// Tidemark's TIDEMARK_RESTORE_PROGRESS (31004): either `atMs` or `undoEntry`.
+    pub struct RestoreProgressRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        /// Only this topic's queues (absent: every topic the history names for the group).
+        optional topic: String = "topic",
+        /// Put each queue back where the group stood at this time (epoch ms).
+        optional at_ms: i64 = "atMs",
+        /// Put each queue back where it stood before this history entry of the broker.
+        optional undo_entry: i64 = "undoEntry",
+        /// Only answer the plan; change nothing.
+        optional dry_run: bool = "dryRun",
+    }
+}

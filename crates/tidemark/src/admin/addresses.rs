@@ -65,6 +65,7 @@ pub fn given(command: &AdminCommand) -> Vec<(String, &'static str)> {
         C::SkipAccumulated(args) => &args.cluster,
         C::CloneOffset(args) => &args.cluster,
         C::ProgressHistory(args) => &args.cluster,
+        C::ProgressRestore(args) => &args.cluster,
     };
     let target = match command {
         C::BrokerStatus(args) => Some(&args.target),

@@ -9,6 +9,7 @@ mod controllers;
 mod groups;
 mod history;
 mod query_message;
+mod restore;
 mod table;
 mod topics;
 
@@ -78,6 +79,9 @@ pub enum AdminCommand {
     /// Who moved a group's committed offsets (reset, skip, clone, rewind, deletion), when,
     /// from where to where; with --checkpoints, routine progress too.
     ProgressHistory(history::HistoryArgs),
+    /// Puts a group back where it stood at a time (--at) or before a history entry (--undo):
+    /// shows the plan, asks on a terminal, --yes applies, --dry-run only shows.
+    ProgressRestore(restore::RestoreArgs),
 }
 
 #[derive(Debug, Args)]
@@ -259,6 +263,7 @@ async fn dispatch(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::SkipAccumulated(args) => groups::skip_accumulated(args).await,
         AdminCommand::CloneOffset(args) => groups::clone_offset(args).await,
         AdminCommand::ProgressHistory(args) => history::progress_history(args).await,
+        AdminCommand::ProgressRestore(args) => restore::progress_restore(args).await,
     }
 }
 

@@ -1,0 +1,158 @@
+//! `tidemark admin progress-restore`: puts a group back where the progress history says it
+//! stood at a time (`--at`) or before one of its entries (`--undo`). The plan — each queue's
+//! offset now, where it goes, how many messages that replays or skips — is shown first; on a
+//! terminal the command asks before applying it, `--yes` applies it without asking and
+//! `--dry-run` only shows it.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use tidemark_client::RestoreRequest;
+use tidemark_protocol::body::RestorePlan;
+
+use super::groups::parse_time;
+use super::table::{Format, Table};
+use super::{connect, Cluster};
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub cluster: Cluster,
+    #[arg(short = 'g', long)]
+    pub group: String,
+    /// Only this topic's queues (default: every topic the history names for the group).
+    #[arg(short = 't', long)]
+    pub topic: Option<String>,
+    /// Where the group stood then: epoch ms, or a time before now (`-10m`, `-2h`, `-1d`).
+    // A time before now starts with `-`: it is this option's value, not a flag.
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        conflicts_with = "undo",
+        required_unless_present = "undo"
+    )]
+    pub at: Option<String>,
+    /// Where each queue stood before this history entry (`progress-history` shows the ids;
+    /// they are each broker's own, so give -b/--broker-name with more than one master).
+    #[arg(long)]
+    pub undo: Option<i64>,
+    /// The broker whose history entry --undo names.
+    #[arg(short = 'b', long)]
+    pub broker_name: Option<String>,
+    /// Only show the plan.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Apply without asking.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    #[command(flatten)]
+    pub format: Format,
+}
+
+pub async fn progress_restore(args: RestoreArgs) -> anyhow::Result<()> {
+    let at_ms = match &args.at {
+        Some(text) => Some(parse_time(text, tidemark_remoting::now_ms()).context("--at")?),
+        None => None,
+    };
+    let mut request = RestoreRequest {
+        group: args.group.clone(),
+        topic: args.topic.clone(),
+        at_ms,
+        undo_entry: args.undo,
+        dry_run: true,
+    };
+    let admin = connect(&args.cluster).await?;
+    let outcome = restore(&admin, &mut request, &args).await;
+    admin.shutdown().await;
+    outcome
+}
+
+async fn restore(
+    admin: &tidemark_client::Admin,
+    request: &mut RestoreRequest,
+    args: &RestoreArgs,
+) -> anyhow::Result<()> {
+    let broker = args.broker_name.as_deref();
+    if request.undo_entry.is_some() && broker.is_none() && admin.masters(None).await?.len() > 1 {
+        bail!("--undo names one broker's entry: give -b/--broker-name (progress-history shows it)");
+    }
+    let plan = admin.restore_progress(request, broker).await?;
+    if plan.is_empty() {
+        bail!("no broker keeps a progress history (Apache RocketMQ brokers do not)");
+    }
+    if args.dry_run {
+        return table(&plan).print(args.format);
+    }
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            bail!("not applied: give --yes to apply it without asking, or --dry-run to only see the plan");
+        }
+        table(&plan).print(args.format)?;
+        if !confirmed()? {
+            bail!("not applied");
+        }
+    }
+    request.dry_run = false;
+    let applied = admin.restore_progress(request, broker).await?;
+    table(&applied).print(args.format)
+}
+
+fn confirmed() -> anyhow::Result<bool> {
+    let mut out = std::io::stderr();
+    write!(out, "Move these queues? [y/N] ")?;
+    out.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// The plan or what was applied: per queue, now → target and what that means.
+fn table(plans: &[RestorePlan]) -> Table {
+    let mut table = Table::new(&[
+        ("Broker", "brokerName"),
+        ("Topic", "topic"),
+        ("QID", "queueId"),
+        ("Current", "current"),
+        ("Target", "target"),
+        ("Change", "change"),
+        ("Applied", "applied"),
+        ("Entry", "entry"),
+    ]);
+    for plan in plans {
+        for line in &plan.queues {
+            table.row(vec![
+                plan.broker_name.clone().into(),
+                line.topic.clone().into(),
+                line.queue_id.into(),
+                line.current.into(),
+                line.target.into(),
+                change(line.current, line.target).into(),
+                plan.applied.into(),
+                plan.entry.into(),
+            ]);
+        }
+    }
+    table
+}
+
+/// What moving from `current` to `target` does to the group.
+fn change(current: i64, target: i64) -> String {
+    match current {
+        current if current < 0 => "starts here".to_owned(),
+        current if target < current => format!("replays {}", current - target),
+        current if target > current => format!("skips {}", target - current),
+        _ => "stays".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_plan_line_says_what_the_move_does() {
+        assert_eq!(super::change(100, 40), "replays 60");
+        assert_eq!(super::change(40, 100), "skips 60");
+        assert_eq!(super::change(40, 40), "stays");
+        assert_eq!(super::change(-1, 40), "starts here");
+    }
+}
