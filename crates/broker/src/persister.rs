@@ -119,6 +119,8 @@ pub struct PersistedTables {
     pub metadata: Arc<Metadata>,
     pub progress: Arc<Progress>,
     pub live: Arc<crate::live_config::LiveConfig>,
+    /// A slave writes no checkpoints: its history is its master's, checkpoints included.
+    pub role: Arc<crate::role::Role>,
 }
 
 /// Writes the broker's config files; see the module documentation.
@@ -349,9 +351,10 @@ pub(crate) async fn run(tables: PersistedTables, stop: impl Future<Output = ()>)
                     Ok(Ok(_)) => {}
                 }
                 let history = tables.progress.clone();
+                let slave = tables.role.is_slave();
                 let checkpointed = tokio::task::spawn_blocking(move || {
                     let now = now_ms();
-                    if history.history.checkpoint_due(now) {
+                    if !slave && history.history.checkpoint_due(now) {
                         let committed = history.offsets.committed();
                         history.history.checkpoint(now, &committed);
                     }

@@ -264,7 +264,7 @@ impl BrokerState {
         if let Some(damage) = &recovery.damage {
             warn!(file = %damage.file.display(), offset = damage.offset, damage = %damage.damage, "offset journal was damaged; progress recorded after that point is lost");
         }
-        let (history, history_recovery) = crate::history::ProgressHistory::open(
+        let (mut history, history_recovery) = crate::history::ProgressHistory::open(
             storage.clone(),
             &config.progress_history_dir(),
             JournalOptions::default(),
@@ -340,6 +340,7 @@ impl BrokerState {
         offsets.publish_to(progress_stream.outbox().clone());
         pop.publish_to(progress_stream.outbox().clone());
         timers.publish_to(progress_stream.outbox().clone());
+        history.publish_to(progress_stream.outbox().clone());
         let timers = Arc::new(timers);
         let log_parts = crate::message_log::LogHandle {
             store,
@@ -407,6 +408,7 @@ impl BrokerState {
             metadata: self.metadata.clone(),
             progress: self.progress.clone(),
             live: self.live.clone(),
+            role: self.role.clone(),
         }
     }
 

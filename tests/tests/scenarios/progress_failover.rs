@@ -9,10 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tidemark_client::RestoreRequest;
 use tidemark_client::{
     concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
     MessageQueue, Producer, PushConsumer, SendStatus, SimpleConsumer,
 };
+use tidemark_protocol::body::ProgressHistoryEntry;
 use tidemark_tests::{against_apache, init_logging, unique, wait_for_route, wait_until};
 
 use tidemark_tests::controller_pair::{start_pair, Pair};
@@ -269,4 +271,137 @@ async fn pop_acknowledgements_and_invisible_messages_survive_a_failover() {
         "POP across a failover: 50 acknowledged and 10 invisible on A, then from B the 20 new \
          and 0 of the 60"
     );
+}
+
+/// The group's non-checkpoint history as whichever master the name server names answers;
+/// `None` while none answers.
+async fn history(namesrv: &str, group: &str) -> Option<Vec<ProgressHistoryEntry>> {
+    let admin = Admin::connect(ClientConfig::new(namesrv)).await.ok()?;
+    let found = admin.progress_history(group, None, false).await.ok();
+    admin.shutdown().await;
+    Some(
+        found?
+            .into_iter()
+            .flat_map(|broker| broker.entries)
+            .collect(),
+    )
+}
+
+/// An operator's reset across the same failover: the group consumed 100 messages, an operator
+/// resets it to the start, and A is SIGKILLed as soon as the reset is answered. B must hold
+/// the reset itself (the offsets at 0), who made it (its history entry), and be able to undo
+/// it: the undo puts every queue back at what the group had consumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_reset_and_its_history_survive_a_failover_and_can_be_undone_there() {
+    if against_apache() {
+        eprintln!("skipped: starts Tidemark controllers and brokers itself");
+        return;
+    }
+    let Setup {
+        mut pair,
+        namesrv,
+        topic,
+        group,
+        producer,
+    } = setup("HistoryFailover").await;
+    let first = send(&producer, &topic, "before", 100).await;
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let consuming = consumer(&namesrv, &group, &topic, &seen).await;
+    let all = wait_until(Duration::from_secs(60), || {
+        seen.lock()
+            .expect("lock")
+            .iter()
+            .collect::<BTreeSet<_>>()
+            .len()
+            >= first.len()
+    })
+    .await;
+    assert!(all, "the group never consumed the first 100");
+    consuming.shutdown().await;
+
+    let admin = Admin::connect(ClientConfig::new(namesrv.as_str()))
+        .await
+        .expect("admin");
+    let reset = admin
+        .reset_offset_by_timestamp(&topic, &group, 0, true)
+        .await
+        .expect("reset on A");
+    admin.shutdown().await;
+    assert_eq!(
+        reset.values().sum::<i64>(),
+        0,
+        "every queue reset to 0: {reset:?}"
+    );
+    pair.a.kill();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let entries = loop {
+        match history(&namesrv, &group).await {
+            Some(found) if found.iter().any(|entry| entry.kind == "reset") => break found,
+            _ if tokio::time::Instant::now() > deadline => {
+                panic!("B never answered the group's history with the reset in it")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let entry = entries
+        .iter()
+        .find(|entry| entry.kind == "reset")
+        .expect("the reset");
+    let before: i64 = entry.queues.iter().map(|queue| queue.before).sum();
+    let after: i64 = entry.queues.iter().map(|queue| queue.after).sum();
+    assert_eq!(
+        (before, after),
+        (100, 0),
+        "the reset as B recorded it: {entry:?}"
+    );
+    assert_eq!(entry.account, "open");
+    // B learns topic configs from A's periodic sync, which A's SIGKILL may have beaten: a send
+    // creates the topic on B, so the name server routes it (and consume stats reach B).
+    send(&producer, &topic, "after", 1).await;
+    producer.shutdown().await;
+    let on_b = committed(&namesrv, &group, &topic)
+        .await
+        .expect("B answers");
+    assert_eq!(on_b.values().sum::<i64>(), 0, "B holds the reset: {on_b:?}");
+
+    let admin = Admin::connect(ClientConfig::new(namesrv.as_str()))
+        .await
+        .expect("admin");
+    let plans = admin
+        .restore_progress(
+            &RestoreRequest {
+                group: group.clone(),
+                topic: None,
+                at_ms: None,
+                undo_entry: Some(entry.id),
+                dry_run: false,
+            },
+            None,
+        )
+        .await
+        .expect("undo on B");
+    admin.shutdown().await;
+    let restored: i64 = plans
+        .iter()
+        .flat_map(|plan| &plan.queues)
+        .map(|line| line.target)
+        .sum();
+    assert_eq!(restored, 100, "the undo's plan: {plans:?}");
+    let on_b = committed(&namesrv, &group, &topic)
+        .await
+        .expect("B answers");
+    assert_eq!(
+        on_b.values().sum::<i64>(),
+        100,
+        "B after the undo: {on_b:?}"
+    );
+    let kinds: Vec<String> = history(&namesrv, &group)
+        .await
+        .expect("B answers")
+        .into_iter()
+        .map(|entry| entry.kind)
+        .collect();
+    assert_eq!(kinds, ["reset", "restore"]);
+    println!("an operator's reset, its history entry and its undo all held across A's SIGKILL");
 }

@@ -45,9 +45,14 @@ impl HistoryLog {
             .copied()
     }
 
-    /// Adds an entry (ids only grow: a replayed or replicated one below the next id is taken
-    /// as it is), then drops the oldest past the size bound.
+    /// Adds an entry, then drops the oldest past the size bound. Ids increase along the log: an
+    /// entry whose id some kept entries already have or passed replaces them (a replica's own
+    /// entries give way to its master's, which take the same ids; the journal replays this
+    /// the same way).
     pub fn push(&mut self, entry: HistoryEntry, bounds: &HistoryBounds) {
+        if entry.id < self.next_id {
+            self.drop_from(entry.id);
+        }
         self.next_id = self.next_id.max(entry.id + 1);
         for queue in &entry.queues {
             self.last_known.insert(
@@ -71,6 +76,36 @@ impl HistoryLog {
             .is_some_and(|entry| entry.time_ms < cutoff)
         {
             self.drop_oldest();
+        }
+    }
+
+    /// Empties the log; the ids go on from `next_id` (a master's whole copy follows).
+    pub fn clear(&mut self, next_id: u64) {
+        *self = HistoryLog {
+            next_id,
+            ..HistoryLog::default()
+        };
+    }
+
+    /// Drops the newest entries down to (and with) the one numbered `id`.
+    fn drop_from(&mut self, id: u64) {
+        let mut dropped = false;
+        while self.entries.back().is_some_and(|entry| entry.id >= id) {
+            if let Some(entry) = self.entries.pop_back() {
+                self.weight -= entry.weight();
+                dropped = true;
+            }
+        }
+        if dropped {
+            self.last_known.clear();
+            for entry in &self.entries {
+                for queue in &entry.queues {
+                    self.last_known.insert(
+                        (entry.group.clone(), queue.topic.clone(), queue.queue_id),
+                        queue.after,
+                    );
+                }
+            }
         }
     }
 

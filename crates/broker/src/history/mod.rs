@@ -15,6 +15,7 @@
 mod actor;
 mod entry;
 mod log;
+mod replica;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,6 +30,7 @@ pub use log::{HistoryBounds, HistoryCodec, HistoryLog};
 
 use crate::lock_rank::{self, Rank, Ranked};
 use crate::offsets::{CommittedOffset, Journaled};
+use crate::progress_record::ProgressOutbox;
 
 /// The broker's progress history: a [`HistoryLog`] behind its own lock, journaled.
 #[derive(Debug)]
@@ -36,6 +38,8 @@ pub struct ProgressHistory {
     inner: Mutex<Kept>,
     /// `None` for a history that need not survive (tests).
     journal: Option<Journal>,
+    /// Where every entry also goes, for the replicas (see [`replica`]).
+    outbox: Option<Arc<ProgressOutbox>>,
 }
 
 #[derive(Debug)]
@@ -59,6 +63,7 @@ impl ProgressHistory {
                 last_checkpoint_ms: i64::MIN,
             }),
             journal: None,
+            outbox: None,
         }
     }
 
@@ -81,6 +86,7 @@ impl ProgressHistory {
                     last_checkpoint_ms: i64::MIN,
                 }),
                 journal: Some(journal),
+                outbox: None,
             },
             report,
         ))
@@ -146,11 +152,15 @@ impl ProgressHistory {
         journaled
     }
 
+    /// Journals an entry and queues it for the replicas; called under the lock, so entries
+    /// reach the stream in id order.
     fn append(&self, entry: &HistoryEntry) -> Journaled {
+        let record = entry.record();
+        self.publish(&record);
         let Some(journal) = &self.journal else {
             return Journaled::Nothing;
         };
-        match journal.append(&entry.record()) {
+        match journal.append(&record) {
             Ok(ticket) => Journaled::Pending(ticket),
             Err(failure) => {
                 warn!(%failure, group = %entry.group, kind = entry.kind.name(), "progress history entry not journaled; it is kept in memory only until a restart");

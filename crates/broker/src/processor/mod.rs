@@ -99,6 +99,20 @@ pub(crate) fn success() -> RemotingCommand {
     RemotingCommand::response(ResponseCode::Success, None)
 }
 
+/// An operator's change of progress (a reset, restore, clone, deletion) is answered as a
+/// commit is: once the replicas a SYNC send waits for hold it and its history entry, so a
+/// failover right after the answer neither undoes it nor forgets who made it. A failed change
+/// is answered at once.
+async fn operator_change_replicated(
+    state: &BrokerState,
+    answer: RemotingCommand,
+) -> RemotingCommand {
+    if answer.response_code() != ResponseCode::Success {
+        return answer;
+    }
+    progress_stream::once_replicated(state.log(), &state.progress_stream, answer).await
+}
+
 impl RequestHandler for BrokerHandler {
     fn handle(&self, channel: Channel, request: RemotingCommand) -> ReplyFuture {
         let state = self.state.clone();
@@ -168,7 +182,8 @@ impl RequestHandler for BrokerHandler {
                     admin_lists::create_groups(&state, &request).await
                 }
                 RequestCode::DeleteTopicInBroker => {
-                    admin::delete_topic(&state, &channel, &request).await
+                    let answer = admin::delete_topic(&state, &channel, &request).await;
+                    operator_change_replicated(&state, answer).await
                 }
                 RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
                 RequestCode::GetTopicConfig => admin::topic_config(&state, &request),
@@ -182,7 +197,8 @@ impl RequestHandler for BrokerHandler {
                     admin::create_subscription_group(&state, &request).await
                 }
                 RequestCode::DeleteSubscriptionGroup => {
-                    admin::delete_subscription_group(&state, &channel, &request).await
+                    let answer = admin::delete_subscription_group(&state, &channel, &request).await;
+                    operator_change_replicated(&state, answer).await
                 }
                 RequestCode::GetConsumeStats => {
                     let answer = consume_stats::consume_stats(&state, &request);
@@ -232,16 +248,20 @@ impl RequestHandler for BrokerHandler {
                         .await
                 }
                 RequestCode::RestoreProgress => {
-                    restore_progress::restore_progress(&state, &channel, &request).await
+                    let answer =
+                        restore_progress::restore_progress(&state, &channel, &request).await;
+                    operator_change_replicated(&state, answer).await
                 }
                 RequestCode::GetProgressHistory => {
                     progress_history::progress_history(&state, &request)
                 }
                 RequestCode::CloneGroupOffset => {
-                    clone_offset::clone_group_offset(&state, &channel, &request).await
+                    let answer = clone_offset::clone_group_offset(&state, &channel, &request).await;
+                    operator_change_replicated(&state, answer).await
                 }
                 RequestCode::InvokeBrokerToResetOffset => {
-                    reset_offset::reset_offset(&state, &channel, &request).await
+                    let answer = reset_offset::reset_offset(&state, &channel, &request).await;
+                    operator_change_replicated(&state, answer).await
                 }
                 RequestCode::GetConsumerConnectionList => {
                     admin::consumer_connections(&state, &request)

@@ -7,7 +7,7 @@
 //! length and that many bytes. Streams: 1 consumer offsets (the offset journal's records; a
 //! whole copy is every queue's record), 2 POP progress (the POP journal's records), 3 a piece of
 //! a whole POP state, 4 a timer message delivered (the timer journal's records), 5 the whole
-//! delivered set.
+//! delivered set, 6 a progress history entry, 7 the start of a whole history.
 
 mod outbox;
 
@@ -26,6 +26,11 @@ pub(crate) const STREAM_POP_WHOLE: u8 = 3;
 pub(crate) const STREAM_TIMERS: u8 = 4;
 /// Timer messages delivered, whole.
 pub(crate) const STREAM_TIMERS_WHOLE: u8 = 5;
+/// Progress history: records of [`crate::history`]'s journal, one entry each.
+pub(crate) const STREAM_HISTORY: u8 = 6;
+/// Progress history, whole: a marker (the next id) that empties a replica's history before
+/// the master's kept entries follow as [`STREAM_HISTORY`] records.
+pub(crate) const STREAM_HISTORY_WHOLE: u8 = 7;
 
 const FORMAT: u8 = 1;
 

@@ -11,8 +11,8 @@ use tracing::{debug, warn};
 
 use super::ProgressReplication;
 use crate::progress_record::{
-    decode_batch, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS, STREAM_POP, STREAM_POP_WHOLE,
-    STREAM_TIMERS, STREAM_TIMERS_WHOLE,
+    decode_batch, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS, STREAM_HISTORY, STREAM_HISTORY_WHOLE,
+    STREAM_POP, STREAM_POP_WHOLE, STREAM_TIMERS, STREAM_TIMERS_WHOLE,
 };
 
 /// Messages read per store call.
@@ -118,6 +118,7 @@ pub(crate) fn catch_up(parts: &ProgressReplication) -> Result<usize, StoreError>
         let mut offsets = Vec::new();
         let mut pop = Vec::new();
         let mut timers = Vec::new();
+        let mut history = Vec::new();
         for raw in &got.messages {
             match MessageRecord::decode(raw, 0, DecodeOptions::default()) {
                 Ok((record, _)) => match decode_batch(&record.body) {
@@ -128,6 +129,9 @@ pub(crate) fn catch_up(parts: &ProgressReplication) -> Result<usize, StoreError>
                                 STREAM_POP | STREAM_POP_WHOLE => pop.push((stream, bytes.to_vec())),
                                 STREAM_TIMERS | STREAM_TIMERS_WHOLE => {
                                     timers.push((stream, bytes.to_vec()))
+                                }
+                                STREAM_HISTORY | STREAM_HISTORY_WHOLE => {
+                                    history.push((stream, bytes.to_vec()))
                                 }
                                 other => debug!(
                                     stream = other,
@@ -142,10 +146,12 @@ pub(crate) fn catch_up(parts: &ProgressReplication) -> Result<usize, StoreError>
             }
         }
         // The tables are independent, each in its own order; the position moves with the
-        // offsets, last, so a crash in between applies these POP and timer records again
-        // rather than skipping any (a POP message in flight may count one delivery more).
+        // offsets, last, so a crash in between applies these POP, timer and history records
+        // again rather than skipping any (a POP message in flight may count one delivery
+        // more; a history entry applied again replaces itself).
         let mut skipped = parts.pop.apply_replicated(&pop);
         skipped += parts.timers.apply_replicated(&timers);
+        skipped += parts.progress.history.apply_replicated(&history);
         skipped += parts.progress.offsets.apply_replicated(
             &offsets,
             got.next_begin_offset,
@@ -163,6 +169,7 @@ pub(crate) fn catch_up(parts: &ProgressReplication) -> Result<usize, StoreError>
             offsets = offsets.len(),
             pop = pop.len(),
             timers = timers.len(),
+            history = history.len(),
             next = got.next_begin_offset,
             "applied the master's progress"
         );

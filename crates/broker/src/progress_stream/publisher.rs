@@ -58,9 +58,10 @@ async fn publish_one(parts: &ProgressReplication) -> Round {
             parts.pop.publish_whole(),
         );
         parts.timers.publish_whole();
+        let history = parts.progress.history.publish_whole();
         info!(
             offsets,
-            pop, "publishing whole progress tables for the replicas"
+            pop, history, "publishing whole progress tables for the replicas"
         );
     }
     let Some(batch) = outbox.take(BATCH_BYTES_MAX) else {
