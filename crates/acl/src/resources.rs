@@ -80,6 +80,7 @@ pub fn admin_only(code: RequestCode) -> bool {
             // putting it back.
             | GetProgressHistory
             | RestoreProgress
+            | PlanProgressMove
             // Controllers: what brokers and controllers change (and a broker's role).
             | BrokerHeartbeat
             | ControllerAlterSyncStateSet

@@ -210,9 +210,14 @@ wire_code_enum! {
         /// Tidemark's extension: puts a group's queues back where they stood at a time, or
         /// before a history entry, recorded as a history entry itself; or with `dryRun` only
         /// answers the plan (header `RestoreProgressRequestHeader`, body
-        /// [`RestorePlan`](crate::body::RestorePlan)). Apache brokers answer
+        /// [`ProgressPlan`](crate::body::ProgressPlan)). Apache brokers answer
         /// REQUEST_CODE_NOT_SUPPORTED.
         RestoreProgress = 31004 => "TIDEMARK_RESTORE_PROGRESS",
+        /// Tidemark's extension: what a reset, skip or clone would do to a group's queues on
+        /// this broker, changing nothing (header `PlanProgressMoveRequestHeader`, body
+        /// [`ProgressPlan`](crate::body::ProgressPlan)); the move itself is RocketMQ's request.
+        /// Apache brokers answer REQUEST_CODE_NOT_SUPPORTED.
+        PlanProgressMove = 31005 => "TIDEMARK_PLAN_PROGRESS_MOVE",
         /// Tidemark's extension: Raft between controllers (openraft's messages as JSON bodies;
         /// the answer's body is the peer's `Result`).
         RaftAppendEntries = 31101 => "TIDEMARK_RAFT_APPEND_ENTRIES",

@@ -201,6 +201,7 @@ async fn accounts_are_checked_on_every_path_and_the_file_reloads() {
         "billing",
         "-t",
         "orders",
+        "--yes",
         "--json",
     ];
     let skipped = admin(&ns, ("admin-key", "admin-secret"), &skip);

@@ -394,12 +394,55 @@ async fn daily_admin_commands_do_what_they_say() {
     let end = committed(&client, &group, &topic).await;
     assert_eq!(end.values().sum::<i64>(), all_sent, "{end:?}");
 
+    // The plan first: each queue now → 0, replaying what was consumed; nothing moves.
+    let plan = rows(
+        &admin_json(
+            &["reset-offset-by-time"],
+            &ns,
+            &["-g", &group, "-t", &topic, "-s", "0", "--dry-run"],
+        )
+        .await,
+    );
+    assert_eq!(plan.len(), 4, "{plan:?}");
+    assert_eq!(
+        plan.iter().map(|row| int(row, "current")).sum::<i64>(),
+        all_sent,
+        "{plan:?}"
+    );
+    assert!(plan.iter().all(|row| int(row, "target") == 0), "{plan:?}");
+    assert!(
+        plan.iter().all(
+            |row| text(row, "change") == format!("replays {}", int(row, "current"))
+                || int(row, "current") == 0
+        ),
+        "{plan:?}"
+    );
+    assert_eq!(
+        committed(&client, &group, &topic).await,
+        end,
+        "a dry run moved the group"
+    );
+    // A script that does not say --yes is refused, and nothing moves.
+    let unconfirmed = admin(
+        &["reset-offset-by-time"],
+        &ns,
+        &["-g", &group, "-t", &topic, "-s", "0"],
+    )
+    .await;
+    assert!(!unconfirmed.status.success());
+    assert!(String::from_utf8_lossy(&unconfirmed.stderr).contains("--yes"));
+    assert_eq!(
+        committed(&client, &group, &topic).await,
+        end,
+        "applied without --yes"
+    );
+
     // Back to the start, forward to the end, copied to another group.
     let reset = rows(
         &admin_json(
             &["reset-offset-by-time"],
             &ns,
-            &["-g", &group, "-t", &topic, "-s", "0"],
+            &["-g", &group, "-t", &topic, "-s", "0", "--yes"],
         )
         .await,
     );
@@ -407,8 +450,14 @@ async fn daily_admin_commands_do_what_they_say() {
     assert!(reset.iter().all(|row| int(row, "offset") == 0), "{reset:?}");
     let now = committed(&client, &group, &topic).await;
     assert!(now.values().all(|offset| *offset == 0), "{now:?}");
-    let skipped =
-        rows(&admin_json(&["skip-accumulated"], &ns, &["-g", &group, "-t", &topic]).await);
+    let skipped = rows(
+        &admin_json(
+            &["skip-accumulated"],
+            &ns,
+            &["-g", &group, "-t", &topic, "--yes"],
+        )
+        .await,
+    );
     assert_eq!(
         skipped.iter().map(|row| int(row, "offset")).sum::<i64>(),
         all_sent
@@ -418,7 +467,16 @@ async fn daily_admin_commands_do_what_they_say() {
     admin_json(
         &["clone-offset"],
         &ns,
-        &["-s", &group, "-d", &copy, "-t", &topic, "--offline"],
+        &[
+            "-s",
+            &group,
+            "-d",
+            &copy,
+            "-t",
+            &topic,
+            "--offline",
+            "--yes",
+        ],
     )
     .await;
     assert_eq!(committed(&client, &copy, &topic).await, end);

@@ -27,50 +27,23 @@ pub(super) async fn clone_group_offset(
             "the source and destination groups are the same",
         );
     }
-    let topics = match header.topic.as_deref().filter(|topic| !topic.is_empty()) {
-        Some(topic) => vec![topic.to_owned()],
-        None => state.progress.offsets.topics_of_group(&header.src_group),
-    };
     let now = now_ms();
     let mut journaled = Journaled::Nothing;
     let mut moves = Vec::new();
-    for topic in topics {
-        if state.metadata.topics.get(&topic).is_none() {
-            warn!(%topic, "offsets not cloned: the topic does not exist here");
-            continue;
-        }
-        // RocketMQ's rule: unless the caller says the source is offline, a topic the online
-        // source group does not subscribe is left alone.
-        if !header.offline {
-            if let Some(online) = state.clients.group_subscription(&header.src_group, &topic) {
-                if online.subscribes_anything && online.subscription.is_none() {
-                    warn!(%topic, group = %header.src_group, "offsets not cloned: the online group does not subscribe the topic");
-                    continue;
-                }
-            }
-        }
-        let Some(offsets) = state
-            .progress
-            .offsets
-            .queue_offsets(&topic, &header.src_group)
-        else {
-            continue;
-        };
-        for (queue_id, offset) in offsets {
-            // Tickets only grow: waiting for the last one covers the others.
-            let (before, reset) =
-                state
-                    .progress
-                    .offsets
-                    .reset(&topic, &header.dest_group, queue_id, offset, now);
-            journaled = reset;
-            moves.push(QueueMove {
-                topic: topic.clone(),
-                queue_id,
-                before,
-                after: Some(offset),
-            });
-        }
+    for (topic, queue_id, offset) in sources(state, &header, true) {
+        // Tickets only grow: waiting for the last one covers the others.
+        let (before, reset) =
+            state
+                .progress
+                .offsets
+                .reset(&topic, &header.dest_group, queue_id, offset, now);
+        journaled = reset;
+        moves.push(QueueMove {
+            topic,
+            queue_id,
+            before,
+            after: Some(offset),
+        });
     }
     let cloned = moves.len();
     let actor = Actor::of_request(state.security.acl.as_deref(), channel.peer_addr(), request);
@@ -90,4 +63,51 @@ pub(super) async fn clone_group_offset(
     }
     info!(src = %header.src_group, dest = %header.dest_group, queues = cloned, "consumer offsets cloned by an operator");
     success()
+}
+
+/// What a clone copies: (topic, queue, the source group's offset), by RocketMQ's rules; `tell`
+/// logs each topic left out and why.
+pub(super) fn sources(
+    state: &BrokerState,
+    header: &CloneGroupOffsetRequestHeader,
+    tell: bool,
+) -> Vec<(String, i32, i64)> {
+    let topics = match header.topic.as_deref().filter(|topic| !topic.is_empty()) {
+        Some(topic) => vec![topic.to_owned()],
+        None => state.progress.offsets.topics_of_group(&header.src_group),
+    };
+    let mut copied = Vec::new();
+    for topic in topics {
+        if state.metadata.topics.get(&topic).is_none() {
+            if tell {
+                warn!(%topic, "offsets not cloned: the topic does not exist here");
+            }
+            continue;
+        }
+        // RocketMQ's rule: unless the caller says the source is offline, a topic the online
+        // source group does not subscribe is left alone.
+        if !header.offline {
+            if let Some(online) = state.clients.group_subscription(&header.src_group, &topic) {
+                if online.subscribes_anything && online.subscription.is_none() {
+                    if tell {
+                        warn!(%topic, group = %header.src_group, "offsets not cloned: the online group does not subscribe the topic");
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(offsets) = state
+            .progress
+            .offsets
+            .queue_offsets(&topic, &header.src_group)
+        else {
+            continue;
+        };
+        copied.extend(
+            offsets
+                .into_iter()
+                .map(|(queue_id, offset)| (topic.clone(), queue_id, offset)),
+        );
+    }
+    copied
 }

@@ -17,6 +17,7 @@ mod offset_moved;
 mod pop;
 mod pop_ack;
 mod progress_history;
+mod progress_plan;
 mod pull;
 mod query_message;
 mod relay;
@@ -251,6 +252,9 @@ impl RequestHandler for BrokerHandler {
                     let answer =
                         restore_progress::restore_progress(&state, &channel, &request).await;
                     operator_change_replicated(&state, answer).await
+                }
+                RequestCode::PlanProgressMove => {
+                    progress_plan::plan_progress_move(&state, &request)
                 }
                 RequestCode::GetProgressHistory => {
                     progress_history::progress_history(&state, &request)

@@ -30,55 +30,19 @@ pub(super) async fn reset_offset(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
-    let Some(config) = state.metadata.topics.get(&header.topic) else {
-        return error(
-            ResponseCode::TopicNotExist,
-            format!("[reset-offset] topic does not exist, {}", header.topic),
-        );
-    };
-    let queues: Vec<i32> = match header.queue_id.filter(|queue| *queue >= 0) {
-        Some(queue) if queue < config.write_queue_nums => vec![queue],
-        Some(queue) => {
-            return error(
-                ResponseCode::SystemError,
-                format!("queueId[{queue}] is illegal"),
-            )
-        }
-        None => (0..config.write_queue_nums).collect(),
+    let targets = match targets(state, &header) {
+        Ok(targets) => targets,
+        Err(refusal) => return refusal,
     };
     let now = now_ms();
     let mut offset_table = BTreeMap::new();
     let mut journaled = crate::offsets::Journaled::Nothing;
     let mut pop_journaled = crate::offsets::Journaled::Nothing;
     let mut moves = Vec::new();
-    for queue_id in queues {
-        let target = match header.offset {
-            Some(offset) if offset >= 0 => {
-                Ok(offset.min(state.log().max_offset(&header.topic, queue_id)))
-            }
-            _ if header.timestamp == -1 => Ok(state.log().max_offset(&header.topic, queue_id)),
-            _ => state
-                .log()
-                .offset_by_timestamp(&header.topic, queue_id, header.timestamp),
-        };
-        let target = match target {
-            Ok(target) => target.max(0),
-            Err(failure) => {
-                return error(
-                    ResponseCode::SystemError,
-                    format!("reset failed: {failure}"),
-                )
-            }
-        };
-        let current = state
-            .progress
-            .offsets
-            .query(&header.topic, &header.group, queue_id);
-        // Without force, a reset only ever moves a group backwards (RocketMQ's rule).
-        let chosen = match current {
-            Some(current) if !header.is_force && target >= current => current,
-            _ => target,
-        };
+    for Target {
+        queue_id, chosen, ..
+    } in targets
+    {
         // Tickets only grow: waiting for the last reset's covers the others.
         let (before, reset) =
             state
@@ -140,6 +104,74 @@ pub(super) async fn reset_offset(
     };
     tell_clients(state, &notice, &body);
     success().with_body(body.to_json_bytes())
+}
+
+/// Where a reset moves one queue of the group.
+pub(super) struct Target {
+    pub queue_id: i32,
+    pub current: Option<i64>,
+    pub chosen: i64,
+}
+
+/// Where the reset `header` asks for moves each queue, by RocketMQ's rules: to an explicit
+/// offset (5.x admins; never past the queue's end), to the end (timestamp −1, a skip), or to
+/// the first message stored at or after the time; without force only backwards. Refused as
+/// the reset would be (no such topic or queue, an index that cannot be searched).
+pub(super) fn targets(
+    state: &BrokerState,
+    header: &ResetOffsetRequestHeader,
+) -> Result<Vec<Target>, RemotingCommand> {
+    let Some(config) = state.metadata.topics.get(&header.topic) else {
+        return Err(error(
+            ResponseCode::TopicNotExist,
+            format!("[reset-offset] topic does not exist, {}", header.topic),
+        ));
+    };
+    let queues: Vec<i32> = match header.queue_id.filter(|queue| *queue >= 0) {
+        Some(queue) if queue < config.write_queue_nums => vec![queue],
+        Some(queue) => {
+            return Err(error(
+                ResponseCode::SystemError,
+                format!("queueId[{queue}] is illegal"),
+            ))
+        }
+        None => (0..config.write_queue_nums).collect(),
+    };
+    let mut targets = Vec::with_capacity(queues.len());
+    for queue_id in queues {
+        let target = match header.offset {
+            Some(offset) if offset >= 0 => {
+                Ok(offset.min(state.log().max_offset(&header.topic, queue_id)))
+            }
+            _ if header.timestamp == -1 => Ok(state.log().max_offset(&header.topic, queue_id)),
+            _ => state
+                .log()
+                .offset_by_timestamp(&header.topic, queue_id, header.timestamp),
+        };
+        let target = target
+            .map_err(|failure| {
+                error(
+                    ResponseCode::SystemError,
+                    format!("reset failed: {failure}"),
+                )
+            })?
+            .max(0);
+        let current = state
+            .progress
+            .offsets
+            .query(&header.topic, &header.group, queue_id);
+        // Without force, a reset only ever moves a group backwards (RocketMQ's rule).
+        let chosen = match current {
+            Some(current) if !header.is_force && target >= current => current,
+            _ => target,
+        };
+        targets.push(Target {
+            queue_id,
+            current,
+            chosen,
+        });
+    }
+    Ok(targets)
 }
 
 /// Tells the group's online clients (`notice.group`) their offsets in `notice.topic` moved

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use tidemark_protocol::body::{MessageQueue, MessageQueueOffsets, RestorePlan, RestorePlanLine};
+use tidemark_protocol::body::{MessageQueue, MessageQueueOffsets, ProgressPlan, ProgressPlanLine};
 use tidemark_protocol::headers::{ResetOffsetRequestHeader, RestoreProgressRequestHeader};
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, ResponseCode};
@@ -37,7 +37,7 @@ pub(super) async fn restore_progress(
             .progress
             .offsets
             .query(topic, &header.consumer_group, *queue_id);
-        queues.push(RestorePlanLine {
+        queues.push(ProgressPlanLine {
             topic: topic.clone(),
             queue_id: *queue_id,
             current: current.unwrap_or(-1),
@@ -45,11 +45,16 @@ pub(super) async fn restore_progress(
             target: (*target).min(state.log().max_offset(topic, *queue_id)),
         });
     }
-    let mut plan = RestorePlan {
+    let mut plan = ProgressPlan {
         broker_name: state.config.broker_name.clone(),
         applied: false,
         entry: -1,
         queues,
+        broadcasting: Some(super::progress_plan::is_broadcasting(
+            state,
+            &header.consumer_group,
+            header.topic.as_deref(),
+        )),
     };
     if header.dry_run.unwrap_or(false) {
         return success().with_body(plan.to_json_bytes());
@@ -118,7 +123,7 @@ async fn apply(
     channel: &Channel,
     request: &RemotingCommand,
     group: &str,
-    plan: &[RestorePlanLine],
+    plan: &[ProgressPlanLine],
 ) -> Result<u64, String> {
     let now = now_ms();
     let mut journaled = Journaled::Nothing;

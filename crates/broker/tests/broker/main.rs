@@ -19,6 +19,7 @@ mod offset_journal;
 mod offsets_model;
 mod pop;
 mod progress_history;
+mod progress_plan;
 mod retry_and_delay;
 mod rewinds;
 mod runtime_info;

@@ -12,12 +12,6 @@ use tidemark_protocol::headers::{
 
 use crate::common::*;
 
-async fn succeeds(connection: &Connection, request: RemotingCommand) -> RemotingCommand {
-    let answer = connection.call(request).await;
-    assert_eq!(answer.response_code(), ResponseCode::Success, "{answer:?}");
-    answer
-}
-
 async fn history(connection: &Connection, group: &str, since_ms: Option<i64>) -> ProgressHistory {
     let request = RemotingCommand::request_with_header(
         RequestCode::GetProgressHistory,
@@ -27,7 +21,7 @@ async fn history(connection: &Connection, group: &str, since_ms: Option<i64>) ->
             checkpoints: None,
         },
     );
-    let answer = succeeds(connection, request).await;
+    let answer = connection.succeeds(request).await;
     ProgressHistory::from_json_bytes(&answer.body).expect("history body")
 }
 
@@ -36,15 +30,17 @@ async fn operator_moves_are_recorded_with_who_and_where_routine_commits_are_not(
     let broker = HandlerHarness::open(|_| {}).await;
     let operator = broker.connect();
     for index in 0..10 {
-        succeeds(&operator, send_request(&format!("m{index}"), "TagA", 0)).await;
+        operator
+            .succeeds(send_request(&format!("m{index}"), "TagA", 0))
+            .await;
     }
     // Routine: the first commit and a forward one.
-    succeeds(&operator, commit_request(6)).await;
-    succeeds(&operator, commit_request(10)).await;
+    operator.succeeds(commit_request(6)).await;
+    operator.succeeds(commit_request(10)).await;
     assert!(history(&operator, GROUP, None).await.entries.is_empty());
 
     // mqadmin's updateConsumeOffset below the stored offset: a deliberate rewind.
-    succeeds(&operator, commit_request(3)).await;
+    operator.succeeds(commit_request(3)).await;
     // skipAccumulatedMessage: a reset to timestamp -1.
     let skip = RemotingCommand::request_with_header(
         RequestCode::InvokeBrokerToResetOffset,
@@ -57,7 +53,7 @@ async fn operator_moves_are_recorded_with_who_and_where_routine_commits_are_not(
             offset: None,
         },
     );
-    succeeds(&operator, skip).await;
+    operator.succeeds(skip).await;
 
     let found = history(&operator, GROUP, None).await;
     assert_eq!(found.broker_name, "broker-a");
@@ -114,9 +110,11 @@ async fn a_clone_and_a_deletion_are_recorded_for_the_group_they_change_and_kept_
     let broker = HandlerHarness::open(|_| {}).await;
     let operator = broker.connect();
     for index in 0..5 {
-        succeeds(&operator, send_request(&format!("m{index}"), "TagA", 0)).await;
+        operator
+            .succeeds(send_request(&format!("m{index}"), "TagA", 0))
+            .await;
     }
-    succeeds(&operator, commit_request(5)).await;
+    operator.succeeds(commit_request(5)).await;
     let copy = "copy_of_loopback_group";
     let clone = RemotingCommand::request_with_header(
         RequestCode::CloneGroupOffset,
@@ -127,7 +125,7 @@ async fn a_clone_and_a_deletion_are_recorded_for_the_group_they_change_and_kept_
             offline: true,
         },
     );
-    succeeds(&operator, clone).await;
+    operator.succeeds(clone).await;
     let delete = RemotingCommand::request_with_header(
         RequestCode::DeleteSubscriptionGroup,
         &DeleteSubscriptionGroupRequestHeader {
@@ -136,7 +134,7 @@ async fn a_clone_and_a_deletion_are_recorded_for_the_group_they_change_and_kept_
             clean_offset: None,
         },
     );
-    succeeds(&operator, delete).await;
+    operator.succeeds(delete).await;
     assert!(
         history(&operator, GROUP, None).await.entries.is_empty(),
         "the source group did not move"
@@ -178,18 +176,9 @@ async fn restore(
     connection.call(request).await
 }
 
-fn plan(answer: &RemotingCommand) -> tidemark_protocol::body::RestorePlan {
+fn plan(answer: &RemotingCommand) -> tidemark_protocol::body::ProgressPlan {
     assert_eq!(answer.response_code(), ResponseCode::Success, "{answer:?}");
-    tidemark_protocol::body::RestorePlan::from_json_bytes(&answer.body).expect("plan body")
-}
-
-async fn stored(connection: &Connection) -> i64 {
-    let answer: OffsetResponseHeader = connection
-        .call(query_offset_request())
-        .await
-        .decode_header()
-        .expect("an offset is stored");
-    answer.offset
+    tidemark_protocol::body::ProgressPlan::from_json_bytes(&answer.body).expect("plan body")
 }
 
 #[tokio::test]
@@ -197,10 +186,12 @@ async fn a_restore_shows_its_plan_puts_the_group_back_and_can_itself_be_undone()
     let broker = HandlerHarness::open(|_| {}).await;
     let operator = broker.connect();
     for index in 0..10 {
-        succeeds(&operator, send_request(&format!("m{index}"), "TagA", 0)).await;
+        operator
+            .succeeds(send_request(&format!("m{index}"), "TagA", 0))
+            .await;
     }
-    succeeds(&operator, commit_request(8)).await;
-    succeeds(&operator, commit_request(2)).await; // an admin tool's rewind
+    operator.succeeds(commit_request(8)).await;
+    operator.succeeds(commit_request(2)).await; // an admin tool's rewind
     let rewind = history(&operator, GROUP, None).await.entries[0].clone();
     assert_eq!(rewind.kind, "rewind");
 
@@ -214,19 +205,19 @@ async fn a_restore_shows_its_plan_puts_the_group_back_and_can_itself_be_undone()
         .map(|line| (line.queue_id, line.current, line.target))
         .collect();
     assert_eq!(lines, [(0, 2, 8)]);
-    assert_eq!(stored(&operator).await, 2);
+    assert_eq!(operator.stored().await, 2);
 
     // Undo the rewind, then undo the undo.
     let undone = plan(&restore(&operator, None, Some(rewind.id), false).await);
     assert!(undone.applied);
-    assert_eq!(stored(&operator).await, 8);
+    assert_eq!(operator.stored().await, 8);
     let redone = plan(&restore(&operator, None, Some(undone.entry), false).await);
-    assert_eq!(stored(&operator).await, 2);
+    assert_eq!(operator.stored().await, 2);
     assert!(redone.entry > undone.entry);
 
     // Where the group stood just before the rewind.
     plan(&restore(&operator, Some(rewind.time_ms - 1), None, false).await);
-    assert_eq!(stored(&operator).await, 8);
+    assert_eq!(operator.stored().await, 8);
 
     let kinds: Vec<String> = history(&operator, GROUP, None)
         .await

@@ -12,24 +12,11 @@ use tidemark_protocol::acked::FROM_CONSUMER_FIELD;
 
 use crate::common::*;
 
-async fn stored(connection: &Connection) -> i64 {
-    let answer: OffsetResponseHeader = connection
-        .call(query_offset_request())
-        .await
-        .decode_header()
-        .expect("an offset is stored");
-    answer.offset
-}
-
-async fn succeeds(connection: &Connection, request: RemotingCommand) -> RemotingCommand {
-    let answer = connection.call(request).await;
-    assert_eq!(answer.response_code(), ResponseCode::Success, "{answer:?}");
-    answer
-}
-
 async fn send_messages(connection: &Connection, count: usize) {
     for index in 0..count {
-        succeeds(connection, send_request(&format!("m{index}"), "TagA", 0)).await;
+        connection
+            .succeeds(send_request(&format!("m{index}"), "TagA", 0))
+            .await;
     }
 }
 
@@ -40,13 +27,13 @@ async fn only_an_admin_tools_commit_rewinds_for_a_group_without_heartbeats() {
     // after a failover and as an admin tool always is.
     let client = broker.connect();
     send_messages(&client, 10).await;
-    succeeds(&client, commit_request(10)).await;
-    assert_eq!(stored(&client).await, 10);
+    client.succeeds(commit_request(10)).await;
+    assert_eq!(client.stored().await, 10);
 
     // A Java, Go or C++ consumer's periodic persist (oneway) of where it was on the old master.
     client.send_oneway(commit_request(4)).await;
     assert_eq!(
-        stored(&client).await,
+        client.stored().await,
         10,
         "a oneway commit from a consumer without a heartbeat here rewound the group"
     );
@@ -54,16 +41,16 @@ async fn only_an_admin_tools_commit_rewinds_for_a_group_without_heartbeats() {
     // Tidemark's consumer waits for its commits, and says they are a consumer's.
     let mut marked = commit_request(5);
     marked.ext_fields.insert(FROM_CONSUMER_FIELD, "1");
-    succeeds(&client, marked).await;
-    assert_eq!(stored(&client).await, 10);
+    client.succeeds(marked).await;
+    assert_eq!(client.stored().await, 10);
 
     // mqadmin's updateConsumeOffset (and the old reset by time): synchronous, unmarked.
-    succeeds(&client, commit_request(3)).await;
-    assert_eq!(stored(&client).await, 3, "the admin tool's rewind");
+    client.succeeds(commit_request(3)).await;
+    assert_eq!(client.stored().await, 3, "the admin tool's rewind");
 
     // Forward commits of either kind still move it on.
     client.send_oneway(commit_request(8)).await;
-    assert_eq!(stored(&client).await, 8);
+    assert_eq!(client.stored().await, 8);
 }
 
 /// An operator's reset moves a group back, tells its clients, and a commit sent before the
@@ -73,8 +60,8 @@ async fn operator_resets_hold_against_stale_commits() {
     let broker = HandlerHarness::open(|_| {}).await;
     let mut consumer = broker.connect();
     send_messages(&consumer, 5).await;
-    succeeds(&consumer, heartbeat()).await;
-    succeeds(&consumer, commit_request(5)).await;
+    consumer.succeeds(heartbeat()).await;
+    consumer.succeeds(commit_request(5)).await;
 
     let operator = broker.connect();
     let reset = RemotingCommand::request_with_header(
@@ -88,7 +75,7 @@ async fn operator_resets_hold_against_stale_commits() {
             offset: None,
         },
     );
-    let response = succeeds(&operator, reset).await;
+    let response = operator.succeeds(reset).await;
     let body = tidemark_protocol::body::MessageQueueOffsets::from_json_bytes(&response.body)
         .expect("ResetOffsetBody");
     assert_eq!(
@@ -109,17 +96,17 @@ async fn operator_resets_hold_against_stale_commits() {
             break;
         }
     }
-    assert_eq!(stored(&consumer).await, 0);
-    succeeds(&consumer, commit_request(5)).await;
+    assert_eq!(consumer.stored().await, 0);
+    consumer.succeeds(commit_request(5)).await;
     assert_eq!(
-        stored(&consumer).await,
+        consumer.stored().await,
         0,
         "a stale commit does not undo the reset"
     );
-    succeeds(&consumer, commit_request(0)).await;
-    succeeds(&consumer, commit_request(3)).await;
+    consumer.succeeds(commit_request(0)).await;
+    consumer.succeeds(commit_request(3)).await;
     assert_eq!(
-        stored(&consumer).await,
+        consumer.stored().await,
         3,
         "after the client confirmed the reset, progress moves on"
     );

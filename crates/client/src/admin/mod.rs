@@ -4,7 +4,7 @@
 
 mod operator;
 
-pub use operator::{BrokerMaster, RestoreRequest};
+pub use operator::{BrokerMaster, ProgressMove, RestoreRequest};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -171,28 +171,21 @@ impl Admin {
             .into_iter()
             .map(|reader| reader.addr)
             .collect();
+        let header = GetConsumeStatsRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: topic.map(str::to_owned),
+            topic_list: None,
+        };
+        let answers: Vec<ConsumerProgress> = self
+            .ask_each(brokers, || {
+                RemotingCommand::request_with_header(RequestCode::GetConsumerProgress, &header)
+            })
+            .await?;
         let mut merged = BTreeMap::new();
-        for addr in brokers {
-            let header = GetConsumeStatsRequestHeader {
-                consumer_group: group.to_owned(),
-                topic: topic.map(str::to_owned),
-                topic_list: None,
-            };
-            let request =
-                RemotingCommand::request_with_header(RequestCode::GetConsumerProgress, &header);
-            let response = self.instance.call(&addr, request).await?;
-            match response.response_code() {
-                ResponseCode::Success => {}
-                ResponseCode::RequestCodeNotSupported => continue,
-                code => return Err(broker_error(&addr, code, &response)),
-            }
-            let body = ConsumerProgress::from_json_bytes(&response.body)
-                .map_err(|error| bad_response(&addr, error))?;
-            for line in body.queues {
-                let queue =
-                    MessageQueue::new(line.topic.clone(), line.broker_name.clone(), line.queue_id);
-                merged.insert(queue, line);
-            }
+        for line in answers.into_iter().flat_map(|body| body.queues) {
+            let queue =
+                MessageQueue::new(line.topic.clone(), line.broker_name.clone(), line.queue_id);
+            merged.insert(queue, line);
         }
         Ok(merged)
     }

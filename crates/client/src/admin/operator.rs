@@ -7,14 +7,15 @@ use std::collections::BTreeMap;
 
 use tidemark_protocol::body::{
     ClusterInfo, Connection, ConsumerConnection, ConsumerRunningInfo, KvTable, MessageQueue,
-    ProducerConnection, ProgressHistory, RestorePlan, SubscriptionGroupConfig,
+    ProducerConnection, ProgressHistory, ProgressPlan, SubscriptionGroupConfig,
     SubscriptionGroupWrapper, TopicConfig, TopicList, TopicRouteData,
 };
 use tidemark_protocol::headers::{
     CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader, GetProducerConnectionListRequestHeader,
-    GetProgressHistoryRequestHeader, QueryMessageRequestHeader, RestoreProgressRequestHeader,
+    GetProgressHistoryRequestHeader, PlanProgressMoveRequestHeader, QueryMessageRequestHeader,
+    RestoreProgressRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{decode_records, DecodeOptions};
@@ -44,7 +45,47 @@ pub struct BrokerMaster {
     pub addr: String,
 }
 
+/// A move of a group's progress that [`Admin::plan_progress_move`] plans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgressMove {
+    /// To the first message at or after `timestamp_ms` (−1: the end, a skip); without `force`
+    /// a queue only moves backwards — as [`Admin::reset_offset_by_timestamp`] does.
+    Reset {
+        topic: String,
+        timestamp_ms: i64,
+        force: bool,
+    },
+    /// The source group's offsets copied — as [`Admin::clone_group_offset`] does.
+    Clone {
+        src_group: String,
+        topic: Option<String>,
+        offline: bool,
+    },
+}
+
 impl Admin {
+    /// Sends the request `build` makes to each of `addrs` and reads each answer's body; a
+    /// broker that does not know the request (Apache's) is left out.
+    pub(super) async fn ask_each<T: JsonBody>(
+        &self,
+        addrs: impl IntoIterator<Item = String>,
+        build: impl Fn() -> RemotingCommand,
+    ) -> Result<Vec<T>> {
+        let mut answers = Vec::new();
+        for addr in addrs {
+            let response = self.instance.call(&addr, build()).await?;
+            match response.response_code() {
+                ResponseCode::Success => {}
+                ResponseCode::RequestCodeNotSupported => continue,
+                code => return Err(broker_error(&addr, code, &response)),
+            }
+            answers.push(
+                T::from_json_bytes(&response.body).map_err(|error| bad_response(&addr, error))?,
+            );
+        }
+        Ok(answers)
+    }
+
     async fn expect_success(
         &self,
         addr: &str,
@@ -110,26 +151,16 @@ impl Admin {
         since_ms: Option<i64>,
         checkpoints: bool,
     ) -> Result<Vec<ProgressHistory>> {
-        let mut found = Vec::new();
-        for master in self.masters(None).await? {
-            let header = GetProgressHistoryRequestHeader {
-                consumer_group: group.to_owned(),
-                since_ms,
-                checkpoints: Some(checkpoints),
-            };
-            let request =
-                RemotingCommand::request_with_header(RequestCode::GetProgressHistory, &header);
-            let response = self.instance.call(&master.addr, request).await?;
-            match response.response_code() {
-                ResponseCode::Success => {}
-                ResponseCode::RequestCodeNotSupported => continue,
-                code => return Err(broker_error(&master.addr, code, &response)),
-            }
-            let history = ProgressHistory::from_json_bytes(&response.body)
-                .map_err(|error| bad_response(&master.addr, error))?;
-            found.push(history);
-        }
-        Ok(found)
+        let header = GetProgressHistoryRequestHeader {
+            consumer_group: group.to_owned(),
+            since_ms,
+            checkpoints: Some(checkpoints),
+        };
+        let masters = self.masters(None).await?;
+        self.ask_each(masters.into_iter().map(|master| master.addr), || {
+            RemotingCommand::request_with_header(RequestCode::GetProgressHistory, &header)
+        })
+        .await
     }
 
     /// Puts a group's queues back where they stood (Tidemark's TIDEMARK_RESTORE_PROGRESS) on
@@ -140,8 +171,7 @@ impl Admin {
         &self,
         request: &RestoreRequest,
         broker_name: Option<&str>,
-    ) -> Result<Vec<RestorePlan>> {
-        let mut found = Vec::new();
+    ) -> Result<Vec<ProgressPlan>> {
         let masters = self.masters(None).await?;
         if let Some(name) = broker_name {
             if !masters.iter().any(|master| master.broker_name == name) {
@@ -150,30 +180,68 @@ impl Admin {
                 )));
             }
         }
-        for master in masters {
-            if broker_name.is_some_and(|name| name != master.broker_name) {
-                continue;
-            }
-            let header = RestoreProgressRequestHeader {
-                consumer_group: request.group.clone(),
-                topic: request.topic.clone(),
-                at_ms: request.at_ms,
-                undo_entry: request.undo_entry,
-                dry_run: Some(request.dry_run),
-            };
-            let command =
-                RemotingCommand::request_with_header(RequestCode::RestoreProgress, &header);
-            let response = self.instance.call(&master.addr, command).await?;
-            match response.response_code() {
-                ResponseCode::Success => {}
-                ResponseCode::RequestCodeNotSupported => continue,
-                code => return Err(broker_error(&master.addr, code, &response)),
-            }
-            let plan = RestorePlan::from_json_bytes(&response.body)
-                .map_err(|error| bad_response(&master.addr, error))?;
-            found.push(plan);
-        }
-        Ok(found)
+        let header = RestoreProgressRequestHeader {
+            consumer_group: request.group.clone(),
+            topic: request.topic.clone(),
+            at_ms: request.at_ms,
+            undo_entry: request.undo_entry,
+            dry_run: Some(request.dry_run),
+        };
+        let addrs = masters
+            .into_iter()
+            .filter(|master| broker_name.is_none_or(|name| name == master.broker_name))
+            .map(|master| master.addr);
+        self.ask_each(addrs, || {
+            RemotingCommand::request_with_header(RequestCode::RestoreProgress, &header)
+        })
+        .await
+    }
+
+    /// What `movement` would do to `group`'s queues on each broker it reaches (Tidemark's
+    /// TIDEMARK_PLAN_PROGRESS_MOVE): each queue's committed offset now and where it would go,
+    /// worked out by the code the move runs; nothing changes. Brokers that cannot plan
+    /// (Apache's) are left out: an empty answer means no plan, not an empty move.
+    pub async fn plan_progress_move(
+        &self,
+        group: &str,
+        movement: &ProgressMove,
+    ) -> Result<Vec<ProgressPlan>> {
+        let (addrs, header) = match movement {
+            ProgressMove::Reset {
+                topic,
+                timestamp_ms,
+                force,
+            } => (
+                self.masters_of(topic).await?,
+                PlanProgressMoveRequestHeader {
+                    consumer_group: group.to_owned(),
+                    topic: Some(topic.clone()),
+                    timestamp: Some(*timestamp_ms),
+                    is_force: Some(*force),
+                    src_group: None,
+                    offline: None,
+                },
+            ),
+            ProgressMove::Clone {
+                src_group,
+                topic,
+                offline,
+            } => (
+                self.clone_masters(src_group, topic.as_deref()).await?,
+                PlanProgressMoveRequestHeader {
+                    consumer_group: group.to_owned(),
+                    topic: topic.clone(),
+                    timestamp: None,
+                    is_force: None,
+                    src_group: Some(src_group.clone()),
+                    offline: Some(*offline),
+                },
+            ),
+        };
+        self.ask_each(addrs, || {
+            RemotingCommand::request_with_header(RequestCode::PlanProgressMove, &header)
+        })
+        .await
     }
 
     /// Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted.
@@ -438,12 +506,7 @@ impl Admin {
         topic: Option<&str>,
         offline: bool,
     ) -> Result<Vec<String>> {
-        let mut masters = self.masters_of(&retry_topic(src)).await?;
-        if let Some(topic) = topic {
-            masters.extend(self.masters_of(topic).await?);
-        }
-        masters.sort();
-        masters.dedup();
+        let masters = self.clone_masters(src, topic).await?;
         if masters.is_empty() {
             return Err(ClientError::NoRoute {
                 topic: retry_topic(src),
@@ -461,6 +524,18 @@ impl Admin {
                 RemotingCommand::request_with_header(RequestCode::CloneGroupOffset, &header);
             self.expect_success(addr, request).await?;
         }
+        Ok(masters)
+    }
+
+    /// The masters a clone of `src`'s offsets goes to: those of its retry topic (every broker
+    /// it consumed on) and of `topic`.
+    async fn clone_masters(&self, src: &str, topic: Option<&str>) -> Result<Vec<String>> {
+        let mut masters = self.masters_of(&retry_topic(src)).await?;
+        if let Some(topic) = topic {
+            masters.extend(self.masters_of(topic).await?);
+        }
+        masters.sort();
+        masters.dedup();
         Ok(masters)
     }
 

@@ -173,8 +173,8 @@ json_object! {
 }
 
 json_object! {
-    /// One queue of a [`RestorePlan`]: its committed offset now and where it goes; -1 for none.
-    pub struct RestorePlanLine {
+    /// One queue of a [`ProgressPlan`]: its committed offset now and where it goes; -1 for none.
+    pub struct ProgressPlanLine {
         "topic" => topic: String,
         "queueId" => queue_id: i32,
         "current" => current: i64,
@@ -183,14 +183,18 @@ json_object! {
 }
 
 json_object! {
-    /// Tidemark's TIDEMARK_RESTORE_PROGRESS body: what a restore moves (or moved) on a broker.
-    pub struct RestorePlan {
+    /// What a move of a group's progress changes (or changed) on one broker: the body of
+    /// Tidemark's TIDEMARK_RESTORE_PROGRESS and TIDEMARK_PLAN_PROGRESS_MOVE.
+    pub struct ProgressPlan {
         "brokerName" => broker_name: String,
         /// `false` for a dry run.
         "applied" => applied: bool,
-        /// The history entry the restore was recorded as (-1 for a dry run).
+        /// The history entry the move was recorded as (-1 for a plan).
         "entry" => entry: i64,
-        "queues" => queues: Vec<RestorePlanLine>,
+        "queues" => queues: Vec<ProgressPlanLine>,
+        /// Set when the group's online consumers are broadcasting: they keep their offsets
+        /// themselves, so a move of the broker's copy does not move them.
+        "broadcasting" => broadcasting: Option<bool>,
     }
 }
 

@@ -237,6 +237,22 @@ command_header! {
 }
 
 command_header! {
+    /// Tidemark's TIDEMARK_PLAN_PROGRESS_MOVE (31005): the plan of a reset (`timestamp`, with
+    /// `isForce` as INVOKE_BROKER_TO_RESET_OFFSET takes them; -1 is a skip to the end) or, with
+    /// `srcGroup`, of a clone (`offline` as CLONE_GROUP_OFFSET takes it).
+    pub struct PlanProgressMoveRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        /// The reset's topic, or the only topic a clone copies (absent: every topic).
+        optional topic: String = "topic",
+        optional timestamp: i64 = "timestamp",
+        optional is_force: bool = "isForce",
+        /// Plan a clone of this group's offsets to `consumerGroup`.
+        optional src_group: String = "srcGroup",
+        optional offline: bool = "offline",
+    }
+}
+
+command_header! {
     /// Tidemark's TIDEMARK_RESTORE_PROGRESS (31004): either `atMs` or `undoEntry`.
     pub struct RestoreProgressRequestHeader {
         required consumer_group: String = "consumerGroup",

@@ -8,6 +8,8 @@ mod consumer_status;
 mod controllers;
 mod groups;
 mod history;
+mod moves;
+mod plan;
 mod query_message;
 mod restore;
 mod table;
@@ -71,11 +73,11 @@ pub enum AdminCommand {
     /// queues with cached messages, pull and consume rates.
     ConsumerStatus(consumer_status::ConsumerStatusArgs),
     /// Moves a group's progress in a topic to the first message stored at or after a time.
-    ResetOffsetByTime(groups::ResetArgs),
+    ResetOffsetByTime(moves::ResetArgs),
     /// Moves a group's progress in a topic to the end of every queue.
-    SkipAccumulated(groups::SkipArgs),
+    SkipAccumulated(moves::SkipArgs),
     /// Copies one group's committed offsets to another.
-    CloneOffset(groups::CloneArgs),
+    CloneOffset(moves::CloneArgs),
     /// Who moved a group's committed offsets (reset, skip, clone, rewind, deletion), when,
     /// from where to where; with --checkpoints, routine progress too.
     ProgressHistory(history::HistoryArgs),
@@ -259,9 +261,9 @@ async fn dispatch(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::ConsumerConnection(args) => groups::consumer_connection(args).await,
         AdminCommand::ProducerConnection(args) => groups::producer_connection(args).await,
         AdminCommand::ConsumerStatus(args) => consumer_status::consumer_status(args).await,
-        AdminCommand::ResetOffsetByTime(args) => groups::reset_offset_by_time(args).await,
-        AdminCommand::SkipAccumulated(args) => groups::skip_accumulated(args).await,
-        AdminCommand::CloneOffset(args) => groups::clone_offset(args).await,
+        AdminCommand::ResetOffsetByTime(args) => moves::reset_offset_by_time(args).await,
+        AdminCommand::SkipAccumulated(args) => moves::skip_accumulated(args).await,
+        AdminCommand::CloneOffset(args) => moves::clone_offset(args).await,
         AdminCommand::ProgressHistory(args) => history::progress_history(args).await,
         AdminCommand::ProgressRestore(args) => restore::progress_restore(args).await,
     }

@@ -4,16 +4,13 @@
 //! terminal the command asks before applying it, `--yes` applies it without asking and
 //! `--dry-run` only shows it.
 
-use std::io::{BufRead, IsTerminal, Write};
-
+use super::groups::parse_time;
+use super::plan::{approve, table, Approval};
+use super::table::Format;
+use super::{connect, Cluster};
 use anyhow::{bail, Context};
 use clap::Args;
 use tidemark_client::RestoreRequest;
-use tidemark_protocol::body::RestorePlan;
-
-use super::groups::parse_time;
-use super::table::{Format, Table};
-use super::{connect, Cluster};
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
@@ -40,12 +37,8 @@ pub struct RestoreArgs {
     /// The broker whose history entry --undo names.
     #[arg(short = 'b', long)]
     pub broker_name: Option<String>,
-    /// Only show the plan.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Apply without asking.
-    #[arg(short = 'y', long)]
-    pub yes: bool,
+    #[command(flatten)]
+    pub approval: Approval,
     #[command(flatten)]
     pub format: Format,
 }
@@ -81,78 +74,10 @@ async fn restore(
     if plan.is_empty() {
         bail!("no broker keeps a progress history (Apache RocketMQ brokers do not)");
     }
-    if args.dry_run {
-        return table(&plan).print(args.format);
-    }
-    if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            bail!("not applied: give --yes to apply it without asking, or --dry-run to only see the plan");
-        }
-        table(&plan).print(args.format)?;
-        if !confirmed()? {
-            bail!("not applied");
-        }
+    if !approve(&plan, args.approval, args.format)? {
+        return Ok(());
     }
     request.dry_run = false;
     let applied = admin.restore_progress(request, broker).await?;
     table(&applied).print(args.format)
-}
-
-fn confirmed() -> anyhow::Result<bool> {
-    let mut out = std::io::stderr();
-    write!(out, "Move these queues? [y/N] ")?;
-    out.flush()?;
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
-}
-
-/// The plan or what was applied: per queue, now → target and what that means.
-fn table(plans: &[RestorePlan]) -> Table {
-    let mut table = Table::new(&[
-        ("Broker", "brokerName"),
-        ("Topic", "topic"),
-        ("QID", "queueId"),
-        ("Current", "current"),
-        ("Target", "target"),
-        ("Change", "change"),
-        ("Applied", "applied"),
-        ("Entry", "entry"),
-    ]);
-    for plan in plans {
-        for line in &plan.queues {
-            table.row(vec![
-                plan.broker_name.clone().into(),
-                line.topic.clone().into(),
-                line.queue_id.into(),
-                line.current.into(),
-                line.target.into(),
-                change(line.current, line.target).into(),
-                plan.applied.into(),
-                plan.entry.into(),
-            ]);
-        }
-    }
-    table
-}
-
-/// What moving from `current` to `target` does to the group.
-fn change(current: i64, target: i64) -> String {
-    match current {
-        current if current < 0 => "starts here".to_owned(),
-        current if target < current => format!("replays {}", current - target),
-        current if target > current => format!("skips {}", target - current),
-        _ => "stays".to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_plan_line_says_what_the_move_does() {
-        assert_eq!(super::change(100, 40), "replays 60");
-        assert_eq!(super::change(40, 100), "skips 60");
-        assert_eq!(super::change(40, 40), "stays");
-        assert_eq!(super::change(-1, 40), "starts here");
-    }
 }

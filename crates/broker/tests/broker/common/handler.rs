@@ -84,6 +84,23 @@ impl HandlerHarness {
 }
 
 impl Connection {
+    /// The broker's answer to `request`, which must be success.
+    pub async fn succeeds(&self, request: RemotingCommand) -> RemotingCommand {
+        let answer = self.call(request).await;
+        assert_eq!(answer.response_code(), ResponseCode::Success, "{answer:?}");
+        answer
+    }
+
+    /// The tests' group's offset stored for queue 0 of the tests' topic.
+    pub async fn stored(&self) -> i64 {
+        let answer: tidemark_protocol::headers::OffsetResponseHeader = self
+            .call(super::query_offset_request())
+            .await
+            .decode_header()
+            .expect("an offset is stored");
+        answer.offset
+    }
+
     /// The broker's answer to `request`.
     pub async fn call(&self, request: RemotingCommand) -> RemotingCommand {
         match self.handler.handle(self.channel.clone(), request).await {

@@ -1,0 +1,122 @@
+//! The plan every command that moves a group's progress shows first — per queue, the committed
+//! offset now, where it goes, and how many messages that replays or skips — and the one rule
+//! for going on: `--dry-run` only shows it, `--yes` applies it, a terminal is asked, anything
+//! else is refused (a script must say `--yes`).
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use anyhow::bail;
+use clap::Args;
+use tidemark_protocol::body::ProgressPlan;
+
+use super::table::{Format, Table};
+
+/// `--dry-run` and `--yes`, shared by every command that moves progress.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct Approval {
+    /// Only show the plan.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Apply without asking.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+/// Shows `plans` as `approval` says and tells whether to apply them. No plan at all means
+/// brokers that cannot plan (Apache's): the move can still be applied, but only knowingly.
+pub fn approve(plans: &[ProgressPlan], approval: Approval, format: Format) -> anyhow::Result<bool> {
+    let planned = !plans.is_empty();
+    if !planned {
+        eprintln!("no plan: the brokers cannot work one out (Apache RocketMQ brokers do not)");
+    }
+    if plans.iter().any(|plan| plan.broadcasting == Some(true)) {
+        eprintln!(
+            "note: the group's online consumers broadcast: each keeps its own offsets, which \
+             this does not move (only the broker's copy)"
+        );
+    }
+    if approval.dry_run {
+        if planned {
+            table(plans).print(format)?;
+        }
+        return Ok(false);
+    }
+    if approval.yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        bail!(
+            "not applied: give --yes to apply it without asking, or --dry-run to only see the plan"
+        );
+    }
+    if planned {
+        table(plans).print(format)?;
+    }
+    if !confirmed(planned)? {
+        bail!("not applied");
+    }
+    Ok(true)
+}
+
+fn confirmed(planned: bool) -> anyhow::Result<bool> {
+    let mut out = std::io::stderr();
+    if planned {
+        write!(out, "Move these queues? [y/N] ")?;
+    } else {
+        write!(out, "Move the group without a plan? [y/N] ")?;
+    }
+    out.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// A plan, or what was applied: per queue, now → target and what that means.
+pub fn table(plans: &[ProgressPlan]) -> Table {
+    let mut table = Table::new(&[
+        ("Broker", "brokerName"),
+        ("Topic", "topic"),
+        ("QID", "queueId"),
+        ("Current", "current"),
+        ("Target", "target"),
+        ("Change", "change"),
+        ("Applied", "applied"),
+        ("Entry", "entry"),
+    ]);
+    for plan in plans {
+        for line in &plan.queues {
+            table.row(vec![
+                plan.broker_name.clone().into(),
+                line.topic.clone().into(),
+                line.queue_id.into(),
+                line.current.into(),
+                line.target.into(),
+                change(line.current, line.target).into(),
+                plan.applied.into(),
+                plan.entry.into(),
+            ]);
+        }
+    }
+    table
+}
+
+/// What moving from `current` to `target` does to the group.
+fn change(current: i64, target: i64) -> String {
+    match current {
+        current if current < 0 => "starts here".to_owned(),
+        current if target < current => format!("replays {}", current - target),
+        current if target > current => format!("skips {}", target - current),
+        _ => "stays".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_plan_line_says_what_the_move_does() {
+        assert_eq!(super::change(100, 40), "replays 60");
+        assert_eq!(super::change(40, 100), "skips 60");
+        assert_eq!(super::change(40, 40), "stays");
+        assert_eq!(super::change(-1, 40), "starts here");
+    }
+}
