@@ -7,6 +7,7 @@
 //! for its ready line, and stops it (and deletes the directory) when dropped. [`BrokerSet`]
 //! starts a name server and a master with its slaves as separate `tidemark` processes.
 
+pub mod admin_cli;
 mod brokers;
 pub mod certs;
 pub mod controller_pair;

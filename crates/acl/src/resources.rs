@@ -81,6 +81,10 @@ pub fn admin_only(code: RequestCode) -> bool {
             | GetProgressHistory
             | RestoreProgress
             | PlanProgressMove
+            // Dead letters read (other groups' messages) and sent again.
+            | GetDeadLetters
+            | ResendDeadLetters
+            | ReplayRetries
             // Controllers: what brokers and controllers change (and a broker's role).
             | BrokerHeartbeat
             | ControllerAlterSyncStateSet

@@ -27,7 +27,7 @@ mod producer;
 mod route;
 mod transaction;
 
-pub use admin::{Admin, BrokerMaster, BrokerReader, ProgressMove, RestoreRequest};
+pub use admin::{Admin, BrokerMaster, BrokerReader, ProgressMove, ResendRequest, RestoreRequest};
 pub use allocate::{AllocateStrategy, ConsistentHashRing};
 pub use config::ClientConfig;
 pub use consumer::{

@@ -218,6 +218,20 @@ wire_code_enum! {
         /// [`ProgressPlan`](crate::body::ProgressPlan)); the move itself is RocketMQ's request.
         /// Apache brokers answer REQUEST_CODE_NOT_SUPPORTED.
         PlanProgressMove = 31005 => "TIDEMARK_PLAN_PROGRESS_MOVE",
+        /// Tidemark's extension: a group's dead letters, each with its original topic, keys,
+        /// how often it was retried and when it died (header `GetDeadLettersRequestHeader`,
+        /// body [`DeadLetterList`](crate::body::DeadLetterList)). Apache brokers answer
+        /// REQUEST_CODE_NOT_SUPPORTED.
+        GetDeadLetters = 31006 => "TIDEMARK_GET_DEAD_LETTERS",
+        /// Tidemark's extension: sends dead letters again, to the group's retry topic with a
+        /// fresh count or to their original topic, recorded in the progress history (header
+        /// `ResendDeadLettersRequestHeader`, body [`ResentMessages`](crate::body::ResentMessages)).
+        ResendDeadLetters = 31007 => "TIDEMARK_RESEND_DEAD_LETTERS",
+        /// Tidemark's extension: a group's retry messages of one original topic that it already
+        /// consumed, put back into its retry topic so it consumes them again — not the whole
+        /// retry queue (header `ReplayRetriesRequestHeader`, body
+        /// [`ResentMessages`](crate::body::ResentMessages)).
+        ReplayRetries = 31008 => "TIDEMARK_REPLAY_RETRIES",
         /// Tidemark's extension: Raft between controllers (openraft's messages as JSON bodies;
         /// the answer's body is the peer's `Result`).
         RaftAppendEntries = 31101 => "TIDEMARK_RAFT_APPEND_ENTRIES",

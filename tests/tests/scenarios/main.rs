@@ -18,6 +18,7 @@ mod consumer_kill;
 mod controller_failover;
 mod controllers;
 mod data_safety;
+mod dead_letters;
 mod docs_book;
 mod hand_off;
 mod master_slave;

@@ -24,10 +24,16 @@ pub enum ChangeKind {
     TopicDeleted,
     /// Put back where the group stood at a time or before an entry (TIDEMARK_RESTORE_PROGRESS).
     Restore,
+    /// Dead letters sent again, to the group's retry topic or their original topic
+    /// (TIDEMARK_RESEND_DEAD_LETTERS); the entry's detail says which.
+    Resend,
+    /// A group's consumed retry messages of one original topic put back into its retry topic
+    /// (TIDEMARK_REPLAY_RETRIES).
+    RetryReplay,
 }
 
 impl ChangeKind {
-    const ALL: [ChangeKind; 8] = [
+    const ALL: [ChangeKind; 10] = [
         ChangeKind::Checkpoint,
         ChangeKind::Reset,
         ChangeKind::Skip,
@@ -36,6 +42,8 @@ impl ChangeKind {
         ChangeKind::GroupDeleted,
         ChangeKind::TopicDeleted,
         ChangeKind::Restore,
+        ChangeKind::Resend,
+        ChangeKind::RetryReplay,
     ];
 
     fn code(self) -> u8 {
@@ -48,6 +56,8 @@ impl ChangeKind {
             ChangeKind::GroupDeleted => 6,
             ChangeKind::TopicDeleted => 7,
             ChangeKind::Restore => 8,
+            ChangeKind::Resend => 9,
+            ChangeKind::RetryReplay => 10,
         }
     }
 
@@ -66,6 +76,8 @@ impl ChangeKind {
             ChangeKind::GroupDeleted => "group-deleted",
             ChangeKind::TopicDeleted => "topic-deleted",
             ChangeKind::Restore => "restore",
+            ChangeKind::Resend => "resend",
+            ChangeKind::RetryReplay => "retry-replay",
         }
     }
 }
@@ -105,17 +117,27 @@ pub struct HistoryEntry {
     pub request_code: i32,
     pub actor: Actor,
     pub queues: Vec<QueueMove>,
+    /// What the queues do not say (which messages a resend sent, and where); empty for most.
+    pub detail: String,
 }
 
-/// The only record kind so far: one entry.
+/// A record of one entry without a detail (the first format, still written for those).
 const ENTRY: u8 = 1;
+/// A record of one entry followed by its detail.
+const ENTRY_WITH_DETAIL: u8 = 2;
 
 impl HistoryEntry {
     /// The entry as one journal record.
     pub fn record(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + self.queues.len() * 24);
-        out.push(ENTRY);
-        self.encode(&mut out);
+        let mut out = Vec::with_capacity(64 + self.queues.len() * 24 + self.detail.len());
+        if self.detail.is_empty() {
+            out.push(ENTRY);
+            self.encode(&mut out);
+        } else {
+            out.push(ENTRY_WITH_DETAIL);
+            self.encode(&mut out);
+            put_str(&mut out, &self.detail);
+        }
         out
     }
 
@@ -124,7 +146,8 @@ impl HistoryEntry {
         let strings = self.group.len()
             + self.actor.account.len()
             + self.actor.address.len()
-            + self.actor.client.len();
+            + self.actor.client.len()
+            + self.detail.len();
         let queues: usize = self.queues.iter().map(|queue| 22 + queue.topic.len()).sum();
         33 + strings + queues
     }
@@ -150,12 +173,15 @@ impl HistoryEntry {
     /// Decodes one journal record.
     pub fn from_record(record: &[u8]) -> Result<Self, String> {
         match record.first() {
-            Some(&ENTRY) => {
+            Some(&kind @ (ENTRY | ENTRY_WITH_DETAIL)) => {
                 let mut reader = Reader {
                     bytes: record,
                     at: 1,
                 };
-                let entry = Self::decode(&mut reader)?;
+                let mut entry = Self::decode(&mut reader)?;
+                if kind == ENTRY_WITH_DETAIL {
+                    entry.detail = reader.string("detail")?;
+                }
                 if reader.at != record.len() {
                     return Err(format!(
                         "{} bytes after the entry",
@@ -208,11 +234,12 @@ impl HistoryEntry {
             request_code,
             actor,
             queues,
+            detail: String::new(),
         })
     }
 }
 
-fn put_str(out: &mut Vec<u8>, text: &str) {
+pub(super) fn put_str(out: &mut Vec<u8>, text: &str) {
     // Names are bounded by RocketMQ's limits (topics 127 bytes, groups 255); an address or a
     // client string longer than a u16 is cut rather than refused.
     let mut end = text.len().min(u16::MAX as usize);
@@ -270,7 +297,7 @@ impl Reader<'_> {
         Ok(i64::from_be_bytes(self.array(what)?))
     }
 
-    fn string(&mut self, what: &str) -> Result<String, String> {
+    pub(super) fn string(&mut self, what: &str) -> Result<String, String> {
         let length = u16::from_be_bytes(self.array(what)?) as usize;
         let bytes = self.take(length, what)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| format!("its {what} is not UTF-8"))
@@ -307,13 +334,20 @@ mod tests {
                     after: Some(0),
                 },
             ],
+            detail: String::new(),
         }
     }
 
     #[test]
     fn an_entry_reads_back_as_written() {
         let entry = sample();
+        assert_eq!(entry.record()[0], ENTRY, "no detail: the first format");
         assert_eq!(HistoryEntry::from_record(&entry.record()), Ok(entry));
+        let detailed = HistoryEntry {
+            detail: "to %RETRY%billing: 12, 13".to_owned(),
+            ..sample()
+        };
+        assert_eq!(HistoryEntry::from_record(&detailed.record()), Ok(detailed));
     }
 
     #[test]
@@ -329,7 +363,7 @@ mod tests {
         longer.push(0);
         assert!(HistoryEntry::from_record(&longer).is_err());
         let mut unknown = record;
-        unknown[0] = 9;
+        unknown[0] = 3;
         assert!(HistoryEntry::from_record(&unknown).is_err());
     }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use tidemark_storage::journal::JournalCodec;
 
-use super::entry::{ChangeKind, HistoryEntry, Reader};
+use super::entry::{put_str, ChangeKind, HistoryEntry, Reader};
 
 /// How much history is kept: entries older than `max_age_ms` go at compaction, and the oldest
 /// go whenever the entries weigh more than `max_bytes`.
@@ -169,13 +169,28 @@ impl JournalCodec for HistoryCodec {
         };
         let next_id = reader.u64("next id")?;
         let count = reader.u32("entry count")?;
-        let mut log = HistoryLog::default();
+        let mut entries = Vec::new();
         for _ in 0..count {
-            let entry = HistoryEntry::decode(&mut reader)?;
-            log.push(entry, &self.bounds);
+            entries.push(HistoryEntry::decode(&mut reader)?);
+        }
+        // The details follow the entries (a snapshot written before details has none).
+        if reader.remaining() != 0 {
+            let details = reader.u32("detail count")?;
+            for _ in 0..details {
+                let index = reader.u32("detail's entry")? as usize;
+                let detail = reader.string("detail")?;
+                let entry = entries
+                    .get_mut(index)
+                    .ok_or(format!("a detail of entry {index} of {count}"))?;
+                entry.detail = detail;
+            }
         }
         if reader.remaining() != 0 {
             return Err(format!("{} bytes after the entries", reader.remaining()));
+        }
+        let mut log = HistoryLog::default();
+        for entry in entries {
+            log.push(entry, &self.bounds);
         }
         log.next_id = log.next_id.max(next_id);
         Ok(log)
@@ -192,6 +207,19 @@ impl JournalCodec for HistoryCodec {
         out.extend_from_slice(&(state.entries.len() as u32).to_be_bytes());
         for entry in &state.entries {
             entry.encode(&mut out);
+        }
+        let detailed: Vec<(usize, &HistoryEntry)> = state
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| !entry.detail.is_empty())
+            .collect();
+        if !detailed.is_empty() {
+            out.extend_from_slice(&(detailed.len() as u32).to_be_bytes());
+            for (index, entry) in detailed {
+                out.extend_from_slice(&(index as u32).to_be_bytes());
+                put_str(&mut out, &entry.detail);
+            }
         }
         out
     }

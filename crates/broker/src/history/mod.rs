@@ -107,6 +107,29 @@ impl ProgressHistory {
         actor: Actor,
         queues: Vec<QueueMove>,
     ) -> (u64, Journaled) {
+        self.record_with_detail(
+            time_ms,
+            group,
+            kind,
+            request_code,
+            actor,
+            queues,
+            String::new(),
+        )
+    }
+
+    /// [`record`](Self::record) with a detail (what a resend sent, and where).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_with_detail(
+        &self,
+        time_ms: i64,
+        group: &str,
+        kind: ChangeKind,
+        request_code: i32,
+        actor: Actor,
+        queues: Vec<QueueMove>,
+        detail: String,
+    ) -> (u64, Journaled) {
         let mut kept = self.lock();
         let entry = HistoryEntry {
             id: kept.log.next_id(),
@@ -116,6 +139,7 @@ impl ProgressHistory {
             request_code,
             actor,
             queues,
+            detail,
         };
         let id = entry.id;
         let journaled = self.append(&entry);
@@ -215,6 +239,7 @@ impl ProgressHistory {
                     ..Actor::default()
                 },
                 queues,
+                detail: String::new(),
             };
             self.append(&entry);
             kept.log.push(entry, &bounds);

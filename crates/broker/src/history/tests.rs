@@ -325,3 +325,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn details_survive_a_snapshot_and_entries_without_one_stay_in_the_first_format() {
+    use tidemark_storage::journal::JournalCodec;
+    let codec = HistoryCodec { bounds: BOUNDS };
+    let mut log = HistoryLog::default();
+    for (id, detail) in [(0, ""), (1, "to %RETRY%g: 7, 9"), (2, "")] {
+        log.push(
+            HistoryEntry {
+                id,
+                time_ms: 1_000,
+                group: "g".to_owned(),
+                kind: ChangeKind::Resend,
+                request_code: 31007,
+                actor: operator(),
+                queues: Vec::new(),
+                detail: detail.to_owned(),
+            },
+            &BOUNDS,
+        );
+    }
+    let restored = codec.restore(&codec.snapshot(&log)).expect("restores");
+    let details: Vec<&str> = restored
+        .entries()
+        .map(|entry| entry.detail.as_str())
+        .collect();
+    assert_eq!(details, ["", "to %RETRY%g: 7, 9", ""]);
+    // A snapshot of entries with no detail has no trailer: what the first format wrote.
+    log.clear(3);
+    let plain = codec.snapshot(&log);
+    assert_eq!(plain.len(), 12);
+    // A detail naming an entry that is not there is damage.
+    let mut damaged = plain;
+    damaged.extend_from_slice(&1u32.to_be_bytes());
+    damaged.extend_from_slice(&5u32.to_be_bytes());
+    damaged.extend_from_slice(&[0, 1, b'x']);
+    assert!(codec.restore(&damaged).is_err());
+}

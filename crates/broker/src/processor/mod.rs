@@ -13,6 +13,7 @@ mod clone_offset;
 mod consume_queue;
 mod consume_stats;
 pub(crate) mod consumer;
+mod dead_letters;
 mod offset_moved;
 mod pop;
 mod pop_ack;
@@ -255,6 +256,15 @@ impl RequestHandler for BrokerHandler {
                 }
                 RequestCode::PlanProgressMove => {
                     progress_plan::plan_progress_move(&state, &request)
+                }
+                RequestCode::GetDeadLetters => dead_letters::list(&state, &request),
+                RequestCode::ResendDeadLetters => {
+                    let answer = dead_letters::resend(&state, &channel, &request).await;
+                    operator_change_replicated(&state, answer).await
+                }
+                RequestCode::ReplayRetries => {
+                    let answer = dead_letters::replay_retries(&state, &channel, &request).await;
+                    operator_change_replicated(&state, answer).await
                 }
                 RequestCode::GetProgressHistory => {
                     progress_history::progress_history(&state, &request)

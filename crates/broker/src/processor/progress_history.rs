@@ -52,5 +52,6 @@ fn view(entry: &HistoryEntry) -> ProgressHistoryEntry {
                 after: queue.after.unwrap_or(-1),
             })
             .collect(),
+        detail: (!entry.detail.is_empty()).then(|| entry.detail.clone()),
     }
 }

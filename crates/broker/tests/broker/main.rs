@@ -12,6 +12,7 @@ mod bad_input;
 mod broker_config;
 mod cleanup;
 mod damaged_files;
+mod dead_letters;
 mod due_messages;
 mod lock_map;
 mod module_circles;

@@ -2,8 +2,10 @@
 //! `DefaultMQAdminExt` that Tidemark's tools and tests need): consumer progress here, the
 //! daily cluster, topic, group and message requests in `operator`.
 
+mod dead_letters;
 mod operator;
 
+pub use dead_letters::ResendRequest;
 pub use operator::{BrokerMaster, ProgressMove, RestoreRequest};
 
 use std::collections::BTreeMap;

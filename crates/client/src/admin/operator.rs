@@ -172,14 +172,7 @@ impl Admin {
         request: &RestoreRequest,
         broker_name: Option<&str>,
     ) -> Result<Vec<ProgressPlan>> {
-        let masters = self.masters(None).await?;
-        if let Some(name) = broker_name {
-            if !masters.iter().any(|master| master.broker_name == name) {
-                return Err(ClientError::InvalidArgument(format!(
-                    "the name server knows no master of broker {name:?}"
-                )));
-            }
-        }
+        let addrs = self.masters_named(broker_name).await?;
         let header = RestoreProgressRequestHeader {
             consumer_group: request.group.clone(),
             topic: request.topic.clone(),
@@ -187,10 +180,6 @@ impl Admin {
             undo_entry: request.undo_entry,
             dry_run: Some(request.dry_run),
         };
-        let addrs = masters
-            .into_iter()
-            .filter(|master| broker_name.is_none_or(|name| name == master.broker_name))
-            .map(|master| master.addr);
         self.ask_each(addrs, || {
             RemotingCommand::request_with_header(RequestCode::RestoreProgress, &header)
         })

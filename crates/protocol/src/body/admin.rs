@@ -149,7 +149,8 @@ json_object! {
         "id" => id: i64,
         "timeMs" => time_ms: i64,
         "group" => group: String,
-        /// `reset`, `skip`, `clone`, `rewind`, `group-deleted`, `topic-deleted`, `checkpoint`.
+        /// `reset`, `skip`, `clone`, `rewind`, `group-deleted`, `topic-deleted`, `restore`,
+        /// `resend`, `retry-replay`, `checkpoint`.
         "kind" => kind: String,
         /// The request that made it (0 for a checkpoint).
         "requestCode" => request_code: i32,
@@ -160,6 +161,8 @@ json_object! {
         /// The client's language and version.
         "client" => client: String,
         "queues" => queues: Vec<ProgressMoveView>,
+        /// What the queues do not say: which messages a resend or replay sent, and where.
+        "detail" => detail: Option<String>,
     }
 }
 
@@ -195,6 +198,63 @@ json_object! {
         /// Set when the group's online consumers are broadcasting: they keep their offsets
         /// themselves, so a move of the broker's copy does not move them.
         "broadcasting" => broadcasting: Option<bool>,
+    }
+}
+
+json_object! {
+    /// One dead letter of a [`DeadLetterList`].
+    pub struct DeadLetter {
+        /// Where it sits in the group's dead-letter queue (what a resend names).
+        "queueOffset" => queue_offset: i64,
+        /// Its id in the dead-letter queue.
+        "msgId" => msg_id: String,
+        /// The id the message had when it was first stored.
+        "originMsgId" => origin_msg_id: String,
+        /// The id its producer gave it (UNIQ_KEY), if any.
+        "uniqKey" => uniq_key: String,
+        "originalTopic" => original_topic: String,
+        "tags" => tags: String,
+        "keys" => keys: String,
+        /// How many times it was delivered again before it died.
+        "reconsumeTimes" => reconsume_times: i32,
+        /// When its producer sent it.
+        "bornTimestamp" => born_timestamp: i64,
+        /// When it reached the dead-letter queue.
+        "diedTimestamp" => died_timestamp: i64,
+        "bodySize" => body_size: i32,
+    }
+}
+
+json_object! {
+    /// Tidemark's TIDEMARK_GET_DEAD_LETTERS body: some of a group's dead letters on a broker.
+    pub struct DeadLetterList {
+        "brokerName" => broker_name: String,
+        "messages" => messages: Vec<DeadLetter>,
+        /// Where the next page starts; equal to `maxOffset` when this is the last.
+        "nextOffset" => next_offset: i64,
+        "maxOffset" => max_offset: i64,
+    }
+}
+
+json_object! {
+    /// One message a resend or replay stored again.
+    pub struct ResentMessage {
+        /// Where the message it copies sits (its dead-letter or retry queue offset).
+        "sourceOffset" => source_offset: i64,
+        /// The copy's id.
+        "msgId" => msg_id: String,
+        /// Where the copy went.
+        "topic" => topic: String,
+    }
+}
+
+json_object! {
+    /// The body of Tidemark's TIDEMARK_RESEND_DEAD_LETTERS and TIDEMARK_REPLAY_RETRIES.
+    pub struct ResentMessages {
+        "brokerName" => broker_name: String,
+        "messages" => messages: Vec<ResentMessage>,
+        /// The progress history entry it was recorded as (-1 when nothing was sent).
+        "entry" => entry: i64,
     }
 }
 

@@ -237,6 +237,50 @@ command_header! {
 }
 
 command_header! {
+    /// Tidemark's TIDEMARK_GET_DEAD_LETTERS (31006).
+    pub struct GetDeadLettersRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        /// Only dead letters of this original topic.
+        optional topic: String = "topic",
+        /// The dead-letter queue offset to start from (absent: its first message).
+        optional offset: i64 = "offset",
+        /// At most this many (absent: 32; never more than 1024).
+        optional max_count: i32 = "maxCount",
+    }
+}
+
+command_header! {
+    /// Tidemark's TIDEMARK_RESEND_DEAD_LETTERS (31007).
+    pub struct ResendDeadLettersRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        /// The dead-letter queue offsets to resend, comma-separated; absent: every dead letter
+        /// (of `topic`, if given).
+        optional offsets: String = "offsets",
+        /// With no `offsets`: only dead letters of this original topic.
+        optional topic: String = "topic",
+        /// `retry` (default): back to the group through its retry topic with a fresh count;
+        /// `origin`: to the original topic, for every group subscribed to it.
+        optional destination: String = "destination",
+        /// Only answer what would be sent (each message's id is then the dead letter's own).
+        optional dry_run: bool = "dryRun",
+    }
+}
+
+command_header! {
+    /// Tidemark's TIDEMARK_REPLAY_RETRIES (31008).
+    pub struct ReplayRetriesRequestHeader {
+        required consumer_group: String = "consumerGroup",
+        /// The original topic whose retry messages are replayed.
+        required topic: String = "topic",
+        /// Retry messages stored at or after this time (epoch ms).
+        required since_ms: i64 = "sinceMs",
+        /// Only answer what would be put back (each message's id is then the retry message's
+        /// own).
+        optional dry_run: bool = "dryRun",
+    }
+}
+
+command_header! {
     /// Tidemark's TIDEMARK_PLAN_PROGRESS_MOVE (31005): the plan of a reset (`timestamp`, with
     /// `isForce` as INVOKE_BROKER_TO_RESET_OFFSET takes them; -1 is a skip to the end) or, with
     /// `srcGroup`, of a clone (`offline` as CLONE_GROUP_OFFSET takes it).

@@ -66,6 +66,9 @@ pub fn given(command: &AdminCommand) -> Vec<(String, &'static str)> {
         C::CloneOffset(args) => &args.cluster,
         C::ProgressHistory(args) => &args.cluster,
         C::ProgressRestore(args) => &args.cluster,
+        C::DeadLetters(args) => &args.cluster,
+        C::DeadLetterResend(args) => &args.cluster,
+        C::RetryReplay(args) => &args.cluster,
     };
     let target = match command {
         C::BrokerStatus(args) => Some(&args.target),

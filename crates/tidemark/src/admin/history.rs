@@ -47,6 +47,7 @@ pub async fn progress_history(args: HistoryArgs) -> anyhow::Result<()> {
         ("QID", "queueId"),
         ("Before", "before"),
         ("After", "after"),
+        ("Detail", "detail"),
     ]);
     for broker in found? {
         for entry in &broker.entries {
@@ -71,6 +72,7 @@ pub async fn progress_history(args: HistoryArgs) -> anyhow::Result<()> {
                     queue.map_or(-1, |queue| queue.queue_id).into(),
                     queue.map_or(-1, |queue| queue.before).into(),
                     queue.map_or(-1, |queue| queue.after).into(),
+                    entry.detail.clone().unwrap_or_default().into(),
                 ]);
             }
         }
@@ -79,7 +81,7 @@ pub async fn progress_history(args: HistoryArgs) -> anyhow::Result<()> {
 }
 
 /// `2026-12-07T03:14:33.120Z` for epoch ms.
-fn utc_text(ms: i64) -> String {
+pub(super) fn utc_text(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000);
     let (year, month, day) = civil_from_days(days);

@@ -6,6 +6,7 @@ mod addresses;
 mod cluster;
 mod consumer_status;
 mod controllers;
+mod dead_letters;
 mod groups;
 mod history;
 mod moves;
@@ -84,6 +85,14 @@ pub enum AdminCommand {
     /// Puts a group back where it stood at a time (--at) or before a history entry (--undo):
     /// shows the plan, asks on a terminal, --yes applies, --dry-run only shows.
     ProgressRestore(restore::RestoreArgs),
+    /// A group's dead letters: original topic, keys, retries, when each was born and died.
+    DeadLetters(dead_letters::DeadLettersArgs),
+    /// Sends dead letters again, back to the group (--to retry, a fresh retry count) or to
+    /// their original topics (--to origin); shows them first, asks, recorded in the history.
+    DeadLetterResend(dead_letters::ResendArgs),
+    /// Puts a group's consumed retry messages of one topic back into its retry topic, leaving
+    /// the other topics' retries alone; shows them first, asks, recorded in the history.
+    RetryReplay(dead_letters::ReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -266,6 +275,9 @@ async fn dispatch(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::CloneOffset(args) => moves::clone_offset(args).await,
         AdminCommand::ProgressHistory(args) => history::progress_history(args).await,
         AdminCommand::ProgressRestore(args) => restore::progress_restore(args).await,
+        AdminCommand::DeadLetters(args) => dead_letters::dead_letters(args).await,
+        AdminCommand::DeadLetterResend(args) => dead_letters::resend(args).await,
+        AdminCommand::RetryReplay(args) => dead_letters::replay(args).await,
     }
 }
 

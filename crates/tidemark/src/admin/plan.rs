@@ -25,19 +25,27 @@ pub struct Approval {
 /// Shows `plans` as `approval` says and tells whether to apply them. No plan at all means
 /// brokers that cannot plan (Apache's): the move can still be applied, but only knowingly.
 pub fn approve(plans: &[ProgressPlan], approval: Approval, format: Format) -> anyhow::Result<bool> {
-    let planned = !plans.is_empty();
-    if !planned {
-        eprintln!("no plan: the brokers cannot work one out (Apache RocketMQ brokers do not)");
-    }
     if plans.iter().any(|plan| plan.broadcasting == Some(true)) {
         eprintln!(
             "note: the group's online consumers broadcast: each keeps its own offsets, which \
              this does not move (only the broker's copy)"
         );
     }
+    approve_shown(!plans.is_empty(), approval, || table(plans).print(format))
+}
+
+/// The rule itself, for any plan: `show` prints it (when there is one, `planned`).
+pub fn approve_shown(
+    planned: bool,
+    approval: Approval,
+    show: impl Fn() -> anyhow::Result<()>,
+) -> anyhow::Result<bool> {
+    if !planned {
+        eprintln!("no plan: the brokers cannot work one out (Apache RocketMQ brokers do not)");
+    }
     if approval.dry_run {
         if planned {
-            table(plans).print(format)?;
+            show()?;
         }
         return Ok(false);
     }
@@ -50,7 +58,7 @@ pub fn approve(plans: &[ProgressPlan], approval: Approval, format: Format) -> an
         );
     }
     if planned {
-        table(plans).print(format)?;
+        show()?;
     }
     if !confirmed(planned)? {
         bail!("not applied");
