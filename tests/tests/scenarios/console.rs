@@ -254,6 +254,38 @@ async fn the_console_shows_and_steers_progress_in_a_browser() {
         .iter()
         .all(|offset| *offset == 0));
 
+    // The reset is on the group's timeline; its Undo shows the plan back to 20, then applies it.
+    let source = browser.source().await;
+    assert!(
+        source.contains("id=\"history\"") && source.contains(">reset<"),
+        "{source}"
+    );
+    browser.screenshot(&shots.join("history.png")).await;
+    browser.click("#history form.undo button").await;
+    browser.wait_for_title("Confirm").await;
+    let plan = browser.source().await;
+    assert!(
+        plan.contains("id=\"preview\"") && plan.contains("skips"),
+        "{plan}"
+    );
+    browser.screenshot(&shots.join("undo-confirm.png")).await;
+    browser.click("#confirm button").await;
+    browser.wait_for_title("Consumer group").await;
+    assert!(
+        browser.source().await.contains("undone"),
+        "{}",
+        browser.source().await
+    );
+    assert_eq!(
+        committed(&admin, &done_group, &topic)
+            .await
+            .iter()
+            .sum::<i64>(),
+        20,
+        "the undo put the group back"
+    );
+    assert!(browser.source().await.contains(">restore<"));
+
     // A message by key, with its properties (the key index is built behind the appends: the
     // lookup is repeated until it has the message).
     let mut source = String::new();

@@ -3,7 +3,6 @@
 //! validated here, and carried out by the admin client; moving a group shows what would change
 //! first and acts only once confirmed.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -14,7 +13,9 @@ use serde::Deserialize;
 use tidemark_protocol::body::{perm, TopicConfig, TopicFilterType};
 use tidemark_protocol::message::days_from_civil;
 
-use super::{error_page, escape, page, url_encode, Console};
+use tidemark_client::ProgressMove;
+
+use super::{error_page, escape, page, progress_ops, url_encode, Console};
 
 fn bad_input(message: &str) -> Response {
     error_page(StatusCode::BAD_REQUEST, message)
@@ -223,46 +224,37 @@ pub struct MoveForm {
     confirm: String,
 }
 
-/// The confirm step of a move: each queue's committed offset and where it would go.
-fn preview(console: &Console, group: &str, form: &MoveForm, at_ms: i64, action: &str) -> Response {
-    let state = &console.state;
-    let Some(config) = state.metadata.topics.get(&form.topic) else {
-        return bad_input(&format!("No topic {}.", form.topic));
+/// The confirm step of a move: the brokers' plan — each queue's committed offset, where it
+/// would go, what that replays or skips — and the form that applies it.
+async fn preview(
+    console: &Console,
+    group: &str,
+    movement: ProgressMove,
+    action: &str,
+    fields: &[(&str, &str)],
+) -> Response {
+    let plans = match console.admin().await {
+        Ok(admin) => admin
+            .plan_progress_move(group, &movement)
+            .await
+            .map_err(|failure| failure.to_string()),
+        Err(failure) => Err(failure),
     };
-    let mut body = format!(
-        "<p>Group <b>{}</b> on topic <b>{}</b>:</p><table id=\"preview\"><tr><th>Queue</th><th>Committed now</th><th>Would become</th></tr>",
+    let plans = match plans {
+        Ok(plans) => plans,
+        Err(failure) => return failed(&format!("No plan: {failure}")),
+    };
+    let back = format!("/groups/{}", url_encode(group));
+    let body = format!(
+        "<p>Group <b>{}</b>:</p>{}{}",
         escape(group),
-        escape(&form.topic)
-    );
-    for queue in 0..config.write_queue_nums {
-        let now = state.progress.offsets.query(&form.topic, group, queue);
-        let target = if at_ms < 0 {
-            Ok(state.log().max_offset(&form.topic, queue))
-        } else {
-            state.log().offset_by_timestamp(&form.topic, queue, at_ms)
-        };
-        let target = target.map_or_else(
-            |failure| format!("unknown: {failure}"),
-            |offset| offset.to_string(),
-        );
-        let _ = write!(
-            body,
-            "<tr><td class=\"n\">{queue}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            now.map_or_else(|| "-".to_owned(), |offset| offset.to_string()),
-            escape(&target)
-        );
-    }
-    let _ = write!(
-        body,
-        "</table><form method=\"post\" action=\"/groups/{}/{action}\" id=\"confirm\">{}\
-<input type=\"hidden\" name=\"topic\" value=\"{}\"><input type=\"hidden\" name=\"time\" value=\"{}\">\
-<input type=\"hidden\" name=\"confirm\" value=\"yes\"><button type=\"submit\">Confirm</button> \
-<a href=\"/groups/{}\">Cancel</a></form>",
-        url_encode(group),
-        console.csrf_field(),
-        escape(&form.topic),
-        escape(&form.time),
-        url_encode(group)
+        progress_ops::plan_table(&plans),
+        progress_ops::confirm_form(
+            console,
+            &format!("/groups/{}/{action}", url_encode(group)),
+            fields,
+            &back
+        )
     );
     page(console, "Confirm", &body).into_response()
 }
@@ -278,7 +270,13 @@ async fn move_group(
         return bad_input(&format!("No topic {}.", form.topic));
     }
     if form.confirm != "yes" {
-        return preview(console, group, form, at_ms, action);
+        let movement = ProgressMove::Reset {
+            topic: form.topic.clone(),
+            timestamp_ms: at_ms,
+            force: true,
+        };
+        let fields = [("topic", form.topic.as_str()), ("time", form.time.as_str())];
+        return preview(console, group, movement, action, &fields).await;
     }
     let outcome = match console.admin().await {
         Ok(admin) => admin
@@ -333,6 +331,8 @@ pub struct CloneForm {
     topic: String,
     #[serde(default)]
     dest: String,
+    #[serde(default)]
+    confirm: String,
 }
 
 /// RocketMQ's group name rule: 1 to 255 of letters, digits, `_`, `-`, `%`, `|`.
@@ -358,16 +358,44 @@ pub async fn clone_offsets(
             "{dest:?} is not another group's name: 1 to 255 letters, digits, '_', '-', '%' or '|'."
         ));
     }
+    let topic = Some(&form.topic)
+        .filter(|topic| !topic.is_empty())
+        .map(String::as_str);
+    if form.confirm != "yes" {
+        let movement = ProgressMove::Clone {
+            src_group: group.clone(),
+            topic: topic.map(str::to_owned),
+            offline: true,
+        };
+        // The plan is the destination's: its offsets now and where the clone takes them.
+        let plans = match console.admin().await {
+            Ok(admin) => admin
+                .plan_progress_move(dest, &movement)
+                .await
+                .map_err(|failure| failure.to_string()),
+            Err(failure) => Err(failure),
+        };
+        let plans = match plans {
+            Ok(plans) => plans,
+            Err(failure) => return failed(&format!("No plan: {failure}")),
+        };
+        let body = format!(
+            "<p>Offsets of <b>{}</b> copied into <b>{}</b>:</p>{}{}",
+            escape(&group),
+            escape(dest),
+            progress_ops::plan_table(&plans),
+            progress_ops::confirm_form(
+                &console,
+                &format!("/groups/{}/clone", url_encode(&group)),
+                &[("topic", form.topic.as_str()), ("dest", dest)],
+                &format!("/groups/{}", url_encode(&group))
+            )
+        );
+        return page(&console, "Confirm", &body).into_response();
+    }
     let outcome = match console.admin().await {
         Ok(admin) => admin
-            .clone_group_offset(
-                &group,
-                dest,
-                Some(&form.topic)
-                    .filter(|t| !t.is_empty())
-                    .map(String::as_str),
-                true,
-            )
+            .clone_group_offset(&group, dest, topic, true)
             .await
             .map_err(|failure| failure.to_string()),
         Err(failure) => Err(failure),

@@ -11,6 +11,7 @@
 mod actions;
 mod operator;
 mod pages;
+mod progress_ops;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -233,6 +234,7 @@ pub fn routes(console: Arc<Console>) -> Router {
         .route("/groups/{group}/reset", post(actions::reset_offset))
         .route("/groups/{group}/skip", post(actions::skip_accumulated))
         .route("/groups/{group}/clone", post(actions::clone_offsets))
+        .route("/groups/{group}/undo", post(progress_ops::undo))
         .route("/messages", get(pages::messages))
         .route_layer(axum::middleware::from_fn_with_state(
             console.clone(),

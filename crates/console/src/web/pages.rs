@@ -477,6 +477,7 @@ pub async fn group(
         trend_pair(&console, &Series::GroupLag(group.clone()), "messages"),
         trend_pair(&console, &Series::GroupConsumeRate(group.clone()), "msg/s")
     );
+    body.push_str(&super::progress_ops::history_html(&console, &group).await);
     if !console.read_only {
         let target = url_encode(&group);
         let mut topics: Vec<&str> = figures
@@ -501,7 +502,7 @@ pub async fn group(
 <label>Topic <select name=\"topic\">{options}</select></label> <button type=\"submit\">Preview</button></form></fieldset>\
 <fieldset><legend>Clone the offsets to another group</legend><form method=\"post\" action=\"/groups/{target}/clone\" id=\"clone\">{csrf}\
 <label>Topic <select name=\"topic\">{options}</select></label> <label>Into group <input name=\"dest\" required maxlength=\"255\"></label> \
-<button type=\"submit\">Clone</button></form></fieldset>",
+<button type=\"submit\">Preview</button></form></fieldset>",
             csrf = console.csrf_field()
         );
     }

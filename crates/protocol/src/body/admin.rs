@@ -185,6 +185,19 @@ json_object! {
     }
 }
 
+impl ProgressPlanLine {
+    /// What the move does to the group in this queue, as tools show it: `replays N`,
+    /// `skips N`, `stays`, or `starts here` for a queue it had no offset in.
+    pub fn effect(&self) -> String {
+        match self.current {
+            current if current < 0 => "starts here".to_owned(),
+            current if self.target < current => format!("replays {}", current - self.target),
+            current if self.target > current => format!("skips {}", self.target - current),
+            _ => "stays".to_owned(),
+        }
+    }
+}
+
 json_object! {
     /// What a move of a group's progress changes (or changed) on one broker: the body of
     /// Tidemark's TIDEMARK_RESTORE_PROGRESS and TIDEMARK_PLAN_PROGRESS_MOVE.
@@ -428,5 +441,27 @@ json_object! {
     /// `ResetOffsetBodyForC`, sent instead of the object-keyed body when the admin caller is C++.
     pub struct ResetOffsetBodyForC {
         "offsetTable" => offset_table: Vec<MessageQueueOffsetForC>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProgressPlanLine;
+
+    fn line(current: i64, target: i64) -> ProgressPlanLine {
+        ProgressPlanLine {
+            topic: "T".to_owned(),
+            queue_id: 0,
+            current,
+            target,
+        }
+    }
+
+    #[test]
+    fn a_plan_line_says_what_the_move_does() {
+        assert_eq!(line(100, 40).effect(), "replays 60");
+        assert_eq!(line(40, 100).effect(), "skips 60");
+        assert_eq!(line(40, 40).effect(), "stays");
+        assert_eq!(line(-1, 40).effect(), "starts here");
     }
 }

@@ -99,32 +99,11 @@ pub fn table(plans: &[ProgressPlan]) -> Table {
                 line.queue_id.into(),
                 line.current.into(),
                 line.target.into(),
-                change(line.current, line.target).into(),
+                line.effect().into(),
                 plan.applied.into(),
                 plan.entry.into(),
             ]);
         }
     }
     table
-}
-
-/// What moving from `current` to `target` does to the group.
-fn change(current: i64, target: i64) -> String {
-    match current {
-        current if current < 0 => "starts here".to_owned(),
-        current if target < current => format!("replays {}", current - target),
-        current if target > current => format!("skips {}", target - current),
-        _ => "stays".to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_plan_line_says_what_the_move_does() {
-        assert_eq!(super::change(100, 40), "replays 60");
-        assert_eq!(super::change(40, 100), "skips 60");
-        assert_eq!(super::change(40, 40), "stays");
-        assert_eq!(super::change(-1, 40), "starts here");
-    }
 }
