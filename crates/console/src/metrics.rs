@@ -255,6 +255,28 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
+    // What operators did to groups' progress.
+    let operator_changes: Counters = family(
+        &mut registry,
+        "tidemark_progress_operator_changes",
+        "Changes of a group's progress someone asked for (reset, skip, clone, rewind, deletion, restore, resend, retry-replay) recorded on this broker since it started",
+    );
+    for (group, kind, count) in state.progress.history.changes_counted() {
+        operator_changes
+            .get_or_create(&labels(&[("group", &group), ("kind", kind)]))
+            .inc_by(count);
+    }
+    let resent: Counters = family(
+        &mut registry,
+        "tidemark_messages_resent",
+        "Messages an operator sent again for a group (kind resend: dead letters; retry-replay: consumed retries) since the broker started",
+    );
+    for (group, kind, count) in state.progress.history.resent_counted() {
+        resent
+            .get_or_create(&labels(&[("group", &group), ("kind", kind)]))
+            .inc_by(count);
+    }
+
     // Request latency and the store.
     registry.register(
         "tidemark_send_latency_seconds",

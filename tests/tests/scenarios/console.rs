@@ -12,49 +12,16 @@ use tidemark_client::{
     concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
     Producer, PushConsumer,
 };
-use tidemark_tests::webdriver::{read_response, Driver};
+use tidemark_tests::webdriver::{http, Driver};
 use tidemark_tests::{
     init_logging, tidemark_binary, unique, wait_for_route, wait_until, DevServer,
 };
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 fn screenshots() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(|root| root.join("target").join("console-screenshots"))
         .expect("workspace root")
-}
-
-/// One HTTP/1.1 request to the console; (status, body).
-async fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !body.is_empty() {
-        request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
-    }
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let (status, body) = tokio::time::timeout(Duration::from_secs(30), read_response(&mut stream))
-        .await
-        .expect("an answer within 30 s")
-        .expect("read the answer");
-    (status, String::from_utf8_lossy(&body).into_owned())
 }
 
 fn csrf_token(page: &str) -> String {

@@ -3,7 +3,8 @@
 //! each goes straight to `%DLQ%group`). `dead-letters` lists all six with their original
 //! topic and keys; `dead-letter-resend --all -t A` sends A's three back through the group's
 //! retry topic, and the group gets exactly those again, not B's; `retry-replay -t A` puts the
-//! consumed retries of A back, again not B's. Both are in the group's progress history.
+//! consumed retries of A back, again not B's. Both are in the group's progress history and
+//! counted on `/metrics`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,7 @@ use tidemark_client::{
     concurrent_fn, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer,
 };
 use tidemark_tests::admin_cli::{admin, admin_json, int, rows, text};
+use tidemark_tests::webdriver::http;
 use tidemark_tests::{init_logging, unique, wait_until, wait_until_async, DevServer};
 
 type Seen = Arc<Mutex<Vec<String>>>;
@@ -64,7 +66,7 @@ fn of_topic(prefix: &str) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_are_listed_resent_and_retries_replayed_for_one_topic() {
     init_logging();
-    let server = DevServer::start("dead-letters", &[]);
+    let server = DevServer::start_with_console("dead-letters", &[]);
     let ns = server.namesrv_addr();
     let (topic_a, topic_b, group) = (unique("DlqA"), unique("DlqB"), unique("DlqG"));
     let producer = Producer::builder(unique("DlqP"))
@@ -158,4 +160,20 @@ async fn dead_letters_are_listed_resent_and_retries_replayed_for_one_topic() {
     let kinds: Vec<&str> = history.iter().map(|row| text(row, "kind")).collect();
     assert_eq!(kinds, ["resend", "retry-replay"], "{history:?}");
     assert!(text(&history[0], "detail").contains("3 from offsets"));
+
+    // Counted for dashboards: one resend and one replay of three messages each.
+    let (status, metrics) = http(server.http_port(), "GET", "/metrics", &[], "").await;
+    assert_eq!(status, 200);
+    for (kind, line) in [
+        ("resend", "tidemark_progress_operator_changes_total"),
+        ("retry-replay", "tidemark_progress_operator_changes_total"),
+    ] {
+        let wanted = format!("{line}{{group=\"{group}\",kind=\"{kind}\"}} 1");
+        assert!(metrics.contains(&wanted), "{wanted} in {metrics}");
+    }
+    for kind in ["resend", "retry-replay"] {
+        let wanted =
+            format!("tidemark_messages_resent_total{{group=\"{group}\",kind=\"{kind}\"}} 3");
+        assert!(metrics.contains(&wanted), "{wanted} in {metrics}");
+    }
 }

@@ -50,6 +50,10 @@ struct Kept {
     checkpoint_interval_ms: i64,
     /// When the last checkpoint was written.
     last_checkpoint_ms: i64,
+    /// Changes recorded here since the broker started, per group and kind (metrics).
+    changes: BTreeMap<(String, ChangeKind), u64>,
+    /// Messages resent or replayed since the broker started, per group and kind (metrics).
+    resent: BTreeMap<(String, ChangeKind), u64>,
 }
 
 impl ProgressHistory {
@@ -61,6 +65,8 @@ impl ProgressHistory {
                 bounds,
                 checkpoint_interval_ms,
                 last_checkpoint_ms: i64::MIN,
+                changes: BTreeMap::new(),
+                resent: BTreeMap::new(),
             }),
             journal: None,
             outbox: None,
@@ -84,6 +90,8 @@ impl ProgressHistory {
                     bounds,
                     checkpoint_interval_ms,
                     last_checkpoint_ms: i64::MIN,
+                    changes: BTreeMap::new(),
+                    resent: BTreeMap::new(),
                 }),
                 journal: Some(journal),
                 outbox: None,
@@ -142,6 +150,7 @@ impl ProgressHistory {
             detail,
         };
         let id = entry.id;
+        *kept.changes.entry((group.to_owned(), kind)).or_default() += 1;
         let journaled = self.append(&entry);
         let bounds = kept.bounds;
         kept.log.push(entry, &bounds);
@@ -191,6 +200,33 @@ impl ProgressHistory {
                 Journaled::Failed(failure)
             }
         }
+    }
+
+    /// Counts `messages` a resend or replay (`kind`) of `group`'s stored (metrics).
+    pub fn count_resent(&self, group: &str, kind: ChangeKind, messages: u64) {
+        *self
+            .lock()
+            .resent
+            .entry((group.to_owned(), kind))
+            .or_default() += messages;
+    }
+
+    /// Operator changes recorded on this broker since it started: (group, kind, count).
+    pub fn changes_counted(&self) -> Vec<(String, &'static str, u64)> {
+        let kept = self.lock();
+        kept.changes
+            .iter()
+            .map(|((group, kind), count)| (group.clone(), kind.name(), *count))
+            .collect()
+    }
+
+    /// Messages resent or replayed on this broker since it started: (group, kind, count).
+    pub fn resent_counted(&self) -> Vec<(String, &'static str, u64)> {
+        let kept = self.lock();
+        kept.resent
+            .iter()
+            .map(|((group, kind), count)| (group.clone(), kind.name(), *count))
+            .collect()
     }
 
     /// Whether [`checkpoint`](Self::checkpoint) would write now (so callers copy the offsets

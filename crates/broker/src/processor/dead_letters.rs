@@ -511,6 +511,10 @@ async fn store_and_record(
         detail,
     );
     body.entry = i64::try_from(entry).unwrap_or(i64::MAX);
+    state
+        .progress
+        .history
+        .count_resent(group, kind, body.messages.len() as u64);
     if let Err(failure) = state.progress.history.durable(recorded).await {
         return error(
             ResponseCode::SystemError,
