@@ -365,6 +365,13 @@ pub async fn http(
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// The console's form token in `page`.
+pub fn csrf_token(page: &str) -> String {
+    let marker = "name=\"csrf\" value=\"";
+    let start = page.find(marker).expect("a form with a token") + marker.len();
+    page[start..].split('"').next().expect("token").to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

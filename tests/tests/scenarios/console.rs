@@ -12,7 +12,7 @@ use tidemark_client::{
     concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
     Producer, PushConsumer,
 };
-use tidemark_tests::webdriver::{http, Driver};
+use tidemark_tests::webdriver::{csrf_token, http, Driver};
 use tidemark_tests::{
     init_logging, tidemark_binary, unique, wait_for_route, wait_until, DevServer,
 };
@@ -22,12 +22,6 @@ fn screenshots() -> PathBuf {
         .parent()
         .map(|root| root.join("target").join("console-screenshots"))
         .expect("workspace root")
-}
-
-fn csrf_token(page: &str) -> String {
-    let marker = "name=\"csrf\" value=\"";
-    let start = page.find(marker).expect("a form with a token") + marker.len();
-    page[start..].split('"').next().expect("token").to_owned()
 }
 
 async fn committed(admin: &Admin, group: &str, topic: &str) -> Vec<i64> {

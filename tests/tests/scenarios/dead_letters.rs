@@ -14,7 +14,7 @@ use tidemark_client::{
     concurrent_fn, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer,
 };
 use tidemark_tests::admin_cli::{admin, admin_json, int, rows, text};
-use tidemark_tests::webdriver::http;
+use tidemark_tests::webdriver::{csrf_token, http};
 use tidemark_tests::{init_logging, unique, wait_until, wait_until_async, DevServer};
 
 type Seen = Arc<Mutex<Vec<String>>>;
@@ -161,19 +161,54 @@ async fn dead_letters_are_listed_resent_and_retries_replayed_for_one_topic() {
     assert_eq!(kinds, ["resend", "retry-replay"], "{history:?}");
     assert!(text(&history[0], "detail").contains("3 from offsets"));
 
-    // Counted for dashboards: one resend and one replay of three messages each.
+    // The console lists them too, and resends one of B's back to the group after showing it.
+    let port = server.http_port();
+    let path = format!("/groups/{group}/dead-letters");
+    let (status, listing) = http(port, "GET", &path, &[], "").await;
+    assert_eq!(status, 200);
+    assert!(
+        listing.contains("key-a-0") && listing.contains("key-b-2"),
+        "{listing}"
+    );
+    let token = csrf_token(&listing);
+    let b_offset = int(&only_b[0], "queueOffset").to_string();
+    let form = format!("csrf={token}&broker=broker-a&offsets={b_offset}&to=retry");
+    let (status, plan) = http(port, "POST", &format!("{path}/resend"), &[], &form).await;
+    assert_eq!(status, 200);
+    assert!(
+        plan.contains("id=\"preview\"") && plan.contains(&format!("%RETRY%{group}")),
+        "{plan}"
+    );
+    let (status, _) = http(
+        port,
+        "POST",
+        &format!("{path}/resend"),
+        &[],
+        &format!("{form}&confirm=yes"),
+    )
+    .await;
+    assert_eq!(status, 303, "redirected once resent");
+    let history = rows(&admin_json(&["progress-history"], &ns, &["-g", &group]).await);
+    let kinds: Vec<&str> = history.iter().map(|row| text(row, "kind")).collect();
+    assert_eq!(kinds, ["resend", "retry-replay", "resend"], "{history:?}");
+
+    // Counted for dashboards: two resends (3 messages, then 1) and a replay of 3.
     let (status, metrics) = http(server.http_port(), "GET", "/metrics", &[], "").await;
     assert_eq!(status, 200);
-    for (kind, line) in [
-        ("resend", "tidemark_progress_operator_changes_total"),
-        ("retry-replay", "tidemark_progress_operator_changes_total"),
+    for (kind, line, count) in [
+        ("resend", "tidemark_progress_operator_changes_total", 2),
+        (
+            "retry-replay",
+            "tidemark_progress_operator_changes_total",
+            1,
+        ),
     ] {
-        let wanted = format!("{line}{{group=\"{group}\",kind=\"{kind}\"}} 1");
+        let wanted = format!("{line}{{group=\"{group}\",kind=\"{kind}\"}} {count}");
         assert!(metrics.contains(&wanted), "{wanted} in {metrics}");
     }
-    for kind in ["resend", "retry-replay"] {
+    for (kind, count) in [("resend", 4), ("retry-replay", 3)] {
         let wanted =
-            format!("tidemark_messages_resent_total{{group=\"{group}\",kind=\"{kind}\"}} 3");
+            format!("tidemark_messages_resent_total{{group=\"{group}\",kind=\"{kind}\"}} {count}");
         assert!(metrics.contains(&wanted), "{wanted} in {metrics}");
     }
 }

@@ -9,6 +9,7 @@
 //! read-only mode.
 
 mod actions;
+mod dead_letters;
 mod operator;
 mod pages;
 mod progress_ops;
@@ -235,6 +236,11 @@ pub fn routes(console: Arc<Console>) -> Router {
         .route("/groups/{group}/skip", post(actions::skip_accumulated))
         .route("/groups/{group}/clone", post(actions::clone_offsets))
         .route("/groups/{group}/undo", post(progress_ops::undo))
+        .route("/groups/{group}/dead-letters", get(dead_letters::list))
+        .route(
+            "/groups/{group}/dead-letters/resend",
+            post(dead_letters::resend),
+        )
         .route("/messages", get(pages::messages))
         .route_layer(axum::middleware::from_fn_with_state(
             console.clone(),

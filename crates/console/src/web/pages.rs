@@ -217,7 +217,7 @@ pub struct Notice {
     done: Option<String>,
 }
 
-fn notice_html(notice: &Notice) -> String {
+pub(super) fn notice_html(notice: &Notice) -> String {
     notice
         .done
         .as_deref()
@@ -476,6 +476,11 @@ pub async fn group(
         "</table><h2>Lag</h2>{}<h2>Consume rate</h2>{}",
         trend_pair(&console, &Series::GroupLag(group.clone()), "messages"),
         trend_pair(&console, &Series::GroupConsumeRate(group.clone()), "msg/s")
+    );
+    let _ = write!(
+        body,
+        "<p><a href=\"/groups/{}/dead-letters\" id=\"dead-letters-link\">Dead letters</a></p>",
+        url_encode(&group)
     );
     body.push_str(&super::progress_ops::history_html(&console, &group).await);
     if !console.read_only {
