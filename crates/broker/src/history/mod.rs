@@ -32,6 +32,9 @@ use crate::lock_rank::{self, Rank, Ranked};
 use crate::offsets::{CommittedOffset, Journaled};
 use crate::progress_record::ProgressOutbox;
 
+/// Queues one checkpoint entry names at most.
+const CHECKPOINT_QUEUES_MAX: usize = 4096;
+
 /// The broker's progress history: a [`HistoryLog`] behind its own lock, journaled.
 #[derive(Debug)]
 pub struct ProgressHistory {
@@ -237,8 +240,8 @@ impl ProgressHistory {
     }
 
     /// Writes a checkpoint of every queue in `committed` whose offset moved since the history
-    /// last named it, one entry per group, once the checkpoint interval passed since the last
-    /// one; returns how many entries it wrote.
+    /// last named it, one entry per group (per 4,096 of its queues), once the checkpoint
+    /// interval passed since the last one; returns how many entries it wrote.
     pub fn checkpoint(&self, now_ms: i64, committed: &[CommittedOffset]) -> usize {
         let mut kept = self.lock();
         if now_ms.saturating_sub(kept.last_checkpoint_ms) < kept.checkpoint_interval_ms {
@@ -262,8 +265,24 @@ impl ProgressHistory {
                 after: Some(queue.offset),
             });
         }
-        let written = moved.len();
-        for (group, queues) in moved {
+        let mut written = 0;
+        // A group with very many queues checkpoints in several entries: each stays small enough
+        // for a progress message to its replicas (checkpoints are never undone by id).
+        let chunks = moved.into_iter().flat_map(|(group, queues)| {
+            let mut queues = queues.into_iter().peekable();
+            std::iter::from_fn(move || {
+                queues.peek()?;
+                Some((
+                    group,
+                    queues
+                        .by_ref()
+                        .take(CHECKPOINT_QUEUES_MAX)
+                        .collect::<Vec<_>>(),
+                ))
+            })
+        });
+        for (group, queues) in chunks {
+            written += 1;
             let entry = HistoryEntry {
                 id: kept.log.next_id(),
                 time_ms: now_ms,

@@ -363,3 +363,23 @@ fn details_survive_a_snapshot_and_entries_without_one_stay_in_the_first_format()
     damaged.extend_from_slice(&[0, 1, b'x']);
     assert!(codec.restore(&damaged).is_err());
 }
+
+#[test]
+fn a_group_with_very_many_queues_checkpoints_in_several_entries() {
+    let history = ProgressHistory::in_memory(BOUNDS_LARGE, INTERVAL);
+    let queues: Vec<CommittedOffset> = (0..10_000).map(|queue| committed(queue, 1)).collect();
+    assert_eq!(
+        history.checkpoint(0, &queues),
+        3,
+        "4,096 + 4,096 + 1,808 queues"
+    );
+    let entries = history.entries("g", 0, true);
+    let named: usize = entries.iter().map(|entry| entry.queues.len()).sum();
+    assert_eq!(named, 10_000);
+    assert!(entries.iter().all(|entry| entry.queues.len() <= 4096));
+}
+
+const BOUNDS_LARGE: HistoryBounds = HistoryBounds {
+    max_bytes: 64 << 20,
+    max_age_ms: 7 * 24 * 3_600_000,
+};
