@@ -128,6 +128,11 @@ pub struct QueueProgress {
     /// Up after a reset until a client confirms it. Not persisted: after a restart clients
     /// re-read the stored (reset) offset anyway.
     fence: Option<Fence>,
+    /// Set by a reset until the group's next pull of the queue, which is sent to the reset
+    /// offset if it asked for another: clients that ignore RESET_CONSUMER_CLIENT_OFFSET (lite
+    /// pull) follow a reset this way, as they do on Apache 5 (`useServerSideResetOffset`). Not
+    /// persisted.
+    pull_redirect: Option<i64>,
     /// The connection that last pulled the queue for the group: its current consumer. Not
     /// persisted (connections do not outlive the broker).
     last_puller: Option<u64>,
@@ -146,6 +151,7 @@ impl QueueProgress {
             offset_moved_ms: 0,
             reset_epoch: 0,
             fence: None,
+            pull_redirect: None,
             last_puller: None,
             puller_hands_off: false,
             stuck_logged: None,
@@ -341,6 +347,27 @@ impl ConsumerOffsetTable {
             offset,
             until_ms: now_ms + RESET_FENCE_MS,
         });
+        progress.pull_redirect = Some(offset);
+    }
+
+    /// Where the group's pull of a queue from `requested` must go instead: the offset of a
+    /// reset no pull has seen yet, when the pull asks for another. Once per reset.
+    pub fn take_pull_redirect(
+        &mut self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        requested: i64,
+    ) -> Option<i64> {
+        let progress = self
+            .topics
+            .get_mut(topic)
+            .and_then(|groups| groups.get_mut(group))
+            .and_then(|queues| queues.get_mut(&queue_id))?;
+        progress
+            .pull_redirect
+            .take()
+            .filter(|offset| *offset != requested)
     }
 
     pub fn query(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {

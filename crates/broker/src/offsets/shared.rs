@@ -214,6 +214,19 @@ impl ConsumerOffsets {
             .note_puller(topic, group, queue_id, connection, hands_off, is_live);
     }
 
+    /// [`ConsumerOffsetTable::take_pull_redirect`].
+    pub fn take_pull_redirect(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: i32,
+        requested: i64,
+    ) -> Option<i64> {
+        self.lock()
+            .table
+            .take_pull_redirect(topic, group, queue_id, requested)
+    }
+
     /// [`ConsumerOffsetTable::claim`].
     pub fn claim(
         &self,

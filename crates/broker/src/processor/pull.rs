@@ -229,6 +229,17 @@ fn process(
         }
     };
 
+    if !state.role.is_slave() {
+        let redirect = state.progress.offsets.take_pull_redirect(
+            &header.topic,
+            &header.consumer_group,
+            header.queue_id,
+            header.queue_offset,
+        );
+        if let Some(target) = redirect {
+            return Outcome::Respond(reset_moved(state, header, target));
+        }
+    }
     let max_count = (header.max_msg_nums.max(1) as usize).min(PULL_MESSAGES_MAX);
     let max_bytes = header.max_msg_bytes.map_or(PULL_BYTES_MAX, |bytes| {
         (bytes.max(1) as usize).min(PULL_BYTES_MAX)
@@ -314,6 +325,31 @@ fn process(
         });
     response.body = body.freeze();
     Outcome::Respond(response)
+}
+
+/// PULL_OFFSET_MOVED to an operator's reset offset: every RocketMQ client takes the answer's
+/// next offset as where to pull from (a push consumer also drops what it buffered and
+/// re-reads its offset; a lite pull consumer just pulls from there).
+fn reset_moved(
+    state: &BrokerState,
+    header: &PullMessageRequestHeader,
+    target: i64,
+) -> RemotingCommand {
+    tracing::debug!(group = %header.consumer_group, topic = %header.topic, queue = header.queue_id, requested = header.queue_offset, target, "pull sent to the reset offset");
+    RemotingCommand::response(
+        ResponseCode::PullOffsetMoved,
+        "OFFSET_RESET: the group's offset was reset by an operator".to_owned(),
+    )
+    .with_header(&PullMessageResponseHeader {
+        suggest_which_broker_id: tidemark_protocol::body::MASTER_ID,
+        next_begin_offset: target,
+        min_offset: state.log().min_offset(&header.topic, header.queue_id),
+        max_offset: state.log().max_offset(&header.topic, header.queue_id),
+        offset_delta: None,
+        topic_sys_flag: None,
+        group_sys_flag: None,
+        forbidden_type: None,
+    })
 }
 
 /// Which broker the consumer should pull from next (RocketMQ 4.9): the master, unless

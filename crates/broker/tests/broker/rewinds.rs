@@ -111,3 +111,50 @@ async fn operator_resets_hold_against_stale_commits() {
         "after the client confirmed the reset, progress moves on"
     );
 }
+
+/// A client that ignores RESET_CONSUMER_CLIENT_OFFSET (a lite pull consumer) still follows a
+/// reset: its next pull of the queue from another offset is answered PULL_OFFSET_MOVED to the
+/// reset offset — once; the pull after it is served from where it asks. A pull that already asks
+/// for the reset offset is served as it is.
+#[tokio::test]
+async fn the_next_pull_after_a_reset_is_sent_to_the_reset_offset_once() {
+    let broker = HandlerHarness::open(|_| {}).await;
+    let consumer = broker.connect();
+    send_messages(&consumer, 10).await;
+    consumer.succeeds(heartbeat()).await;
+    consumer.succeeds(commit_request(10)).await;
+    let reset = |offset: i64| {
+        RemotingCommand::request_with_header(
+            RequestCode::InvokeBrokerToResetOffset,
+            &tidemark_protocol::headers::ResetOffsetRequestHeader {
+                topic: TOPIC.into(),
+                group: GROUP.into(),
+                timestamp: 0,
+                is_force: true,
+                queue_id: Some(0),
+                offset: Some(offset),
+            },
+        )
+    };
+    let operator = broker.connect();
+    operator.succeeds(reset(2)).await;
+
+    let moved = consumer.call(pull_request(10, None, 0)).await;
+    assert_eq!(moved.response_code(), ResponseCode::PullOffsetMoved);
+    let header: PullMessageResponseHeader = moved.decode_header().expect("pull header");
+    assert_eq!(header.next_begin_offset, 2);
+    let again = consumer.call(pull_request(10, None, 0)).await;
+    assert_ne!(
+        again.response_code(),
+        ResponseCode::PullOffsetMoved,
+        "only the first pull after the reset is moved"
+    );
+
+    operator.succeeds(reset(4)).await;
+    let served = consumer.call(pull_request(4, None, 0)).await;
+    assert_eq!(served.response_code(), ResponseCode::Success);
+    let header: PullMessageResponseHeader = served.decode_header().expect("pull header");
+    assert_eq!(header.next_begin_offset, 10, "offsets 4..9 served");
+    let later = consumer.call(pull_request(10, None, 0)).await;
+    assert_ne!(later.response_code(), ResponseCode::PullOffsetMoved);
+}
