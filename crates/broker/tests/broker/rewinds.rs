@@ -158,3 +158,34 @@ async fn the_next_pull_after_a_reset_is_sent_to_the_reset_offset_once() {
     let later = consumer.call(pull_request(10, None, 0)).await;
     assert_ne!(later.response_code(), ResponseCode::PullOffsetMoved);
 }
+
+/// A pull held (long polling) when the reset comes is the one sent to the reset offset.
+#[tokio::test]
+async fn a_pull_held_across_a_reset_is_sent_to_the_reset_offset() {
+    let broker = HandlerHarness::open(|_| {}).await;
+    let consumer = Arc::new(broker.connect());
+    send_messages(&consumer, 10).await;
+    consumer.succeeds(heartbeat()).await;
+    consumer.succeeds(commit_request(10)).await;
+    let holding = consumer.clone();
+    let held = tokio::spawn(async move { holding.call(pull_request(10, None, 1_000)).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let operator = broker.connect();
+    operator
+        .succeeds(RemotingCommand::request_with_header(
+            RequestCode::InvokeBrokerToResetOffset,
+            &tidemark_protocol::headers::ResetOffsetRequestHeader {
+                topic: TOPIC.into(),
+                group: GROUP.into(),
+                timestamp: 0,
+                is_force: true,
+                queue_id: None,
+                offset: None,
+            },
+        ))
+        .await;
+    let answer = held.await.expect("pull task");
+    assert_eq!(answer.response_code(), ResponseCode::PullOffsetMoved);
+    let header: PullMessageResponseHeader = answer.decode_header().expect("pull header");
+    assert_eq!(header.next_begin_offset, 0);
+}

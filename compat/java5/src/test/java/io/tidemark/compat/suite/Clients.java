@@ -7,6 +7,7 @@ import java.util.TreeSet;
 import java.util.function.Consumer;
 
 import org.apache.rocketmq.client.ClientConfig;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.MessageListener;
 import org.apache.rocketmq.client.exception.MQBrokerException;
@@ -111,6 +112,15 @@ final class Clients implements AutoCloseable {
     DefaultMQPushConsumer push(String group, String topic, String expression, MessageListener listener)
         throws Exception {
         return push(group, topic, expression, listener, c -> { });
+    }
+
+    /** A lite pull consumer reading from the first offset, not started: callers subscribe or assign first. */
+    DefaultLitePullConsumer litePull(String group) {
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer(group);
+        common(c, "lite");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        shutdowns.push(c::shutdown);
+        return c;
     }
 
     /** A started admin client (rocketmq-tools' {@code DefaultMQAdminExt}). */

@@ -1,0 +1,232 @@
+package io.tidemark.compat.suite;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Scenario 31, in both remoting suites: every kind of remoting consumer follows an operator's
+ * reset made while it is online (mqadmin's {@code resetOffsetByTimestamp}, forced). Push
+ * consumers, concurrent and orderly, take the broker's RESET_CONSUMER_CLIENT_OFFSET notice; lite
+ * pull consumers, subscribed and assigned, ignore that notice and follow the broker's answer to
+ * their next pull (PULL_OFFSET_MOVED to the reset offset). For each: ten messages in one queue
+ * are consumed and committed, the group is reset to the store time of the sixth, and the next
+ * message the consumer processes from that queue is the reset target, then every one after it
+ * once more, none before (a concurrent listener's threads take them in their own order). A push
+ * consumer's committed offset ends at ten again; a lite pull consumer goes on committing the
+ * position it had before the reset, which the broker keeps from undoing the reset (the fence
+ * lasts until the consumer commits the reset offset itself, or five minutes).
+ *
+ * <p>The four run at once, each with its own topic and group, so the client's ten-second pause
+ * in handling a reset is paid once.
+ */
+@Tag("tidemark")
+class Scenario31ResetFollowedTest extends SuiteBase {
+
+    private static final int COUNT = 10;
+    private static final int RESET_AT = 5;
+    private static final Duration WAIT = Duration.ofSeconds(60);
+
+    /** What one consumer processed from the test's queue, in order: (offset, store time). */
+    private static final class Seen {
+        private final List<long[]> processed = new ArrayList<>();
+
+        synchronized void add(MessageQueue mq, List<MessageExt> msgs) {
+            for (MessageExt m : msgs) {
+                if (m.getQueueId() == mq.getQueueId() && m.getTopic().equals(mq.getTopic())) {
+                    processed.add(new long[] {m.getQueueOffset(), m.getStoreTimestamp()});
+                }
+            }
+        }
+
+        synchronized List<long[]> copy() {
+            return new ArrayList<>(processed);
+        }
+
+        synchronized List<Long> offsetsFrom(int index) {
+            List<Long> offsets = new ArrayList<>();
+            for (int i = index; i < processed.size(); i++) {
+                offsets.add(processed.get(i)[0]);
+            }
+            return offsets;
+        }
+
+        synchronized int size() {
+            return processed.size();
+        }
+    }
+
+    private record Queue(String topic, MessageQueue mq) { }
+
+    @Test
+    void everyRemotingConsumerFollowsAResetMadeWhileItIsOnline() throws Exception {
+        DefaultMQAdminExt admin = clients.admin();
+        List<String> kinds = List.of("concurrent", "orderly", "lite-subscribe", "lite-assign");
+        ExecutorService pool = Executors.newFixedThreadPool(kinds.size());
+        List<Future<String>> runs = new ArrayList<>();
+        for (String kind : kinds) {
+            runs.add(pool.submit(() -> followsAReset(admin, kind)));
+        }
+        List<String> failures = new ArrayList<>();
+        for (Future<String> run : runs) {
+            try {
+                System.out.println("scenario31 " + run.get());
+            } catch (java.util.concurrent.ExecutionException failed) {
+                failures.add(String.valueOf(failed.getCause()));
+            }
+        }
+        pool.shutdownNow();
+        assertTrue(failures.isEmpty(), () -> String.join("\n", failures) + serverLog());
+    }
+
+    private String followsAReset(DefaultMQAdminExt admin, String kind) throws Exception {
+        String group = Names.group("s31" + kind.replace("-", ""));
+        Queue q = tenMessagesInOneQueue("s31" + kind.replace("-", ""));
+        Seen seen = new Seen();
+        AtomicBoolean polling = new AtomicBoolean(true);
+        Thread poller = start(kind, group, q, seen, polling);
+        try {
+            Wait.until(kind + ": the first pass over the queue", WAIT, () -> seen.size() >= COUNT,
+                () -> kind + " processed " + seen.offsetsFrom(0));
+            Wait.until(kind + ": the first pass committed", WAIT,
+                () -> committed(admin, group, q.mq()) == COUNT,
+                () -> kind + " committed " + committed(admin, group, q.mq()));
+            List<long[]> first = seen.copy();
+            long at = first.get(RESET_AT)[1];
+            long target = first.stream().filter(p -> p[1] >= at).mapToLong(p -> p[0]).min().orElseThrow();
+            int before = seen.size();
+
+            Map<MessageQueue, Long> reset = admin.resetOffsetByTimestamp(q.topic(), group, at, true);
+            assertEquals(target, reset.get(q.mq()), kind + ": the reset's target for " + q.mq());
+
+            Wait.until(kind + ": the replay from the reset target", WAIT,
+                () -> seen.size() >= before + (COUNT - target),
+                () -> kind + " processed after the reset " + seen.offsetsFrom(before));
+            List<Long> replay = seen.offsetsFrom(before);
+            List<Long> expected = new ArrayList<>();
+            for (long o = target; o < COUNT; o++) {
+                expected.add(o);
+            }
+            assertTrue(replay.stream().allMatch(o -> o >= target), kind + ": nothing before the target: " + replay);
+            if (kind.equals("concurrent")) {
+                // Several listener threads: the replay's order is theirs.
+                assertEquals(expected, replay.stream().sorted().distinct().toList(),
+                    kind + ": the replay, each from the target once");
+            } else {
+                assertEquals(target, replay.get(0).longValue(),
+                    kind + ": the first message processed after the reset is the target; got " + replay);
+                assertEquals(expected, replay.subList(0, expected.size()),
+                    kind + ": the replay, in order, from the target");
+            }
+            if (kind.startsWith("lite")) {
+                // A lite pull consumer commits the position it had before it heard of the reset
+                // (it has no way to tell): the broker holds the reset until the consumer commits
+                // the reset offset itself or five minutes pass, so its old position never
+                // overwrites the reset.
+                Wait.sleep(2_500);
+                assertEquals(target, committed(admin, group, q.mq()),
+                    kind + ": the reset is not undone by the consumer's commits of its old position");
+            } else {
+                Wait.until(kind + ": the replay committed", WAIT,
+                    () -> committed(admin, group, q.mq()) == COUNT,
+                    () -> kind + " committed " + committed(admin, group, q.mq()));
+            }
+            return kind + " reset to " + target + " (store time of offset " + RESET_AT + "): replayed " + replay;
+        } finally {
+            polling.set(false);
+            if (poller != null) {
+                poller.join(5_000);
+            }
+        }
+    }
+
+    /** Starts a consumer of {@code kind}; for lite pull, the thread that polls it. */
+    private Thread start(String kind, String group, Queue q, Seen seen, AtomicBoolean polling) throws Exception {
+        switch (kind) {
+            case "concurrent" -> {
+                clients.push(group, q.topic(), "*", (MessageListenerConcurrently) (msgs, context) -> {
+                    seen.add(q.mq(), msgs);
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                });
+                return null;
+            }
+            case "orderly" -> {
+                clients.push(group, q.topic(), "*", (MessageListenerOrderly) (msgs, context) -> {
+                    seen.add(q.mq(), msgs);
+                    return ConsumeOrderlyStatus.SUCCESS;
+                });
+                return null;
+            }
+            default -> {
+                DefaultLitePullConsumer c = clients.litePull(group);
+                c.setAutoCommitIntervalMillis(1000);
+                if (kind.equals("lite-subscribe")) {
+                    c.subscribe(q.topic(), "*");
+                    c.start();
+                } else {
+                    c.start();
+                    c.assign(List.of(q.mq()));
+                }
+                Thread poller = new Thread(() -> {
+                    while (polling.get()) {
+                        seen.add(q.mq(), c.poll(200));
+                    }
+                }, "s31-" + kind);
+                poller.setDaemon(true);
+                poller.start();
+                return poller;
+            }
+        }
+    }
+
+    /** The group's committed offset of {@code mq} as the broker reports it; -1 while it has none. */
+    private static long committed(DefaultMQAdminExt admin, String group, MessageQueue mq) {
+        try {
+            var wrapper = admin.examineConsumeStats(group).getOffsetTable().get(mq);
+            return wrapper == null ? -1 : wrapper.getConsumerOffset();
+        } catch (Exception notYet) {
+            return -1;
+        }
+    }
+
+    /** A topic with ten messages in one queue (one the warm-up message did not land on). */
+    private Queue tenMessagesInOneQueue(String scenario) throws Exception {
+        String topic = Names.topic(scenario);
+        DefaultMQProducer producer = clients.producer();
+        SendResult warm = Msgs.sendOk(producer, Msgs.message(topic, Msgs.WARMUP_TAG, "warmup-" + System.nanoTime()));
+        int warmQueue = warm.getMessageQueue().getQueueId();
+        List<MessageQueue> queues = Wait.retrying("the route of " + topic, Duration.ofSeconds(15),
+            () -> producer.fetchPublishMessageQueues(topic));
+        MessageQueue mq = queues.stream()
+            .filter(m -> m.getQueueId() != warmQueue).findFirst()
+            .orElseThrow(() -> new AssertionError("no second write queue for " + topic));
+        for (int i = 0; i < COUNT; i++) {
+            SendResult sent = producer.send(Msgs.message(topic, "TagA", scenario + "-" + i), mq);
+            assertEquals(i, sent.getQueueOffset(), "offset of message " + i + " in " + mq);
+            // distinct store times, so a reset by time names exactly one offset
+            Thread.sleep(3);
+        }
+        return new Queue(topic, mq);
+    }
+}
