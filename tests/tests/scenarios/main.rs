@@ -24,5 +24,6 @@ mod hand_off;
 mod master_slave;
 mod offset_durability;
 mod progress_failover;
+mod reset_followed;
 mod transactions;
 mod two_groups;
