@@ -284,6 +284,10 @@ impl BrokerState {
         }
         let apache_timers = config.store_path_root_dir.join("config").join("timercheck");
         match crate::timer::ApacheCheckpoint::read(storage.as_ref(), &apache_timers) {
+            Ok(Some(found)) if !found.is_plausible(tidemark_remoting::now_ms()) => {
+                warn!(file = %apache_timers.display(), last_read_time_ms = found.last_read_time_ms, next_queue_offset = found.next_queue_offset, "Apache RocketMQ's timer checkpoint is not plausible (a read time far ahead of the clock, or negative); ignored: timer messages an Apache broker delivered from this store may be delivered again");
+                timers.set_apache_checkpoint(storage.clone(), &apache_timers, None);
+            }
             Ok(checkpoint) => {
                 if let Some(found) = checkpoint {
                     info!(next_queue_offset = found.next_queue_offset, last_read_time_ms = found.last_read_time_ms, "Apache RocketMQ's timer checkpoint found: the timer messages it delivered are not delivered again");

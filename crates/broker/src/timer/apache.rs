@@ -23,6 +23,9 @@ use tidemark_storage::io::Storage;
 /// `TIMER_OUT_MS` when the slot ends, never before the time asked for.
 const APACHE_SLOT_MS: i64 = 1_000;
 
+/// How far ahead of the clock a checkpoint's read time may be before it is taken for damage.
+const PLAUSIBLE_AHEAD_MS: i64 = 24 * 3_600_000;
+
 /// A tags code above this is a delivery time Tidemark wrote (epoch ms, after 1973); Apache's
 /// entries hold a 32-bit tags hash.
 const LOWEST_DELIVERY_TIME: i64 = i32::MAX as i64;
@@ -60,6 +63,15 @@ impl ApacheCheckpoint {
         let mut bytes = vec![0; length];
         file.read_at(0, &mut bytes)?;
         Ok(Self::parse(&bytes))
+    }
+
+    /// Whether the checkpoint can be Apache's at `now_ms`: its read time is never negative, and
+    /// never far ahead of the clock (Apache reads a slot only once its time came; minutes of
+    /// difference between two hosts' clocks are allowed, a day is damage). Trusting a damaged
+    /// one would take messages nobody delivered for delivered.
+    pub fn is_plausible(&self, now_ms: i64) -> bool {
+        (0..=now_ms.saturating_add(PLAUSIBLE_AHEAD_MS)).contains(&self.last_read_time_ms)
+            && self.next_queue_offset >= 0
     }
 
     /// Whether Apache delivered the timer-queue entry at `offset` whose slot is `out_ms`.
@@ -298,5 +310,22 @@ mod tests {
         assert!(!tags_code_is_due_time(0));
         assert!(!tags_code_is_due_time(i64::from(i32::MAX)));
         assert!(!tags_code_is_due_time(i64::from(i32::MIN)));
+    }
+
+    #[test]
+    fn a_checkpoint_far_ahead_of_the_clock_or_negative_is_not_apaches() {
+        let now = 1_800_000_000_000;
+        let at = |last_read_time_ms, next_queue_offset| ApacheCheckpoint {
+            last_read_time_ms,
+            next_queue_offset,
+        };
+        assert!(at(now - 5_000, 10).is_plausible(now));
+        assert!(
+            at(now + 600_000, 10).is_plausible(now),
+            "another host's clock"
+        );
+        assert!(!at(now + 2 * 86_400_000, 10).is_plausible(now));
+        assert!(!at(-1, 10).is_plausible(now));
+        assert!(!at(now, -3).is_plausible(now));
     }
 }
