@@ -224,6 +224,23 @@ pub struct MoveForm {
     confirm: String,
 }
 
+/// The brokers' plan of `movement` for `group`, through the operator's admin client; the error
+/// page when there is none.
+async fn plan_of(
+    console: &Console,
+    group: &str,
+    movement: &ProgressMove,
+) -> Result<Vec<tidemark_protocol::body::ProgressPlan>, Response> {
+    let plans = match console.admin().await {
+        Ok(admin) => admin
+            .plan_progress_move(group, movement)
+            .await
+            .map_err(|failure| failure.to_string()),
+        Err(failure) => Err(failure),
+    };
+    plans.map_err(|failure| failed(&format!("No plan: {failure}")))
+}
+
 /// The confirm step of a move: the brokers' plan — each queue's committed offset, where it
 /// would go, what that replays or skips — and the form that applies it.
 async fn preview(
@@ -233,16 +250,9 @@ async fn preview(
     action: &str,
     fields: &[(&str, &str)],
 ) -> Response {
-    let plans = match console.admin().await {
-        Ok(admin) => admin
-            .plan_progress_move(group, &movement)
-            .await
-            .map_err(|failure| failure.to_string()),
-        Err(failure) => Err(failure),
-    };
-    let plans = match plans {
+    let plans = match plan_of(console, group, &movement).await {
         Ok(plans) => plans,
-        Err(failure) => return failed(&format!("No plan: {failure}")),
+        Err(refusal) => return refusal,
     };
     let back = format!("/groups/{}", url_encode(group));
     let body = format!(
@@ -368,16 +378,9 @@ pub async fn clone_offsets(
             offline: true,
         };
         // The plan is the destination's: its offsets now and where the clone takes them.
-        let plans = match console.admin().await {
-            Ok(admin) => admin
-                .plan_progress_move(dest, &movement)
-                .await
-                .map_err(|failure| failure.to_string()),
-            Err(failure) => Err(failure),
-        };
-        let plans = match plans {
+        let plans = match plan_of(&console, dest, &movement).await {
             Ok(plans) => plans,
-            Err(failure) => return failed(&format!("No plan: {failure}")),
+            Err(refusal) => return refusal,
         };
         let body = format!(
             "<p>Offsets of <b>{}</b> copied into <b>{}</b>:</p>{}{}",
