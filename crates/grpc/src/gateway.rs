@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tidemark_broker::history::GATEWAY_ACCOUNT;
 use tidemark_broker::{BrokerHandler, BrokerState};
 use tidemark_protocol::body::{
     ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, ProducerData,
@@ -143,9 +144,14 @@ impl Gateway {
     }
 
     /// Serves one remoting request for `caller` with the broker's own handler.
-    pub async fn invoke(&self, caller: &Caller, command: RemotingCommand) -> RemotingCommand {
+    pub async fn invoke(&self, caller: &Caller, mut command: RemotingCommand) -> RemotingCommand {
         if let Some(refusal) = self.refusal(caller, &command) {
             return refusal;
+        }
+        // The command carries no remoting signature: the account this gateway verified is
+        // what the broker's progress history records as the actor.
+        if let tidemark_acl::Principal::Account(account) = &caller.principal {
+            command.ext_fields.insert(GATEWAY_ACCOUNT, account);
         }
         match self
             .handler

@@ -125,6 +125,9 @@ struct Inner {
     /// of frames may be about to be queued.
     awaited: Arc<AtomicUsize>,
     signer: Option<Arc<Credentials>>,
+    /// No socket behind it: what arrives comes from code in this process (a gateway), never
+    /// from the network.
+    in_process: bool,
 }
 
 impl fmt::Debug for Channel {
@@ -165,6 +168,7 @@ impl Channel {
                 waiting: Arc::default(),
                 awaited: Arc::default(),
                 signer: config.signer.clone(),
+                in_process: false,
             }),
         };
         let writer = tokio::spawn(write_loop(
@@ -214,6 +218,7 @@ impl Channel {
                 waiting: Arc::default(),
                 awaited: Arc::default(),
                 signer: None,
+                in_process: true,
             }),
         }
     }
@@ -233,6 +238,12 @@ impl Channel {
     /// Process-unique id of this connection.
     pub fn id(&self) -> u64 {
         self.inner.id
+    }
+
+    /// Whether requests on this connection come from the same process (a gateway) rather than
+    /// a socket: only such requests may carry what the gateway already verified.
+    pub fn is_in_process(&self) -> bool {
+        self.inner.in_process
     }
 
     pub fn peer_addr(&self) -> SocketAddr {

@@ -13,6 +13,7 @@
 //! offsets first, then record what changed.
 
 mod actor;
+pub use actor::GATEWAY_ACCOUNT;
 mod entry;
 mod log;
 mod replica;

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod acl_history;
 mod client_flow;
 mod cluster;
 mod http2;

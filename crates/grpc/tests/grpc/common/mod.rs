@@ -138,8 +138,13 @@ pub async fn start_broker_with(
 
 /// One broker with a gateway and its own name server (kept running for the test's length).
 pub async fn start() -> Server {
+    start_configured(|_| {}).await
+}
+
+/// [`start`] with the broker's configuration changed by `configure`.
+pub async fn start_configured(configure: impl FnOnce(&mut BrokerConfig)) -> Server {
     let (namesrv, stop) = start_namesrv().await;
-    let mut server = start_broker(&namesrv, "broker-a", true).await;
+    let mut server = start_broker_with(&namesrv, "broker-a", true, configure).await;
     server._namesrv = Some(stop);
     server
 }
