@@ -202,7 +202,7 @@ pub(super) async fn delete_topic(
         }
     }
     let (removed, journaled) = state.progress.offsets.drop_topic(&topic);
-    let actor = Actor::of_request(state.security.acl.as_deref(), &channel, request);
+    let actor = Actor::of_request(state.security.acl.as_deref(), channel, request);
     let recorded = state.progress.history.record_removed(
         now_ms(),
         ChangeKind::TopicDeleted,
@@ -314,7 +314,7 @@ pub(super) async fn delete_subscription_group(
     state.metadata.groups.remove(&header.group_name, now_ms());
     if header.remove_offset.unwrap_or(false) || header.clean_offset.unwrap_or(false) {
         let (removed, journaled) = state.progress.offsets.drop_group(&header.group_name);
-        let actor = Actor::of_request(state.security.acl.as_deref(), &channel, request);
+        let actor = Actor::of_request(state.security.acl.as_deref(), channel, request);
         let recorded = state.progress.history.record_removed(
             now_ms(),
             ChangeKind::GroupDeleted,

@@ -46,7 +46,7 @@ pub(super) async fn clone_group_offset(
         });
     }
     let cloned = moves.len();
-    let actor = Actor::of_request(state.security.acl.as_deref(), &channel, request);
+    let actor = Actor::of_request(state.security.acl.as_deref(), channel, request);
     let (_, recorded) = state.progress.history.record(
         now,
         &header.dest_group,

@@ -325,7 +325,7 @@ pub(super) async fn update_offset(
     // history. Routine commits are only checkpointed.
     let recorded = match outcome {
         CommitOutcome::Rewound { previous } => {
-            let actor = Actor::of_request(state.security.acl.as_deref(), &channel, request);
+            let actor = Actor::of_request(state.security.acl.as_deref(), channel, request);
             let moved = QueueMove {
                 topic: topic.clone(),
                 queue_id,

@@ -500,7 +500,7 @@ async fn store_and_record(
         let separator = if index == 0 { "" } else { ", " };
         let _ = write!(detail, "{separator}{}", message.source_offset);
     }
-    let actor = Actor::of_request(state.security.acl.as_deref(), &channel, request);
+    let actor = Actor::of_request(state.security.acl.as_deref(), channel, request);
     let (entry, recorded) = state.progress.history.record_with_detail(
         now_ms(),
         group,

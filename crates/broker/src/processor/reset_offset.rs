@@ -79,7 +79,7 @@ pub(super) async fn reset_offset(
     } else {
         ChangeKind::Reset
     };
-    let actor = Actor::of_request(state.security.acl.as_deref(), &channel, request);
+    let actor = Actor::of_request(state.security.acl.as_deref(), channel, request);
     let (_, recorded) =
         state
             .progress

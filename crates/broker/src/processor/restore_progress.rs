@@ -159,7 +159,7 @@ async fn apply(
             .or_default()
             .insert(queue, line.target);
     }
-    let actor = Actor::of_request(state.security.acl.as_deref(), &channel, request);
+    let actor = Actor::of_request(state.security.acl.as_deref(), channel, request);
     let (entry, recorded) =
         state
             .progress
