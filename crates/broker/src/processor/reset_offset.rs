@@ -73,8 +73,10 @@ pub(super) async fn reset_offset(
             chosen,
         );
     }
-    // A reset to timestamp -1 (no offset) is RocketMQ's "skip accumulated".
-    let kind = if header.offset.is_none() && header.timestamp == -1 {
+    // A reset to timestamp -1 with no offset is RocketMQ's "skip accumulated"; 5.x admins send
+    // offset -1 for "no offset".
+    let explicit_offset = header.offset.is_some_and(|offset| offset >= 0);
+    let kind = if !explicit_offset && header.timestamp == -1 {
         ChangeKind::Skip
     } else {
         ChangeKind::Reset
@@ -176,11 +178,15 @@ pub(super) fn targets(
 
 /// Tells the group's online clients (`notice.group`) their offsets in `notice.topic` moved
 /// (RESET_CONSUMER_CLIENT_OFFSET, as RocketMQ 4.9's broker does), without waiting for them.
+/// POP requests held on the topic wake up too: a reset backwards made messages poppable again
+/// that no arrival would announce, and a gRPC PushConsumer's long poll would otherwise sit out
+/// its whole timeout before the replay begins.
 pub(super) fn tell_clients(
     state: &BrokerState,
     notice: &ResetOffsetRequestHeader,
     offsets: &MessageQueueOffsets,
 ) {
+    state.held_pulls.notify_topic(&notice.topic);
     for client in state.clients.group_clients(&notice.group) {
         // C++ clients cannot read object map keys: they get the list form.
         let payload = if client.language == tidemark_protocol::LanguageCode::Cpp {

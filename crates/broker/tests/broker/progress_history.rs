@@ -103,6 +103,28 @@ async fn operator_moves_are_recorded_with_who_and_where_routine_commits_are_not(
         1,
         "entries before --since are left out"
     );
+
+    // 5.x admins send offset -1 for "no offset": their skip is a skip too.
+    operator.succeeds(commit_request(3)).await;
+    let skip_5x = RemotingCommand::request_with_header(
+        RequestCode::InvokeBrokerToResetOffset,
+        &ResetOffsetRequestHeader {
+            topic: TOPIC.into(),
+            group: GROUP.into(),
+            timestamp: -1,
+            is_force: true,
+            queue_id: None,
+            offset: Some(-1),
+        },
+    );
+    operator.succeeds(skip_5x).await;
+    let kinds: Vec<String> = history(&operator, GROUP, None)
+        .await
+        .entries
+        .into_iter()
+        .map(|entry| entry.kind)
+        .collect();
+    assert_eq!(kinds, ["rewind", "skip", "rewind", "skip"]);
 }
 
 #[tokio::test]

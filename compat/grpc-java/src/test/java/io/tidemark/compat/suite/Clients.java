@@ -2,7 +2,9 @@ package io.tidemark.compat.suite;
 
 import java.time.Duration;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.Deque;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.rocketmq.client.apis.ClientConfiguration;
@@ -99,13 +101,31 @@ final class Clients implements AutoCloseable {
         return c;
     }
 
+    /**
+     * Closes every client at once: a gRPC PushConsumer's close waits for its long-polling receive
+     * to come back (up to the server's 20 s), and one after another those waits would add up.
+     */
     @Override
     public void close() {
+        List<Thread> closing = new ArrayList<>();
         while (!open.isEmpty()) {
+            AutoCloseable client = open.pop();
+            Thread thread = new Thread(() -> {
+                try {
+                    client.close();
+                } catch (Exception e) {
+                    System.err.println("client shutdown failed: " + e);
+                }
+            }, "close-client");
+            thread.start();
+            closing.add(thread);
+        }
+        for (Thread thread : closing) {
             try {
-                open.pop().close();
-            } catch (Exception e) {
-                System.err.println("client shutdown failed: " + e);
+                thread.join(60_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
             }
         }
     }

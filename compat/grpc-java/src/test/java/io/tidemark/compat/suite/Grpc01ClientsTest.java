@@ -24,13 +24,8 @@ import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
-import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
-import org.apache.rocketmq.common.TopicConfig;
-import org.apache.rocketmq.common.constant.PermName;
 import org.apache.rocketmq.common.message.MessageExt;
-import org.apache.rocketmq.common.topic.TopicValidator;
-import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -84,24 +79,14 @@ class Grpc01ClientsTest extends SuiteBase {
             .build();
     }
 
-    private static MQClientAPIImpl admin(DefaultMQProducer remoting) {
-        return remoting.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
-    }
-
     /** A topic with 4 queues and the given message type (NORMAL, FIFO, DELAY, MIXED). */
     private void createTopic(DefaultMQProducer remoting, String topic, String messageType) throws Exception {
-        TopicConfig config = new TopicConfig(topic, 4, 4, PermName.PERM_READ | PermName.PERM_WRITE);
-        config.setAttributes(Map.of("+message.type", messageType));
-        admin(remoting).createTopic(tidemark.brokerAddr(), TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, config, 5000);
+        Resources.createTopic(remoting, tidemark.brokerAddr(), topic, messageType, 4);
     }
 
     private void createGroup(DefaultMQProducer remoting, String group, int retryMaxTimes, boolean orderly)
         throws Exception {
-        SubscriptionGroupConfig config = new SubscriptionGroupConfig();
-        config.setGroupName(group);
-        config.setRetryMaxTimes(retryMaxTimes);
-        config.setConsumeMessageOrderly(orderly);
-        admin(remoting).createSubscriptionGroup(tidemark.brokerAddr(), config, 5000);
+        Resources.createGroup(remoting, tidemark.brokerAddr(), group, retryMaxTimes, orderly);
     }
 
     /** A group with the defaults (16 retries, not orderly). */

@@ -22,12 +22,7 @@ import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.Transaction;
 import org.apache.rocketmq.client.apis.producer.TransactionResolution;
-import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
-import org.apache.rocketmq.common.TopicConfig;
-import org.apache.rocketmq.common.constant.PermName;
-import org.apache.rocketmq.common.topic.TopicValidator;
-import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -50,23 +45,14 @@ class Grpc02TransactionTest extends SuiteBase {
         return new String(bytes, StandardCharsets.UTF_8);
     }
 
-    private static MQClientAPIImpl admin(DefaultMQProducer remoting) {
-        return remoting.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
-    }
-
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void committedOnceRolledBackNeverAndOpenOnesCheckedBack() throws Exception {
         String topic = Names.topic("g2tx");
         String group = Names.group("g2tx");
         DefaultMQProducer remoting = clients.producer();
-        TopicConfig topicConfig = new TopicConfig(topic, 4, 4, PermName.PERM_READ | PermName.PERM_WRITE);
-        topicConfig.setAttributes(Map.of("+message.type", "TRANSACTION"));
-        admin(remoting).createTopic(tidemark.brokerAddr(), TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, topicConfig,
-            5000);
-        SubscriptionGroupConfig groupConfig = new SubscriptionGroupConfig();
-        groupConfig.setGroupName(group);
-        admin(remoting).createSubscriptionGroup(tidemark.brokerAddr(), groupConfig, 5000);
+        Resources.createTopic(remoting, tidemark.brokerAddr(), topic, "TRANSACTION", 4);
+        Resources.createGroup(remoting, tidemark.brokerAddr(), group, 16, false);
 
         ClientConfiguration config = clients.grpcConfig(tidemark.grpcAddr(), true);
         Map<String, AtomicInteger> checks = new ConcurrentHashMap<>();
