@@ -684,3 +684,60 @@ async fn a_slave_copies_the_masters_pop_state_and_goes_on_from_it_as_master() {
     let _ = stop_namesrv.send(true);
     client.shutdown();
 }
+
+/// A reset backwards makes messages poppable again that no arrival announces: a POP request
+/// held on the topic is answered with them at once, not when its poll time runs out (a gRPC
+/// PushConsumer's receive holds 20 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_wakes_a_pop_held_on_the_topic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    send_ok((&client, &cluster.broker), send_request("once", "TagA", 0)).await;
+    let first = pop_until(&client, &cluster.broker, 1, 60_000).await;
+    assert_eq!(bodies(&first), vec!["once"]);
+    let acked = call(&client, &cluster.broker, ack_request(&first[0])).await;
+    assert_eq!(acked.response_code(), ResponseCode::Success);
+
+    let poll_ms = 30_000;
+    let held = {
+        let broker = cluster.broker.clone();
+        tokio::spawn(async move {
+            let client = RemotingClient::new(ClientConfig::default(), None);
+            let started = tokio::time::Instant::now();
+            let response = client
+                .invoke(
+                    &broker,
+                    pop_request(-1, 32, 60_000, poll_ms, false),
+                    Duration::from_millis(poll_ms as u64 + 5_000),
+                )
+                .await
+                .expect("answered");
+            client.shutdown();
+            (popped(&response), started.elapsed())
+        })
+    };
+    // Whether the pop is held yet or comes after the reset, it must get the message again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reset = RemotingCommand::request_with_header(
+        RequestCode::InvokeBrokerToResetOffset,
+        &tidemark_protocol::headers::ResetOffsetRequestHeader {
+            topic: TOPIC.into(),
+            group: POP_GROUP.into(),
+            timestamp: 0,
+            is_force: true,
+            queue_id: Some(0),
+            offset: Some(0),
+        },
+    );
+    let answer = call(&client, &cluster.broker, reset).await;
+    assert_eq!(answer.response_code(), ResponseCode::Success);
+    let (again, waited) = held.await.expect("pop task");
+    assert_eq!(bodies(&again), vec!["once"]);
+    assert!(
+        waited < Duration::from_millis(poll_ms as u64 / 2),
+        "woken by the reset, not the poll time: {waited:?}"
+    );
+    client.shutdown();
+    let _ = cluster.stop_broker().await;
+}
