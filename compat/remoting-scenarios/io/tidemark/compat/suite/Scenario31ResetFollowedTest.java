@@ -40,6 +40,13 @@ import org.junit.jupiter.api.Test;
  *
  * <p>The four run at once, each with its own topic and group, so the client's ten-second pause
  * in handling a reset is paid once.
+ *
+ * <p>Against the Apache reference (scripts/test-reference) what Apache does differently is
+ * printed instead of asserted. Apache 4.9.7 refuses the reset of a group that has no committed
+ * offset in some queue of the topic ("consumer group not exist": the lite assign and in-flight
+ * cases, and the orderly one when its consumer has not committed every queue yet) and never
+ * tells a lite pull consumer (lite subscribe goes on from where it was). Apache 5.3.3 resets on the broker and
+ * every kind follows, but a lite pull consumer's commit of its old position then undoes the reset.
  */
 @Tag("tidemark")
 class Scenario31ResetFollowedTest extends SuiteBase {
@@ -89,11 +96,16 @@ class Scenario31ResetFollowedTest extends SuiteBase {
             runs.add(pool.submit(() -> followsAReset(admin, kind)));
         }
         List<String> failures = new ArrayList<>();
-        for (Future<String> run : runs) {
+        for (int i = 0; i < kinds.size(); i++) {
             try {
-                System.out.println("scenario31 " + run.get());
+                System.out.println("scenario31 " + runs.get(i).get());
             } catch (java.util.concurrent.ExecutionException failed) {
-                failures.add(String.valueOf(failed.getCause()));
+                if (apache49() && !kinds.get(i).equals("concurrent")) {
+                    System.out.println("scenario31 Apache 4.9.7: " + kinds.get(i) + " does not follow: "
+                        + failed.getCause());
+                } else {
+                    failures.add(String.valueOf(failed.getCause()));
+                }
             }
         }
         pool.shutdownNow();
@@ -110,6 +122,17 @@ class Scenario31ResetFollowedTest extends SuiteBase {
      */
     @Test
     void anOldInFlightMessageIsNotAcknowledgedPastTheResetTarget() throws Exception {
+        try {
+            oldInFlightMessage();
+        } catch (Exception | AssertionError failed) {
+            if (!apache49()) {
+                throw failed;
+            }
+            System.out.println("scenario31 Apache 4.9.7: the in-flight case fails: " + failed);
+        }
+    }
+
+    private void oldInFlightMessage() throws Exception {
         DefaultMQAdminExt admin = clients.admin();
         String group = Names.group("s31inflight");
         Queue q = tenMessagesInOneQueue("s31inflight");
@@ -211,8 +234,13 @@ class Scenario31ResetFollowedTest extends SuiteBase {
                 // the reset offset itself or five minutes pass, so its old position never
                 // overwrites the reset.
                 Wait.sleep(2_500);
-                assertEquals(target, committed(admin, group, q.mq()),
-                    kind + ": the reset is not undone by the consumer's commits of its old position");
+                if (againstApacheReference()) {
+                    System.out.println("scenario31 Apache: " + kind + " committed " + committed(admin, group, q.mq())
+                        + " after the reset to " + target + " (its commits of its old position undo it)");
+                } else {
+                    assertEquals(target, committed(admin, group, q.mq()),
+                        kind + ": the reset is not undone by the consumer's commits of its old position");
+                }
             } else {
                 Wait.until(kind + ": the replay committed", WAIT,
                     () -> committed(admin, group, q.mq()) == COUNT,
@@ -264,6 +292,13 @@ class Scenario31ResetFollowedTest extends SuiteBase {
                 return poller;
             }
         }
+    }
+
+    /** Whether this run is the 4.x suite against Apache RocketMQ 4.9.7 (the 5.x suite's reference is 5.3.3). */
+    private static boolean apache49() {
+        return againstApacheReference()
+            && org.apache.rocketmq.common.MQVersion.getVersionDesc(org.apache.rocketmq.common.MQVersion.CURRENT_VERSION)
+                .startsWith("V4");
     }
 
     /** The group's committed offset of {@code mq} as the broker reports it; -1 while it has none. */
