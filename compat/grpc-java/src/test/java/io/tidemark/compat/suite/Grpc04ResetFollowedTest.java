@@ -209,7 +209,7 @@ class Grpc04ResetFollowedTest extends SuiteBase {
      * must not move the group past the target. The consumer acknowledges 0..9 but 8, which
      * holds the group at 8; the group is reset to 5; the old receipt of 8 is acknowledged (the
      * answer does not matter) and the group stays at 5 until the replay, 5..9 with 8 among it,
-     * is acknowledged.
+     * is acknowledged. (Against Apache the group is at 10 before the reset: see below.)
      */
     @Test
     void anOldReceiptIsNotAcknowledgedPastTheResetTarget() throws Exception {
@@ -232,8 +232,11 @@ class Grpc04ResetFollowedTest extends SuiteBase {
             }
         }
         assertTrue(held != null, "offset 8 received: " + seen.from(0));
-        Wait.until("the group held at 8, the offset in flight", WAIT,
-            () -> committed(api, loaded.topic(), group) == 8,
+        // Apache commits a POP group's offset as far as it popped (what is not acknowledged
+        // comes back through the retry topic); Tidemark holds it at the oldest message in flight.
+        long heldAt = againstApacheReference() ? COUNT : 8;
+        Wait.until("the group at " + heldAt, WAIT,
+            () -> committed(api, loaded.topic(), group) == heldAt,
             () -> "committed " + committed(api, loaded.topic(), group));
         api.invokeBrokerToResetOffset(tidemark.brokerAddr(), loaded.topic(), group, loaded.sixthAfter(), true, 5000);
         String oldAck;
