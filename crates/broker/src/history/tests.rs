@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tidemark_storage::journal::JournalOptions;
+use tidemark_storage::journal::{JournalCodec, JournalOptions};
 use tidemark_storage::sim::SimStorage;
 
 use super::*;
@@ -383,3 +383,39 @@ const BOUNDS_LARGE: HistoryBounds = HistoryBounds {
     max_bytes: 64 << 20,
     max_age_ms: 7 * 24 * 3_600_000,
 };
+
+proptest! {
+    /// A record or snapshot that passed the journal's checksum but is not what this version
+    /// wrote (another version's, or bytes a master sent a replica) is refused with a reason,
+    /// never a panic or an allocation its length fields ask for.
+    #[test]
+    fn any_bytes_decode_to_an_entry_or_a_reason(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        flip_at in any::<proptest::sample::Index>(),
+        flip in 1..=255u8,
+    ) {
+        let codec = HistoryCodec { bounds: BOUNDS };
+        let _ = HistoryEntry::from_record(&bytes);
+        let _ = codec.restore(&bytes);
+        let mut state = HistoryLog::default();
+        let _ = codec.apply(&mut state, &bytes);
+
+        // A real record with one byte changed.
+        let entry = HistoryEntry {
+            id: 7,
+            time_ms: 1_000,
+            group: "g".into(),
+            kind: ChangeKind::Resend,
+            request_code: 31007,
+            actor: operator(),
+            queues: vec![moved(0, Some(5), Some(1)), moved(3, Some(2), Some(9))],
+            detail: "offsets 1,2".into(),
+        };
+        let mut record = entry.record();
+        let at = flip_at.index(record.len());
+        record[at] ^= flip;
+        if let Ok(decoded) = HistoryEntry::from_record(&record) {
+            prop_assert_ne!(decoded, entry);
+        }
+    }
+}
