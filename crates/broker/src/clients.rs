@@ -23,6 +23,20 @@ pub struct ClientChannel {
     pub last_update_ms: i64,
 }
 
+/// What RocketMQ 5's connection metrics tell connections apart by.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ConnectionKind {
+    /// The consumer's group; `None` for a producer.
+    pub consumer_group: Option<String>,
+    pub consume_type: Option<ConsumeType>,
+    /// [`LanguageCode::name`].
+    pub language: &'static str,
+    /// The client's `MQVersion` ordinal.
+    pub version: i32,
+    /// A gRPC client's session (the gateway's in-process connection) rather than a socket.
+    pub in_process: bool,
+}
+
 /// A consumer group as its heartbeats describe it.
 #[derive(Debug, Clone)]
 struct ConsumerGroup {
@@ -181,6 +195,12 @@ impl ClientRegistry {
     /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.
     pub fn channel_closed(&self, channel_id: u64) -> Vec<String> {
         self.lock().channel_closed(channel_id)
+    }
+
+    /// Online connections counted by the client's kind, as RocketMQ 5's connection metrics
+    /// count them: producers across their groups, consumers per group.
+    pub fn connection_kinds(&self) -> BTreeMap<ConnectionKind, usize> {
+        self.lock().connection_kinds()
     }
 
     /// Drops channels silent for `timeout_ms`; returns (group, channel) of removed consumers.
@@ -378,6 +398,34 @@ impl Clients {
                 self.producers.remove(group);
             }
         }
+    }
+
+    /// Online connections counted by the client's kind, as RocketMQ 5's connection metrics
+    /// count them: producers across their groups, consumers per group.
+    fn connection_kinds(&self) -> BTreeMap<ConnectionKind, usize> {
+        let clients = self;
+        let mut counted = BTreeMap::new();
+        let kind =
+            |client: &ClientChannel, consumer: Option<(&String, ConsumeType)>| ConnectionKind {
+                consumer_group: consumer.map(|(group, _)| group.clone()),
+                consume_type: consumer.map(|(_, consume_type)| consume_type),
+                language: client.language.name(),
+                version: client.version,
+                in_process: client.channel.is_in_process(),
+            };
+        for channels in clients.producers.values() {
+            for client in channels.values() {
+                *counted.entry(kind(client, None)).or_default() += 1;
+            }
+        }
+        for (group, entry) in &clients.consumers {
+            for client in entry.channels.values() {
+                *counted
+                    .entry(kind(client, Some((group, entry.consume_type))))
+                    .or_default() += 1;
+            }
+        }
+        counted
     }
 
     /// Forgets a closed channel everywhere; returns the consumer groups it belonged to.

@@ -10,8 +10,9 @@ use tidemark_broker::{Broker, BrokerConfig};
 use tidemark_namesrv::{NameServer, NameServerConfig};
 use tidemark_protocol::body::{ConsumeStats, HeartbeatData, ProducerData};
 use tidemark_protocol::headers::{
-    ConsumerSendMsgBackRequestHeader, GetConsumeStatsRequestHeader, SendMessageRequestHeader,
-    SendMessageRequestHeaderV2, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+    ConsumerSendMsgBackRequestHeader, GetConsumeStatsRequestHeader, PopMessageRequestHeader,
+    PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{decode_offset_msg_id, Properties};
@@ -24,6 +25,7 @@ use tokio::sync::watch;
 const WAIT: Duration = Duration::from_secs(10);
 const TOPIC: &str = "MetricsTopic";
 const GROUP: &str = "metrics_group";
+const POP_GROUP: &str = "metrics_pop_group";
 
 async fn stopped(mut stopping: watch::Receiver<bool>) {
     let _ = stopping.wait_for(|stopped| *stopped).await;
@@ -108,6 +110,98 @@ fn sample(
     let mut labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
     labels.sort();
     samples.get(&(name.to_owned(), labels)).copied()
+}
+
+fn pull(group: &str, offset: i64, max: i32) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::PullMessage,
+        &PullMessageRequestHeader {
+            consumer_group: group.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            queue_offset: offset,
+            max_msg_nums: max,
+            // The subscription in the request: no consumer heartbeat needed.
+            sys_flag: tidemark_protocol::headers::pull_sys_flag::SUBSCRIPTION,
+            commit_offset: 0,
+            suspend_timeout_millis: 0,
+            subscription: Some("*".into()),
+            sub_version: 1,
+            expression_type: Some("TAG".into()),
+            max_msg_bytes: None,
+            broker_name: None,
+        },
+    )
+}
+
+fn pop(group: &str, max: i32) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::PopMessage,
+        &PopMessageRequestHeader {
+            consumer_group: group.into(),
+            topic: TOPIC.into(),
+            queue_id: 0,
+            max_msg_nums: max,
+            invisible_time: 300_000,
+            poll_time: 0,
+            born_time: tidemark_remoting::now_ms(),
+            init_mode: 0,
+            exp_type: Some("TAG".into()),
+            exp: Some("*".into()),
+            order: Some(false),
+            attempt_id: None,
+            broker_name: None,
+        },
+    )
+}
+
+/// RocketMQ 5's families at rest. Queue 0 holds 1,020 messages, queue 1 1,020. GROUP
+/// committed 7 and 20 and pulled queue 0 up to 17; POP_GROUP popped 0..5 of queue 0 and
+/// holds them.
+fn rocketmq5_families(samples: &HashMap<(String, Vec<String>), f64>, body: &str) {
+    let node = [
+        "cluster=DefaultCluster",
+        "node_type=broker",
+        "node_id=broker-a",
+    ];
+    let consumer = |group: &str| {
+        let mut labels: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
+        labels.extend([
+            format!("topic={TOPIC}"),
+            format!("consumer_group={group}"),
+            "is_retry=false".to_owned(),
+            "is_system=false".to_owned(),
+        ]);
+        labels
+    };
+    let value = |name: &str, labels: &[String]| {
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        sample(samples, name, &labels).unwrap_or_else(|| panic!("{name} {labels:?}\n{body}"))
+    };
+    let pulling = consumer(GROUP);
+    assert_eq!(value("rocketmq_consumer_lag_messages", &pulling), 2_013.0);
+    assert_eq!(value("rocketmq_consumer_inflight_messages", &pulling), 10.0);
+    assert_eq!(value("rocketmq_consumer_ready_messages", &pulling), 2_003.0);
+    let lag_ms = value("rocketmq_consumer_lag_latency_milliseconds", &pulling);
+    let queueing_ms = value("rocketmq_consumer_queueing_latency_milliseconds", &pulling);
+    assert!(lag_ms > 0.0 && lag_ms < 30_000.0, "{lag_ms}");
+    assert!(
+        queueing_ms > 0.0 && queueing_ms <= lag_ms,
+        "{queueing_ms} {lag_ms}"
+    );
+    let popping = consumer(POP_GROUP);
+    assert_eq!(value("rocketmq_consumer_inflight_messages", &popping), 5.0);
+    assert_eq!(value("rocketmq_consumer_ready_messages", &popping), 2_035.0);
+    assert_eq!(value("rocketmq_consumer_lag_messages", &popping), 2_040.0);
+    // The one pull delivered ten, the pop five.
+    assert_eq!(value("rocketmq_messages_out_total", &pulling), 10.0);
+    assert_eq!(value("rocketmq_messages_out_total", &popping), 5.0);
+    let mut producers: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
+    producers
+        .extend(["language=java", "version=v4_9_8", "protocol_type=remoting"].map(String::from));
+    assert_eq!(value("rocketmq_producer_connections", &producers), 1.0);
+    let broker: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
+    assert_eq!(value("rocketmq_broker_permission", &broker), 6.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,6 +336,18 @@ async fn metrics_agree_with_consume_stats_under_load() {
     }
     load.await.expect("load");
 
+    // The group pulls ten from queue 0 (committed at 7); another group pops five from it.
+    let pulled = client
+        .invoke(&broker_addr, pull(GROUP, 7, 10), WAIT)
+        .await
+        .expect("pulled");
+    assert_eq!(pulled.response_code(), ResponseCode::Success);
+    let popped = client
+        .invoke(&broker_addr, pop(POP_GROUP, 5), WAIT)
+        .await
+        .expect("popped");
+    assert_eq!(popped.response_code(), ResponseCode::Success);
+
     // At rest: lag and time lag against the broker's own figures.
     let body = get(&http_addr, "/metrics").await;
     let samples = parse(&body);
@@ -349,6 +455,7 @@ async fn metrics_agree_with_consume_stats_under_load() {
     assert!(histogram_count("tidemark_pull_read_seconds") >= 0.0);
     assert!(sample(&samples, "tidemark_store_disk_used_ratio", &[]).is_some());
     assert!(body.trim_end().ends_with("# EOF"));
+    rocketmq5_families(&samples, &body);
     client.shutdown();
     let _ = stop.send(true);
     // The broker writes its last files before the directory goes.

@@ -141,6 +141,10 @@ pub struct QueueProgress {
     puller_hands_off: bool,
     /// The stuck offset already logged, so one stuck episode is logged once.
     stuck_logged: Option<i64>,
+    /// Where the group's last pull that found messages told it to go on from: everything
+    /// below was handed out (RocketMQ's pull offset; what the consumer holds is between the
+    /// committed offset and this). Not persisted.
+    pub pulled: Option<i64>,
 }
 
 impl QueueProgress {
@@ -155,6 +159,7 @@ impl QueueProgress {
             last_puller: None,
             puller_hands_off: false,
             stuck_logged: None,
+            pulled: None,
         }
     }
 
@@ -470,6 +475,14 @@ impl ConsumerOffsetTable {
             }
             progress.last_puller = Some(connection);
             progress.puller_hands_off = hands_off;
+        }
+    }
+
+    /// A pull of the queue for the group found messages and told the consumer to go on from
+    /// `next` (only where the group has progress, as [`Self::note_puller`]).
+    pub fn note_pulled(&mut self, topic: &str, group: &str, queue_id: i32, next: i64) {
+        if let Some(progress) = self.progress_mut(topic, group, queue_id) {
+            progress.pulled = Some(next);
         }
     }
 

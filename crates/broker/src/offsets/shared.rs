@@ -214,6 +214,11 @@ impl ConsumerOffsets {
             .note_puller(topic, group, queue_id, connection, hands_off, is_live);
     }
 
+    /// [`ConsumerOffsetTable::note_pulled`].
+    pub fn note_pulled(&self, topic: &str, group: &str, queue_id: i32, next: i64) {
+        self.lock().table.note_pulled(topic, group, queue_id, next);
+    }
+
     /// [`ConsumerOffsetTable::take_pull_redirect`].
     pub fn take_pull_redirect(
         &self,

@@ -312,6 +312,14 @@ fn process(
         result.messages.len() as u64,
         body.len() as u64,
     );
+    if code == ResponseCode::Success {
+        state.progress.offsets.note_pulled(
+            &header.topic,
+            &header.consumer_group,
+            header.queue_id,
+            next_begin_offset,
+        );
+    }
     let mut response = RemotingCommand::response(code, status_name(result.status).to_owned())
         .with_header(&PullMessageResponseHeader {
             suggest_which_broker_id,

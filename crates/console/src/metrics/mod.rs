@@ -15,6 +15,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tidemark_broker::BrokerState;
 
+mod rocketmq5;
+
 type Labels = Vec<(String, String)>;
 type IntGauges = Family<Labels, Gauge>;
 type FloatGauges = Family<Labels, Gauge<f64, AtomicU64>>;
@@ -328,6 +330,8 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
         gauge.set(value);
         registry.register(name, help, gauge);
     }
+
+    rocketmq5::register(&mut registry, state, &traffic, now_ms);
 
     let mut text = String::new();
     // Writing to a String cannot fail.
