@@ -27,6 +27,45 @@ impl Flow {
     }
 }
 
+/// What kind of message a client sent, as RocketMQ 5's `message_type` label names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MessageKind {
+    Normal,
+    Fifo,
+    Delay,
+    Transaction,
+}
+
+impl MessageKind {
+    pub const ALL: [MessageKind; 4] = [
+        MessageKind::Normal,
+        MessageKind::Fifo,
+        MessageKind::Delay,
+        MessageKind::Transaction,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageKind::Normal => "normal",
+            MessageKind::Fifo => "fifo",
+            MessageKind::Delay => "delay",
+            MessageKind::Transaction => "transaction",
+        }
+    }
+}
+
+/// Upper bounds of RocketMQ 5's message size histogram, bytes (1 KiB to 4 MiB).
+pub const MESSAGE_SIZE_BUCKETS: [u64; 6] = [1024, 4096, 524_288, 1_048_576, 2_097_152, 4_194_304];
+
+/// Messages clients sent to one topic as one kind: how many, their stored bytes, and how many
+/// fell at or under each of [`MESSAGE_SIZE_BUCKETS`] (the last slot: above them all).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Arrivals {
+    pub messages: u64,
+    pub bytes: u64,
+    pub by_size: [u64; MESSAGE_SIZE_BUCKETS.len() + 1],
+}
+
 /// Traffic since start: stored per topic, delivered (pulled or popped) per topic and group.
 #[derive(Debug, Default, Clone)]
 pub struct TrafficTable {
@@ -36,6 +75,10 @@ pub struct TrafficTable {
     /// counted when they are put back — a delayed retry too, though it is stored under the
     /// schedule topic until its delay ends.
     pub redelivered: HashMap<String, u64>,
+    /// What clients sent, by the topic and kind they sent it as (a delayed message under its
+    /// real topic, once, when it arrives; retries and dead letters left out).
+    /// Indexed by the kind's place in [`MessageKind::ALL`].
+    pub arrived: HashMap<String, [Arrivals; 4]>,
 }
 
 /// [`TrafficTable`] behind its lock; counting costs one map lookup.
@@ -83,6 +126,28 @@ impl Traffic {
             .add(messages, bytes);
     }
 
+    /// Counts messages clients sent: (topic, kind, stored record bytes) each.
+    pub fn arrived(&self, messages: &[(&str, MessageKind, u64)]) {
+        if messages.is_empty() {
+            return;
+        }
+        let mut table = self.lock();
+        for (topic, kind, bytes) in messages {
+            let kinds = match table.arrived.get_mut(*topic) {
+                Some(kinds) => kinds,
+                None => table.arrived.entry((*topic).to_owned()).or_default(),
+            };
+            let arrivals = &mut kinds[*kind as usize];
+            arrivals.messages += 1;
+            arrivals.bytes += bytes;
+            let slot = MESSAGE_SIZE_BUCKETS
+                .iter()
+                .position(|bound| bytes <= bound)
+                .unwrap_or(MESSAGE_SIZE_BUCKETS.len());
+            arrivals.by_size[slot] += 1;
+        }
+    }
+
     pub fn snapshot(&self) -> TrafficTable {
         self.lock().clone()
     }
@@ -93,6 +158,7 @@ impl Traffic {
         table.stored.remove(topic);
         table.redelivered.remove(topic);
         table.delivered.retain(|(t, _), _| t != topic);
+        table.arrived.remove(topic);
     }
 }
 

@@ -26,17 +26,26 @@ const WAIT: Duration = Duration::from_secs(10);
 const TOPIC: &str = "MetricsTopic";
 const GROUP: &str = "metrics_group";
 const POP_GROUP: &str = "metrics_pop_group";
+const DELAY_TOPIC: &str = "MetricsDelayTopic";
 
 async fn stopped(mut stopping: watch::Receiver<bool>) {
     let _ = stopping.wait_for(|stopped| *stopped).await;
 }
 
 fn send(index: u32) -> RemotingCommand {
+    send_to(TOPIC, index, None)
+}
+
+/// A send of message `index` to `topic`, with a delay level if given.
+fn send_to(topic: &str, index: u32, delay_level: Option<u32>) -> RemotingCommand {
     let mut properties = Properties::new();
     properties.insert("UNIQ_KEY", format!("METRICS{index:08}"));
+    if let Some(level) = delay_level {
+        properties.insert("DELAY", level.to_string());
+    }
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: "metrics_producer".into(),
-        topic: TOPIC.into(),
+        topic: topic.into(),
         default_topic: "TBW102".into(),
         default_topic_queue_nums: 2,
         queue_id: (index % 2) as i32,
@@ -202,6 +211,42 @@ fn rocketmq5_families(samples: &HashMap<(String, Vec<String>), f64>, body: &str)
     assert_eq!(value("rocketmq_producer_connections", &producers), 1.0);
     let broker: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
     assert_eq!(value("rocketmq_broker_permission", &broker), 6.0);
+
+    // What clients sent: the 2,040 sends, not the retry or the dead letter sent back.
+    let mut sent: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
+    sent.extend([
+        format!("topic={TOPIC}"),
+        "message_type=normal".to_owned(),
+        "is_system=false".to_owned(),
+    ]);
+    assert_eq!(value("rocketmq_messages_in_total", &sent), 2_040.0);
+    let bytes_in = value("rocketmq_throughput_in_total", &sent);
+    assert!(bytes_in > 2_040.0 * 100.0, "stored records: {bytes_in}");
+    // Each record (a 100-byte body and its header) is under 1 KiB: all in the first bucket.
+    let size_line = |suffix: &str| {
+        body.lines()
+            .find(|line| {
+                line.starts_with(&format!("rocketmq_message_size_{suffix}"))
+                    && line.contains(&format!("topic=\"{TOPIC}\""))
+            })
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("rocketmq_message_size_{suffix} of {TOPIC}\n{body}"))
+    };
+    assert_eq!(size_line("count"), 2_040.0);
+    assert_eq!(size_line("sum"), bytes_in);
+    assert_eq!(
+        size_line("bucket{"),
+        2_040.0,
+        "the first bucket, le=1024, holds them all"
+    );
+    let mut delayed: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
+    delayed.extend([
+        format!("topic={DELAY_TOPIC}"),
+        "message_type=delay".to_owned(),
+        "is_system=false".to_owned(),
+    ]);
+    assert_eq!(value("rocketmq_messages_in_total", &delayed), 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,6 +380,13 @@ async fn metrics_agree_with_consume_stats_under_load() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     load.await.expect("load");
+
+    // A delayed message to a topic of its own: it arrives as `delay` under that topic.
+    let delayed = client
+        .invoke(&broker_addr, send_to(DELAY_TOPIC, 9_999, Some(3)), WAIT)
+        .await
+        .expect("sent delayed");
+    assert_eq!(delayed.response_code(), ResponseCode::Success);
 
     // The group pulls ten from queue 0 (committed at 7); another group pops five from it.
     let pulled = client

@@ -20,6 +20,7 @@ use crate::ha_progress::HaState;
 use crate::live_config::LiveConfig;
 use crate::long_poll::HeldPulls;
 use crate::role::Role;
+use crate::stats::MessageKind;
 use tokio::sync::Notify;
 
 mod reads;
@@ -42,6 +43,10 @@ pub(crate) async fn off_the_workers<T: Send + 'static>(
 pub(crate) enum Origin {
     /// Messages clients read: counted in the put statistics and their topics' traffic.
     Traffic,
+    /// Client traffic that arrived earlier and reaches its topic only now (a due timer or
+    /// delay-level message, a transaction's resolution): counted like [`Origin::Traffic`],
+    /// except as arriving, which it was when it was first stored.
+    Due,
     /// The broker's own records (the progress stream, transaction op records, system events):
     /// replicated and readable like any other, but not client traffic, so not counted.
     Bookkeeping,
@@ -203,8 +208,11 @@ impl<'a> MessageLog<'a> {
         origin: Origin,
     ) -> Result<Stored<'a>, StoreError> {
         let (appended, durable) = self.store.append_batch(messages)?;
-        if origin == Origin::Traffic {
+        if origin != Origin::Bookkeeping {
             self.count(messages);
+        }
+        if origin == Origin::Traffic {
+            self.count_arrivals(messages, &appended);
         }
         self.ha.notify_new_data();
         if messages.iter().any(|message| message.topic == TIMER_TOPIC) {
@@ -241,7 +249,7 @@ impl<'a> MessageLog<'a> {
     /// thread: client traffic, readers told once it is durable and replicated
     /// ([`Stored::replicated_blocking`]).
     pub(crate) fn deliver_blocking(self, message: &NewMessage) -> Result<Appended, StoreError> {
-        self.append(std::slice::from_ref(message), Origin::Traffic)?
+        self.append(std::slice::from_ref(message), Origin::Due)?
             .replicated_blocking()?
             .pop()
             .ok_or(StoreError::Closed)
@@ -254,6 +262,18 @@ impl<'a> MessageLog<'a> {
         for (topic, queue_id) in queues {
             self.held_pulls.notify(topic, *queue_id, written_end);
         }
+    }
+
+    /// What clients sent, by the topic and kind they sent it as, with each record's size.
+    fn count_arrivals(&self, messages: &[NewMessage], appended: &[Appended]) {
+        let arrivals: Vec<(&str, MessageKind, u64)> = messages
+            .iter()
+            .zip(appended)
+            .filter_map(|(message, stored)| {
+                arrival(message).map(|(topic, kind)| (topic, kind, u64::from(stored.size)))
+            })
+            .collect();
+        self.stats.traffic.arrived(&arrivals);
     }
 
     /// The put statistics: the total, and per topic the messages and bytes stored and the
@@ -285,6 +305,28 @@ impl<'a> MessageLog<'a> {
         }
     }
 }
+
+/// The topic a client sent a message to and its kind, for RocketMQ 5's incoming-message
+/// metrics: a delayed message counts under its real topic, a transaction's half too; retries
+/// and dead letters are not arrivals (`None`).
+fn arrival(message: &NewMessage) -> Option<(&str, MessageKind)> {
+    let real = || message.properties.get(property::REAL_TOPIC);
+    let (topic, kind) = if message.topic == SCHEDULE_TOPIC || message.topic == TIMER_TOPIC {
+        (real()?, MessageKind::Delay)
+    } else if message.properties.get(property::TRANSACTION_PREPARED) == Some("true") {
+        // A half: stored under the half topic, its real topic in a property, and no
+        // transaction bits left in its flag (the property stays until it is committed).
+        (real().unwrap_or(&message.topic), MessageKind::Transaction)
+    } else if message.properties.get(SHARDING_KEY).is_some() {
+        (message.topic.as_str(), MessageKind::Fifo)
+    } else {
+        (message.topic.as_str(), MessageKind::Normal)
+    };
+    (!is_redelivery(topic)).then_some((topic, kind))
+}
+
+/// The property a FIFO message's group travels in (RocketMQ 5's `__SHARDINGKEY`).
+const SHARDING_KEY: &str = "__SHARDINGKEY";
 
 /// A retry or dead-letter topic.
 fn is_redelivery(topic: &str) -> bool {
@@ -379,6 +421,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_transactions_half_and_a_fifo_message_arrive_as_their_kind() {
+        let mut half = message(0, 0, 8);
+        half.topic = "RMQ_SYS_TRANS_HALF_TOPIC".to_owned();
+        half.properties.insert(property::REAL_TOPIC, "Payments");
+        half.properties
+            .insert(property::TRANSACTION_PREPARED, "true");
+        assert_eq!(arrival(&half), Some(("Payments", MessageKind::Transaction)));
+        let mut fifo = message(0, 0, 8);
+        fifo.properties.insert(SHARDING_KEY, "order-7");
+        assert_eq!(arrival(&fifo), Some(("Orders", MessageKind::Fifo)));
+        assert_eq!(arrival(&message(1, 0, 8)), None, "a retry");
+        assert_eq!(arrival(&message(3, 0, 8)), None, "a delayed retry");
+    }
+
     /// Whether `notified` was woken already.
     fn woken(notified: std::pin::Pin<&mut impl std::future::Future>) -> bool {
         notified
@@ -390,7 +447,9 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// Whatever a caller stores, in whatever batches and for whomever: client traffic is
-        /// counted (per topic, redeliveries by where they go) and bookkeeping is not;
+        /// counted (per topic, redeliveries by where they go) and bookkeeping is not; what
+        /// clients sent counts as arriving (a delayed message under its real topic, retries
+        /// and dead letters not), a due delivery does not;
         /// replication is woken by every append, the timer service by every timer message,
         /// and the pulls held on each queue written once the messages are durable.
         #[test]
@@ -400,7 +459,7 @@ mod tests {
                     0..KINDS.len(),
                     0..3i32,
                     proptest::collection::vec(1usize..64, 1..5),
-                    any::<bool>(),
+                    0..3u8,
                 ),
                 1..12,
             )
@@ -409,8 +468,9 @@ mod tests {
             let mut put_total = 0u64;
             let mut stored: HashMap<String, (u64, u64)> = HashMap::new();
             let mut redelivered: HashMap<String, u64> = HashMap::new();
+            let mut arrived: HashMap<(String, usize), u64> = HashMap::new();
             // A batch is one queue's (the store's rule for a single append).
-            for (kind, queue, sizes, traffic) in &batches {
+            for (kind, queue, sizes, origin) in &batches {
                 let messages: Vec<NewMessage> = sizes
                     .iter()
                     .map(|size| message(*kind, *queue, *size))
@@ -425,7 +485,7 @@ mod tests {
                 let timer_wake = parts.timer_wake.notified();
                 tokio::pin!(timer_wake);
                 timer_wake.as_mut().enable();
-                let origin = if *traffic { Origin::Traffic } else { Origin::Bookkeeping };
+                let origin = [Origin::Traffic, Origin::Due, Origin::Bookkeeping][*origin as usize];
                 let stored_now = parts.log().append(&messages, origin).expect("append");
                 prop_assert!(woken(replication), "replication not woken");
                 let has_timer = messages.iter().any(|one| one.topic == TIMER_TOPIC);
@@ -435,7 +495,19 @@ mod tests {
                 for mut waiter in held {
                     prop_assert!(waiter.try_recv().is_ok(), "a held pull was not woken");
                 }
-                if *traffic {
+                if origin == Origin::Traffic {
+                    for one in &messages {
+                        let (topic, delayed) = match one.properties.get(property::REAL_TOPIC) {
+                            Some(real) => (real, true),
+                            None => (one.topic.as_str(), false),
+                        };
+                        if !is_redelivery(topic) {
+                            let kind = if delayed { MessageKind::Delay } else { MessageKind::Normal };
+                            *arrived.entry((topic.to_owned(), kind as usize)).or_default() += 1;
+                        }
+                    }
+                }
+                if origin != Origin::Bookkeeping {
                     put_total += messages.len() as u64;
                     for one in &messages {
                         let entry = stored.entry(one.topic.clone()).or_default();
@@ -457,6 +529,16 @@ mod tests {
                 .collect();
             prop_assert_eq!(counted, stored);
             prop_assert_eq!(table.redelivered, redelivered);
+            let counted_arrivals: HashMap<(String, usize), u64> = table
+                .arrived
+                .iter()
+                .flat_map(|(topic, kinds)| {
+                    kinds.iter().enumerate().filter(|(_, one)| one.messages > 0).map(
+                        move |(kind, one)| ((topic.clone(), kind), one.messages),
+                    )
+                })
+                .collect();
+            prop_assert_eq!(counted_arrivals, arrived);
         }
     }
 }

@@ -249,11 +249,12 @@ pub async fn discard(tx: &TransactionLog, half: &PendingHalf) -> Result<(), Reso
 }
 
 /// Appends one message of a resolution (a commit, an op record, a discarded copy); counted
-/// like any other put, as the records a transaction's sends produce.
+/// like any other put, as the records a transaction's sends produce, but not as arriving: the
+/// half was, when the producer sent it.
 fn append<'a>(tx: &'a TransactionLog, message: &NewMessage) -> Result<Stored<'a>, StoreError> {
     tx.log
         .log()
-        .append(std::slice::from_ref(message), Origin::Traffic)
+        .append(std::slice::from_ref(message), Origin::Due)
 }
 
 /// The stored half at `commit_log_offset`.

@@ -6,9 +6,12 @@
 //! broker name, as RocketMQ sets it). Where RocketMQ's own definitions are loose, the choice
 //! made is written in docs/book/src/guides/metrics.md.
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 use tidemark_broker::clients::ConnectionKind;
 use tidemark_broker::pop::revive::popped_topic;
-use tidemark_broker::stats::TrafficTable;
+use tidemark_broker::stats::{Arrivals, MessageKind, TrafficTable, MESSAGE_SIZE_BUCKETS};
 use tidemark_broker::BrokerState;
 use tidemark_protocol::body::{ConsumeType, QueueProgressView};
 use tidemark_protocol::code::version;
@@ -43,6 +46,7 @@ pub fn register(registry: &mut Registry, state: &BrokerState, traffic: &TrafficT
         cluster: &state.config.broker_cluster_name,
         node_id: &state.config.broker_name,
     };
+    incoming(registry, state, traffic, &node);
     outgoing(registry, state, traffic, &node);
     consumers(registry, state, &node, now_ms);
     connections(registry, state, &node);
@@ -60,6 +64,77 @@ fn is_system(state: &BrokerState, topic: &str, group: Option<&str>) -> &'static 
         "true"
     } else {
         "false"
+    }
+}
+
+/// `rocketmq_messages_in_total`, `rocketmq_throughput_in_total` and `rocketmq_message_size`:
+/// what clients sent, per topic and kind, in stored record bytes as RocketMQ counts them. A
+/// delayed message or a transaction's half counts once, under the topic the client named,
+/// when it arrives (RocketMQ counts it under its system topic, and a delay-level message again
+/// when it is due); retries and dead letters are not arrivals.
+fn incoming(registry: &mut Registry, state: &BrokerState, traffic: &TrafficTable, node: &Node) {
+    let messages: Counters = family(
+        registry,
+        "rocketmq_messages_in",
+        "RocketMQ 5: messages clients sent, per topic and message type",
+    );
+    let bytes: Counters = family(
+        registry,
+        "rocketmq_throughput_in",
+        "RocketMQ 5: bytes of the messages clients sent (as stored), per topic and message type",
+    );
+    let mut sizes = MessageSizes::default();
+    for (topic, kinds) in &traffic.arrived {
+        for (kind, arrivals) in MessageKind::ALL.iter().zip(kinds) {
+            if arrivals.messages == 0 {
+                continue;
+            }
+            let labels = node.labels(&[
+                ("topic", topic),
+                ("message_type", kind.name()),
+                ("is_system", is_system(state, topic, None)),
+            ]);
+            messages.get_or_create(&labels).inc_by(arrivals.messages);
+            bytes.get_or_create(&labels).inc_by(arrivals.bytes);
+            sizes.series.push((labels, *arrivals));
+        }
+    }
+    sizes.series.sort_by(|a, b| a.0.cmp(&b.0));
+    registry.register_collector(Box::new(sizes));
+}
+
+/// `rocketmq_message_size`: one histogram per topic and kind, with RocketMQ's bucket bounds.
+#[derive(Debug, Default)]
+struct MessageSizes {
+    series: Vec<(Labels, Arrivals)>,
+}
+
+impl Collector for MessageSizes {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "rocketmq_message_size",
+            "RocketMQ 5: sizes of the messages clients sent (stored record bytes)",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (labels, arrivals) in &self.series {
+            // Per bucket, not cumulative: the encoder adds them up; the last bound is +Inf.
+            let buckets: Vec<(f64, u64)> = MESSAGE_SIZE_BUCKETS
+                .iter()
+                .map(|bound| *bound as f64)
+                .chain([f64::MAX])
+                .zip(arrivals.by_size)
+                .collect();
+            family
+                .encode_family(labels)?
+                .encode_histogram::<NoLabelSet>(
+                    arrivals.bytes as f64,
+                    arrivals.messages,
+                    &buckets,
+                    None,
+                )?;
+        }
+        Ok(())
     }
 }
 
