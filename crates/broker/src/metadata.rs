@@ -306,6 +306,11 @@ impl SubscriptionGroupTable {
     }
 
     /// A group's `retryMaxTimes` (16 for a group that does not exist).
+    /// How many groups the broker has a configuration for.
+    pub fn count(&self) -> usize {
+        self.lock().groups.len()
+    }
+
     pub fn retry_max_times(&self, group: &str) -> i32 {
         self.lock()
             .groups

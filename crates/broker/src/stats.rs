@@ -79,6 +79,9 @@ pub struct TrafficTable {
     /// real topic, once, when it arrives; retries and dead letters left out).
     /// Indexed by the kind's place in [`MessageKind::ALL`].
     pub arrived: HashMap<String, [Arrivals; 4]>,
+    /// Messages moved to a group's dead-letter topic, by group and the topic they were first
+    /// sent to (empty when the message does not say).
+    pub dead_lettered: HashMap<(String, String), u64>,
 }
 
 /// [`TrafficTable`] behind its lock; counting costs one map lookup.
@@ -148,6 +151,14 @@ impl Traffic {
         }
     }
 
+    pub fn dead_lettered(&self, group: &str, origin: &str) {
+        *self
+            .lock()
+            .dead_lettered
+            .entry((group.to_owned(), origin.to_owned()))
+            .or_default() += 1;
+    }
+
     pub fn snapshot(&self) -> TrafficTable {
         self.lock().clone()
     }
@@ -159,6 +170,7 @@ impl Traffic {
         table.redelivered.remove(topic);
         table.delivered.retain(|(t, _), _| t != topic);
         table.arrived.remove(topic);
+        table.dead_lettered.retain(|(_, origin), _| origin != topic);
     }
 }
 

@@ -211,6 +211,8 @@ fn rocketmq5_families(samples: &HashMap<(String, Vec<String>), f64>, body: &str)
     assert_eq!(value("rocketmq_producer_connections", &producers), 1.0);
     let broker: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
     assert_eq!(value("rocketmq_broker_permission", &broker), 6.0);
+    // The two groups that read, made on first use.
+    assert!(value("rocketmq_consumer_group_number", &broker) >= 2.0);
 
     // What clients sent: the 2,040 sends, not the retry or the dead letter sent back.
     let mut sent: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
@@ -247,6 +249,14 @@ fn rocketmq5_families(samples: &HashMap<(String, Vec<String>), f64>, body: &str)
         "is_system=false".to_owned(),
     ]);
     assert_eq!(value("rocketmq_messages_in_total", &delayed), 1.0);
+    // The one sent straight to the dead letters, by the topic it came from.
+    let mut dead: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
+    dead.extend([
+        format!("topic={TOPIC}"),
+        format!("consumer_group={GROUP}"),
+        "is_system=false".to_owned(),
+    ]);
+    assert_eq!(value("rocketmq_send_to_dlq_messages_total", &dead), 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -290,6 +290,13 @@ impl<'a> MessageLog<'a> {
             stats.traffic.stored(topic, run.len() as u64, bytes);
             if is_redelivery(topic) {
                 stats.traffic.redelivered(topic, run.len() as u64);
+                if let Some(group) = topic.strip_prefix("%DLQ%") {
+                    // Each dead letter by the topic it was first sent to.
+                    for message in run {
+                        let origin = message.properties.get(property::RETRY_TOPIC);
+                        stats.traffic.dead_lettered(group, origin.unwrap_or(""));
+                    }
+                }
             } else if topic == SCHEDULE_TOPIC || topic == TIMER_TOPIC {
                 // A delayed message: where it goes once its delay ends.
                 for message in run {

@@ -48,6 +48,7 @@ pub fn register(registry: &mut Registry, state: &BrokerState, traffic: &TrafficT
     };
     incoming(registry, state, traffic, &node);
     outgoing(registry, state, traffic, &node);
+    dead_lettered(registry, state, traffic, &node);
     consumers(registry, state, &node, now_ms);
     connections(registry, state, &node);
     broker(registry, state, &node);
@@ -173,6 +174,31 @@ fn outgoing(registry: &mut Registry, state: &BrokerState, traffic: &TrafficTable
         ]);
         messages.get_or_create(&labels).inc_by(flow.messages);
         bytes.get_or_create(&labels).inc_by(flow.bytes);
+    }
+}
+
+/// `rocketmq_send_to_dlq_messages_total`: messages moved to a group's dead-letter topic, by
+/// the topic they were first sent to — by a consumer's send-back past its maximum, or by the
+/// POP revive service.
+fn dead_lettered(
+    registry: &mut Registry,
+    state: &BrokerState,
+    traffic: &TrafficTable,
+    node: &Node,
+) {
+    let moved: Counters = family(
+        registry,
+        "rocketmq_send_to_dlq_messages",
+        "RocketMQ 5: messages moved to the group's dead-letter topic, by the topic they were sent to",
+    );
+    for ((group, topic), count) in &traffic.dead_lettered {
+        moved
+            .get_or_create(&node.labels(&[
+                ("consumer_group", group),
+                ("topic", topic),
+                ("is_system", is_system(state, topic, Some(group))),
+            ]))
+            .inc_by(*count);
     }
 }
 
@@ -383,8 +409,8 @@ fn version_name(ordinal: i32) -> String {
     format!("v{major}_{minor}_{patch}{snapshot}")
 }
 
-/// The broker's own gauges: permission, topic count, and bytes written to the commit log but
-/// not yet synced (`rocketmq_storage_flush_behind_bytes`).
+/// The broker's own gauges: permission, topic and group counts, and bytes written to the
+/// commit log but not yet synced (`rocketmq_storage_flush_behind_bytes`).
 fn broker(registry: &mut Registry, state: &BrokerState, node: &Node) {
     let permission: IntGauges = family(
         registry,
@@ -402,6 +428,14 @@ fn broker(registry: &mut Registry, state: &BrokerState, node: &Node) {
     topics
         .get_or_create(&node.labels(&[]))
         .set(state.metadata.topics.names().len() as i64);
+    let groups: IntGauges = family(
+        registry,
+        "rocketmq_consumer_group_number",
+        "RocketMQ 5: consumer groups configured on this broker",
+    );
+    groups
+        .get_or_create(&node.labels(&[]))
+        .set(i64::try_from(state.metadata.groups.count()).unwrap_or(i64::MAX));
     let flush_behind: IntGauges = family(
         registry,
         "rocketmq_storage_flush_behind_bytes",
