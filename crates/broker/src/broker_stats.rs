@@ -23,6 +23,8 @@ pub struct BrokerStats {
     pub send_latency: prometheus_client::metrics::histogram::Histogram,
     /// Seconds a pull takes to read and answer, a long-polling wait left out.
     pub pull_latency: prometheus_client::metrics::histogram::Histogram,
+    /// Every request's time in the handler, by request and response code.
+    pub rpc: crate::stats::RpcLatencies,
 }
 
 impl Default for BrokerStats {
@@ -42,6 +44,7 @@ impl Default for BrokerStats {
             pull_latency: prometheus_client::metrics::histogram::Histogram::new(
                 LATENCY_BUCKETS_SECONDS,
             ),
+            rpc: crate::stats::RpcLatencies::default(),
         }
     }
 }

@@ -307,6 +307,61 @@ pub fn total_memory_bytes() -> u64 {
     })
 }
 
+/// Upper bounds of RocketMQ 5's request latency histogram, milliseconds.
+pub const RPC_LATENCY_BUCKETS_MS: [u64; 9] = [1, 3, 5, 7, 10, 100, 1000, 2000, 3000];
+
+/// Which requests one latency histogram counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RpcKind {
+    pub request_code: i32,
+    pub response_code: i32,
+    /// The request asked to be held until something arrives (a pull with the suspend flag, a
+    /// POP or a notification with a poll time): its time includes the wait.
+    pub long_polling: bool,
+    /// A gRPC client's call through the gateway rather than a remoting connection.
+    pub grpc: bool,
+}
+
+/// One histogram: the count at or under each of [`RPC_LATENCY_BUCKETS_MS`] (the last slot:
+/// above them all), the sum and the count.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RpcLatency {
+    pub by_bound: [u64; RPC_LATENCY_BUCKETS_MS.len() + 1],
+    pub sum_ms: u64,
+    pub count: u64,
+}
+
+/// Request latencies in the broker, from the handler's start to its answer.
+#[derive(Debug, Default)]
+pub struct RpcLatencies {
+    inner: Mutex<HashMap<RpcKind, RpcLatency>>,
+}
+
+impl RpcLatencies {
+    pub fn observe(&self, kind: RpcKind, elapsed: std::time::Duration) {
+        let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        let slot = RPC_LATENCY_BUCKETS_MS
+            .iter()
+            .position(|bound| ms <= *bound)
+            .unwrap_or(RPC_LATENCY_BUCKETS_MS.len());
+        let mut table = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let latency = table.entry(kind).or_default();
+        latency.by_bound[slot] += 1;
+        latency.sum_ms = latency.sum_ms.saturating_add(ms);
+        latency.count += 1;
+    }
+
+    pub fn snapshot(&self) -> Vec<(RpcKind, RpcLatency)> {
+        let table = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut all: Vec<_> = table
+            .iter()
+            .map(|(kind, latency)| (*kind, *latency))
+            .collect();
+        all.sort_by_key(|(kind, _)| *kind);
+        all
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -257,6 +257,19 @@ fn rocketmq5_families(samples: &HashMap<(String, Vec<String>), f64>, body: &str)
         "is_system=false".to_owned(),
     ]);
     assert_eq!(value("rocketmq_send_to_dlq_messages_total", &dead), 1.0);
+    // Every send went through the handler: 2,040 successful SEND_MESSAGE_V2 to TOPIC, 1 delayed.
+    let sends = body
+        .lines()
+        .find(|line| {
+            line.starts_with("rocketmq_rpc_latency_milliseconds_count{")
+                && line.contains("request_code=\"send_message_v2\"")
+                && line.contains("response_code=\"success\"")
+                && line.contains("protocol_type=\"remoting\"")
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("send latency count\n{body}"));
+    assert_eq!(sends, 2_041.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,12 +32,14 @@ mod transaction;
 
 use std::sync::Arc;
 
+use tidemark_protocol::headers::pull_sys_flag;
 use tidemark_protocol::{HeaderError, RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{Channel, Reply, ReplyFuture, RequestHandler};
 use tracing::debug;
 
 use crate::progress_stream;
 use crate::state::BrokerState;
+use crate::stats::RpcKind;
 
 /// The broker's request handler.
 #[derive(Debug, Clone)]
@@ -115,11 +117,38 @@ async fn operator_change_replicated(
     progress_stream::once_replicated(state.log(), &state.progress_stream, answer).await
 }
 
+/// Whether `request` asked to be held until something arrives: a pull with the suspend flag, a
+/// POP or a notification with a poll time.
+fn asks_to_wait(request: &RemotingCommand) -> bool {
+    let field = |name: &str| {
+        request
+            .ext_fields
+            .get(name)
+            .and_then(|value| value.parse::<i64>().ok())
+    };
+    match request.request_code() {
+        RequestCode::PullMessage | RequestCode::LitePullMessage => {
+            field("sysFlag").is_some_and(|flag| flag & i64::from(pull_sys_flag::SUSPEND) != 0)
+        }
+        RequestCode::PopMessage | RequestCode::Notification => {
+            field("pollTime").is_some_and(|poll| poll > 0)
+        }
+        _ => false,
+    }
+}
+
 impl RequestHandler for BrokerHandler {
     fn handle(&self, channel: Channel, request: RemotingCommand) -> ReplyFuture {
         let state = self.state.clone();
         Box::pin(async move {
             let code = request.request_code();
+            let started = std::time::Instant::now();
+            let rpc = |response_code: ResponseCode| RpcKind {
+                request_code: code.to_i32(),
+                response_code: response_code.to_i32(),
+                long_polling: asks_to_wait(&request),
+                grpc: channel.is_in_process(),
+            };
             let response = match code {
                 RequestCode::SendMessage
                 | RequestCode::SendMessageV2
@@ -295,9 +324,13 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::QueryMessage => query_message::query(&state, &request).await,
                 _ => {
                     debug!(%code, peer = %channel.peer_addr(), "request code not supported");
+                    let kind = rpc(ResponseCode::RequestCodeNotSupported);
+                    state.stats.rpc.observe(kind, started.elapsed());
                     return Reply::Unsupported;
                 }
             };
+            let kind = rpc(response.response_code());
+            state.stats.rpc.observe(kind, started.elapsed());
             Reply::Response(response)
         })
     }

@@ -586,6 +586,18 @@ async fn a_deleted_and_remade_topic_is_popped_from_its_new_start() {
     let _ = cluster.stop_broker().await;
 }
 
+/// Whether `broker` has the tests' topic among its topic configurations.
+async fn knows_topic(client: &RemotingClient, broker: &str) -> bool {
+    let all = call(
+        client,
+        broker,
+        RemotingCommand::request(RequestCode::GetAllTopicConfig),
+    )
+    .await;
+    all.response_code() == ResponseCode::Success
+        && String::from_utf8_lossy(&all.body).contains(&format!("\"{TOPIC}\""))
+}
+
 /// The broker's whole POP state as TIDEMARK_GET_ALL_POP_STATE answers it.
 async fn pop_state(client: &RemotingClient, broker: &str) -> Vec<u8> {
     let response = call(
@@ -637,10 +649,17 @@ async fn a_slave_copies_the_masters_pop_state_and_goes_on_from_it_as_master() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while tokio::time::Instant::now() < deadline
         && (pop_state(&client, &slave).await != master_state
-            || max_offset(&client, &slave).await < 30)
+            || max_offset(&client, &slave).await < 30
+            || !knows_topic(&client, &slave).await)
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The topic's configuration comes with the slave sync, apart from the log and the POP
+    // state: without it the promoted master would refuse the topic's pops and acks.
+    assert!(
+        knows_topic(&client, &slave).await,
+        "the slave never had the topic"
+    );
     assert_eq!(
         pop_state(&client, &slave).await,
         master_state,

@@ -11,10 +11,13 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use tidemark_broker::clients::ConnectionKind;
 use tidemark_broker::pop::revive::popped_topic;
-use tidemark_broker::stats::{Arrivals, MessageKind, TrafficTable, MESSAGE_SIZE_BUCKETS};
+use tidemark_broker::stats::{
+    Arrivals, MessageKind, RpcLatency, TrafficTable, MESSAGE_SIZE_BUCKETS, RPC_LATENCY_BUCKETS_MS,
+};
 use tidemark_broker::BrokerState;
 use tidemark_protocol::body::{ConsumeType, QueueProgressView};
 use tidemark_protocol::code::version;
+use tidemark_protocol::{RequestCode, ResponseCode};
 
 use super::{family, Counters, IntGauges, Labels};
 use prometheus_client::registry::Registry;
@@ -49,6 +52,7 @@ pub fn register(registry: &mut Registry, state: &BrokerState, traffic: &TrafficT
     incoming(registry, state, traffic, &node);
     outgoing(registry, state, traffic, &node);
     dead_lettered(registry, state, traffic, &node);
+    registry.register_collector(Box::new(RequestLatencies::of(state, &node)));
     consumers(registry, state, &node, now_ms);
     connections(registry, state, &node);
     broker(registry, state, &node);
@@ -131,6 +135,80 @@ impl Collector for MessageSizes {
                 .encode_histogram::<NoLabelSet>(
                     arrivals.bytes as f64,
                     arrivals.messages,
+                    &buckets,
+                    None,
+                )?;
+        }
+        Ok(())
+    }
+}
+
+/// `rocketmq_rpc_latency_milliseconds`: each request's time in the broker's handler, by
+/// request and response code (RocketMQ's lower-cased constant names), with RocketMQ's bounds.
+/// A request that asked to be held counts its wait, as in RocketMQ; its `is_long_polling` says
+/// it asked, whether or not it had to wait.
+#[derive(Debug)]
+struct RequestLatencies {
+    series: Vec<(Labels, RpcLatency)>,
+}
+
+impl RequestLatencies {
+    fn of(state: &BrokerState, node: &Node) -> Self {
+        let series = state
+            .stats
+            .rpc
+            .snapshot()
+            .into_iter()
+            .map(|(kind, latency)| {
+                let request = RequestCode::from_i32(kind.request_code);
+                let response = ResponseCode::from_i32(kind.response_code);
+                let code_name = |java: &str, raw: i32| match java {
+                    "UNKNOWN" => raw.to_string(),
+                    known => known.to_ascii_lowercase(),
+                };
+                let labels = node.labels(&[
+                    ("protocol_type", if kind.grpc { "grpc" } else { "remoting" }),
+                    (
+                        "is_long_polling",
+                        if kind.long_polling { "true" } else { "false" },
+                    ),
+                    (
+                        "request_code",
+                        &code_name(request.java_name(), kind.request_code),
+                    ),
+                    (
+                        "response_code",
+                        &code_name(response.java_name(), kind.response_code),
+                    ),
+                    ("result", "success"),
+                ]);
+                (labels, latency)
+            })
+            .collect();
+        RequestLatencies { series }
+    }
+}
+
+impl Collector for RequestLatencies {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "rocketmq_rpc_latency_milliseconds",
+            "RocketMQ 5: a request's time in the broker, from its handler's start to its answer",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (labels, latency) in &self.series {
+            let buckets: Vec<(f64, u64)> = RPC_LATENCY_BUCKETS_MS
+                .iter()
+                .map(|bound| *bound as f64)
+                .chain([f64::MAX])
+                .zip(latency.by_bound)
+                .collect();
+            family
+                .encode_family(labels)?
+                .encode_histogram::<NoLabelSet>(
+                    latency.sum_ms as f64,
+                    latency.count,
                     &buckets,
                     None,
                 )?;
