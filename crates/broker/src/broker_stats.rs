@@ -25,6 +25,8 @@ pub struct BrokerStats {
     pub pull_latency: prometheus_client::metrics::histogram::Histogram,
     /// Every request's time in the handler, by request and response code.
     pub rpc: crate::stats::RpcLatencies,
+    /// Transactions producers resolved, per real topic.
+    pub transactions: crate::stats::TransactionStats,
 }
 
 impl Default for BrokerStats {
@@ -45,6 +47,7 @@ impl Default for BrokerStats {
                 LATENCY_BUCKETS_SECONDS,
             ),
             rpc: crate::stats::RpcLatencies::default(),
+            transactions: crate::stats::TransactionStats::default(),
         }
     }
 }

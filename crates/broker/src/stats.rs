@@ -307,6 +307,56 @@ pub fn total_memory_bytes() -> u64 {
     })
 }
 
+/// Upper bounds of RocketMQ 5's transaction finish latency histogram, seconds (5 s to a day).
+pub const FINISH_LATENCY_BUCKETS_S: [u64; 6] = [5, 60, 600, 3_600, 43_200, 86_400];
+
+/// One topic's resolved transactions: commits, rollbacks, and how long each took from its half
+/// being stored, counted at or under each of [`FINISH_LATENCY_BUCKETS_S`] (the last slot: above
+/// them all), with the sum in seconds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    pub committed: u64,
+    pub rolled_back: u64,
+    pub by_latency: [u64; FINISH_LATENCY_BUCKETS_S.len() + 1],
+    pub latency_sum_s: u64,
+}
+
+/// Transactions resolved per real topic.
+#[derive(Debug, Default)]
+pub struct TransactionStats {
+    inner: Mutex<HashMap<String, Finished>>,
+}
+
+impl TransactionStats {
+    /// A producer's commit (or rollback) of a half stored `age_ms` ago, for `topic`.
+    pub fn finished(&self, topic: &str, committed: bool, age_ms: i64) {
+        let seconds = u64::try_from(age_ms.max(0) / 1000).unwrap_or(0);
+        let slot = FINISH_LATENCY_BUCKETS_S
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(FINISH_LATENCY_BUCKETS_S.len());
+        let mut table = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let finished = table.entry(topic.to_owned()).or_default();
+        if committed {
+            finished.committed += 1;
+        } else {
+            finished.rolled_back += 1;
+        }
+        finished.by_latency[slot] += 1;
+        finished.latency_sum_s += seconds;
+    }
+
+    pub fn snapshot(&self) -> Vec<(String, Finished)> {
+        let table = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut all: Vec<_> = table
+            .iter()
+            .map(|(topic, one)| (topic.clone(), *one))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
 /// Upper bounds of RocketMQ 5's request latency histogram, milliseconds.
 pub const RPC_LATENCY_BUCKETS_MS: [u64; 9] = [1, 3, 5, 7, 10, 100, 1000, 2000, 3000];
 

@@ -158,6 +158,11 @@ pub async fn resolve(
     });
     let (stored, op_appended) = appended.ok_or(ResolveError::NotPending(clo))??;
     stored.durable().await?;
+    tx.log.stats.transactions.finished(
+        &pending.real_topic,
+        decision == Decision::Commit,
+        now_ms() - pending.stored_at_ms,
+    );
     let op_durable = match op_appended {
         Some(Ok(stored)) => stored.durable().await.map(drop),
         Some(Err(failure)) => Err(failure),

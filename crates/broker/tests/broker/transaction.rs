@@ -160,6 +160,15 @@ async fn a_commit_applies_once_and_a_rollback_never_delivers() {
         ResponseCode::SystemError
     );
 
+    // Counted once each for RocketMQ 5's transaction metrics, under the real topic, both
+    // resolved within five seconds of their halves.
+    let finished = broker.state.stats.transactions.snapshot();
+    assert_eq!(finished.len(), 1, "{finished:?}");
+    let (topic, counts) = &finished[0];
+    assert_eq!(topic, TOPIC);
+    assert_eq!((counts.committed, counts.rolled_back), (1, 1));
+    assert_eq!(counts.by_latency[0], 2, "{counts:?}");
+
     let records = delivered(&client, TOPIC).await;
     assert_eq!(bodies(&records), ["commit-me"], "committed once");
     let record = &records[0];

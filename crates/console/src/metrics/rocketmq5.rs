@@ -12,7 +12,8 @@ use prometheus_client::metrics::MetricType;
 use tidemark_broker::clients::ConnectionKind;
 use tidemark_broker::pop::revive::popped_topic;
 use tidemark_broker::stats::{
-    Arrivals, MessageKind, RpcLatency, TrafficTable, MESSAGE_SIZE_BUCKETS, RPC_LATENCY_BUCKETS_MS,
+    Arrivals, Finished, MessageKind, RpcLatency, TrafficTable, FINISH_LATENCY_BUCKETS_S,
+    MESSAGE_SIZE_BUCKETS, RPC_LATENCY_BUCKETS_MS,
 };
 use tidemark_broker::BrokerState;
 use tidemark_protocol::body::{ConsumeType, QueueProgressView};
@@ -52,6 +53,7 @@ pub fn register(registry: &mut Registry, state: &BrokerState, traffic: &TrafficT
     incoming(registry, state, traffic, &node);
     outgoing(registry, state, traffic, &node);
     dead_lettered(registry, state, traffic, &node);
+    transactions(registry, state, &node);
     registry.register_collector(Box::new(RequestLatencies::of(state, &node)));
     consumers(registry, state, &node, now_ms);
     connections(registry, state, &node);
@@ -277,6 +279,84 @@ fn dead_lettered(
                 ("is_system", is_system(state, topic, Some(group))),
             ]))
             .inc_by(*count);
+    }
+}
+
+/// The transaction families, per real topic: commits and rollbacks producers made, how long
+/// each transaction took from its half to its resolution, and the halves still pending.
+fn transactions(registry: &mut Registry, state: &BrokerState, node: &Node) {
+    let committed: Counters = family(
+        registry,
+        "rocketmq_commit_messages",
+        "RocketMQ 5: transactional messages committed, per topic",
+    );
+    let rolled_back: Counters = family(
+        registry,
+        "rocketmq_rollback_messages",
+        "RocketMQ 5: transactional messages rolled back, per topic",
+    );
+    let mut latencies = FinishLatencies::default();
+    for (topic, finished) in state.stats.transactions.snapshot() {
+        let labels = node.labels(&[("topic", &topic)]);
+        if finished.committed > 0 {
+            committed.get_or_create(&labels).inc_by(finished.committed);
+        }
+        if finished.rolled_back > 0 {
+            rolled_back
+                .get_or_create(&labels)
+                .inc_by(finished.rolled_back);
+        }
+        latencies.series.push((labels, finished));
+    }
+    registry.register_collector(Box::new(latencies));
+    let pending: IntGauges = family(
+        registry,
+        "rocketmq_half_messages",
+        "RocketMQ 5: transactional messages stored and not yet committed or rolled back, per topic",
+    );
+    let mut halves: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    for half in state.transactions.snapshot() {
+        *halves.entry(half.real_topic).or_default() += 1;
+    }
+    for (topic, count) in halves {
+        pending
+            .get_or_create(&node.labels(&[("topic", &topic)]))
+            .set(count);
+    }
+}
+
+/// `rocketmq_finish_message_latency_milliseconds`: despite its name, in seconds with bounds of
+/// 5 s to a day, as Apache's broker records it, so dashboards built on it read the same.
+#[derive(Debug, Default)]
+struct FinishLatencies {
+    series: Vec<(Labels, Finished)>,
+}
+
+impl Collector for FinishLatencies {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "rocketmq_finish_message_latency_milliseconds",
+            "RocketMQ 5: seconds (as RocketMQ records them, despite the name) from a transaction's half to its commit or rollback",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (labels, finished) in &self.series {
+            let buckets: Vec<(f64, u64)> = FINISH_LATENCY_BUCKETS_S
+                .iter()
+                .map(|bound| *bound as f64)
+                .chain([f64::MAX])
+                .zip(finished.by_latency)
+                .collect();
+            family
+                .encode_family(labels)?
+                .encode_histogram::<NoLabelSet>(
+                    finished.latency_sum_s as f64,
+                    finished.committed + finished.rolled_back,
+                    &buckets,
+                    None,
+                )?;
+        }
+        Ok(())
     }
 }
 
@@ -527,8 +607,34 @@ fn broker(registry: &mut Registry, state: &BrokerState, node: &Node) {
 
 #[cfg(test)]
 mod tests {
-    use super::version_name;
+    use super::{version_name, FinishLatencies, Finished};
+    use prometheus_client::registry::Registry;
     use tidemark_protocol::code::version;
+
+    #[test]
+    fn a_transactions_finish_latency_is_a_histogram_in_seconds() {
+        let mut registry = Registry::default();
+        let finished = Finished {
+            committed: 2,
+            rolled_back: 1,
+            by_latency: [1, 2, 0, 0, 0, 0, 0],
+            latency_sum_s: 70,
+        };
+        registry.register_collector(Box::new(FinishLatencies {
+            series: vec![(vec![("topic".to_owned(), "Payments".to_owned())], finished)],
+        }));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encoded");
+        for line in [
+            "rocketmq_finish_message_latency_milliseconds_sum{topic=\"Payments\"} 70.0",
+            "rocketmq_finish_message_latency_milliseconds_count{topic=\"Payments\"} 3",
+            "rocketmq_finish_message_latency_milliseconds_bucket{le=\"5.0\",topic=\"Payments\"} 1",
+            "rocketmq_finish_message_latency_milliseconds_bucket{le=\"60.0\",topic=\"Payments\"} 3",
+            "rocketmq_finish_message_latency_milliseconds_bucket{le=\"+Inf\",topic=\"Payments\"} 3",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+    }
 
     #[test]
     fn versions_are_named_as_mqversion_names_them() {
