@@ -12,8 +12,8 @@ use prometheus_client::metrics::MetricType;
 use tidemark_broker::clients::ConnectionKind;
 use tidemark_broker::pop::revive::popped_topic;
 use tidemark_broker::stats::{
-    Arrivals, Finished, MessageKind, RpcLatency, TrafficTable, FINISH_LATENCY_BUCKETS_S,
-    MESSAGE_SIZE_BUCKETS, RPC_LATENCY_BUCKETS_MS,
+    MessageKind, TrafficTable, FINISH_LATENCY_BUCKETS_S, MESSAGE_SIZE_BUCKETS,
+    RPC_LATENCY_BUCKETS_MS,
 };
 use tidemark_broker::BrokerState;
 use tidemark_protocol::body::{ConsumeType, QueueProgressView};
@@ -54,7 +54,7 @@ pub fn register(registry: &mut Registry, state: &BrokerState, traffic: &TrafficT
     outgoing(registry, state, traffic, &node);
     dead_lettered(registry, state, traffic, &node);
     transactions(registry, state, &node);
-    registry.register_collector(Box::new(RequestLatencies::of(state, &node)));
+    registry.register_collector(Box::new(request_latencies(state, &node)));
     consumers(registry, state, &node, now_ms);
     connections(registry, state, &node);
     broker(registry, state, &node);
@@ -74,6 +74,53 @@ fn is_system(state: &BrokerState, topic: &str, group: Option<&str>) -> &'static 
     }
 }
 
+/// Histograms of one family, one per label set, from counts kept per bucket (the last slot:
+/// above every bound), as the broker's statistics keep them.
+#[derive(Debug)]
+struct Histograms {
+    name: &'static str,
+    help: &'static str,
+    bounds: Vec<f64>,
+    /// Labels, per-bucket counts, sum and count.
+    series: Vec<(Labels, Vec<u64>, f64, u64)>,
+}
+
+impl Histograms {
+    fn new(name: &'static str, help: &'static str, bounds: &[u64]) -> Self {
+        Histograms {
+            name,
+            help,
+            bounds: bounds.iter().map(|bound| *bound as f64).collect(),
+            series: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, labels: Labels, by_bucket: &[u64], sum: f64, count: u64) {
+        self.series.push((labels, by_bucket.to_vec(), sum, count));
+    }
+}
+
+impl Collector for Histograms {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family =
+            encoder.encode_descriptor(self.name, self.help, None, MetricType::Histogram)?;
+        for (labels, by_bucket, sum, count) in &self.series {
+            // Per bucket, not cumulative: the encoder adds them up; `+Inf` is `f64::MAX`.
+            let buckets: Vec<(f64, u64)> = self
+                .bounds
+                .iter()
+                .copied()
+                .chain([f64::MAX])
+                .zip(by_bucket.iter().copied())
+                .collect();
+            family
+                .encode_family(labels)?
+                .encode_histogram::<NoLabelSet>(*sum, *count, &buckets, None)?;
+        }
+        Ok(())
+    }
+}
+
 /// `rocketmq_messages_in_total`, `rocketmq_throughput_in_total` and `rocketmq_message_size`:
 /// what clients sent, per topic and kind, in stored record bytes as RocketMQ counts them. A
 /// delayed message or a transaction's half counts once, under the topic the client named,
@@ -90,7 +137,11 @@ fn incoming(registry: &mut Registry, state: &BrokerState, traffic: &TrafficTable
         "rocketmq_throughput_in",
         "RocketMQ 5: bytes of the messages clients sent (as stored), per topic and message type",
     );
-    let mut sizes = MessageSizes::default();
+    let mut sizes = Histograms::new(
+        "rocketmq_message_size",
+        "RocketMQ 5: sizes of the messages clients sent (stored record bytes)",
+        &MESSAGE_SIZE_BUCKETS,
+    );
     for (topic, kinds) in &traffic.arrived {
         for (kind, arrivals) in MessageKind::ALL.iter().zip(kinds) {
             if arrivals.messages == 0 {
@@ -103,120 +154,52 @@ fn incoming(registry: &mut Registry, state: &BrokerState, traffic: &TrafficTable
             ]);
             messages.get_or_create(&labels).inc_by(arrivals.messages);
             bytes.get_or_create(&labels).inc_by(arrivals.bytes);
-            sizes.series.push((labels, *arrivals));
+            sizes.push(
+                labels,
+                &arrivals.by_size,
+                arrivals.bytes as f64,
+                arrivals.messages,
+            );
         }
     }
-    sizes.series.sort_by(|a, b| a.0.cmp(&b.0));
     registry.register_collector(Box::new(sizes));
-}
-
-/// `rocketmq_message_size`: one histogram per topic and kind, with RocketMQ's bucket bounds.
-#[derive(Debug, Default)]
-struct MessageSizes {
-    series: Vec<(Labels, Arrivals)>,
-}
-
-impl Collector for MessageSizes {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut family = encoder.encode_descriptor(
-            "rocketmq_message_size",
-            "RocketMQ 5: sizes of the messages clients sent (stored record bytes)",
-            None,
-            MetricType::Histogram,
-        )?;
-        for (labels, arrivals) in &self.series {
-            // Per bucket, not cumulative: the encoder adds them up; the last bound is +Inf.
-            let buckets: Vec<(f64, u64)> = MESSAGE_SIZE_BUCKETS
-                .iter()
-                .map(|bound| *bound as f64)
-                .chain([f64::MAX])
-                .zip(arrivals.by_size)
-                .collect();
-            family
-                .encode_family(labels)?
-                .encode_histogram::<NoLabelSet>(
-                    arrivals.bytes as f64,
-                    arrivals.messages,
-                    &buckets,
-                    None,
-                )?;
-        }
-        Ok(())
-    }
 }
 
 /// `rocketmq_rpc_latency_milliseconds`: each request's time in the broker's handler, by
 /// request and response code (RocketMQ's lower-cased constant names), with RocketMQ's bounds.
 /// A request that asked to be held counts its wait, as in RocketMQ; its `is_long_polling` says
 /// it asked, whether or not it had to wait.
-#[derive(Debug)]
-struct RequestLatencies {
-    series: Vec<(Labels, RpcLatency)>,
-}
-
-impl RequestLatencies {
-    fn of(state: &BrokerState, node: &Node) -> Self {
-        let series = state
-            .stats
-            .rpc
-            .snapshot()
-            .into_iter()
-            .map(|(kind, latency)| {
-                let request = RequestCode::from_i32(kind.request_code);
-                let response = ResponseCode::from_i32(kind.response_code);
-                let code_name = |java: &str, raw: i32| match java {
-                    "UNKNOWN" => raw.to_string(),
-                    known => known.to_ascii_lowercase(),
-                };
-                let labels = node.labels(&[
-                    ("protocol_type", if kind.grpc { "grpc" } else { "remoting" }),
-                    (
-                        "is_long_polling",
-                        if kind.long_polling { "true" } else { "false" },
-                    ),
-                    (
-                        "request_code",
-                        &code_name(request.java_name(), kind.request_code),
-                    ),
-                    (
-                        "response_code",
-                        &code_name(response.java_name(), kind.response_code),
-                    ),
-                    ("result", "success"),
-                ]);
-                (labels, latency)
-            })
-            .collect();
-        RequestLatencies { series }
+fn request_latencies(state: &BrokerState, node: &Node) -> Histograms {
+    let mut histograms = Histograms::new(
+        "rocketmq_rpc_latency_milliseconds",
+        "RocketMQ 5: a request's time in the broker, from its handler's start to its answer",
+        &RPC_LATENCY_BUCKETS_MS,
+    );
+    let code_name = |java: &str, raw: i32| match java {
+        "UNKNOWN" => raw.to_string(),
+        known => known.to_ascii_lowercase(),
+    };
+    for (kind, latency) in state.stats.rpc.snapshot() {
+        let request = RequestCode::from_i32(kind.request_code).java_name();
+        let response = ResponseCode::from_i32(kind.response_code).java_name();
+        let labels = node.labels(&[
+            ("protocol_type", if kind.grpc { "grpc" } else { "remoting" }),
+            (
+                "is_long_polling",
+                if kind.long_polling { "true" } else { "false" },
+            ),
+            ("request_code", &code_name(request, kind.request_code)),
+            ("response_code", &code_name(response, kind.response_code)),
+            ("result", "success"),
+        ]);
+        histograms.push(
+            labels,
+            &latency.by_bound,
+            latency.sum_ms as f64,
+            latency.count,
+        );
     }
-}
-
-impl Collector for RequestLatencies {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut family = encoder.encode_descriptor(
-            "rocketmq_rpc_latency_milliseconds",
-            "RocketMQ 5: a request's time in the broker, from its handler's start to its answer",
-            None,
-            MetricType::Histogram,
-        )?;
-        for (labels, latency) in &self.series {
-            let buckets: Vec<(f64, u64)> = RPC_LATENCY_BUCKETS_MS
-                .iter()
-                .map(|bound| *bound as f64)
-                .chain([f64::MAX])
-                .zip(latency.by_bound)
-                .collect();
-            family
-                .encode_family(labels)?
-                .encode_histogram::<NoLabelSet>(
-                    latency.sum_ms as f64,
-                    latency.count,
-                    &buckets,
-                    None,
-                )?;
-        }
-        Ok(())
-    }
+    histograms
 }
 
 /// `rocketmq_messages_out_total` and `rocketmq_throughput_out_total`: messages and bytes
@@ -295,7 +278,13 @@ fn transactions(registry: &mut Registry, state: &BrokerState, node: &Node) {
         "rocketmq_rollback_messages",
         "RocketMQ 5: transactional messages rolled back, per topic",
     );
-    let mut latencies = FinishLatencies::default();
+    // Despite its name in seconds with bounds of 5 s to a day, as Apache's broker records it,
+    // so dashboards built on it read the same.
+    let mut latencies = Histograms::new(
+        "rocketmq_finish_message_latency_milliseconds",
+        "RocketMQ 5: seconds (as RocketMQ records them, despite the name) from a transaction's half to its commit or rollback",
+        &FINISH_LATENCY_BUCKETS_S,
+    );
     for (topic, finished) in state.stats.transactions.snapshot() {
         let labels = node.labels(&[("topic", &topic)]);
         if finished.committed > 0 {
@@ -306,7 +295,12 @@ fn transactions(registry: &mut Registry, state: &BrokerState, node: &Node) {
                 .get_or_create(&labels)
                 .inc_by(finished.rolled_back);
         }
-        latencies.series.push((labels, finished));
+        latencies.push(
+            labels,
+            &finished.by_latency,
+            finished.latency_sum_s as f64,
+            finished.committed + finished.rolled_back,
+        );
     }
     registry.register_collector(Box::new(latencies));
     let pending: IntGauges = family(
@@ -322,41 +316,6 @@ fn transactions(registry: &mut Registry, state: &BrokerState, node: &Node) {
         pending
             .get_or_create(&node.labels(&[("topic", &topic)]))
             .set(count);
-    }
-}
-
-/// `rocketmq_finish_message_latency_milliseconds`: despite its name, in seconds with bounds of
-/// 5 s to a day, as Apache's broker records it, so dashboards built on it read the same.
-#[derive(Debug, Default)]
-struct FinishLatencies {
-    series: Vec<(Labels, Finished)>,
-}
-
-impl Collector for FinishLatencies {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut family = encoder.encode_descriptor(
-            "rocketmq_finish_message_latency_milliseconds",
-            "RocketMQ 5: seconds (as RocketMQ records them, despite the name) from a transaction's half to its commit or rollback",
-            None,
-            MetricType::Histogram,
-        )?;
-        for (labels, finished) in &self.series {
-            let buckets: Vec<(f64, u64)> = FINISH_LATENCY_BUCKETS_S
-                .iter()
-                .map(|bound| *bound as f64)
-                .chain([f64::MAX])
-                .zip(finished.by_latency)
-                .collect();
-            family
-                .encode_family(labels)?
-                .encode_histogram::<NoLabelSet>(
-                    finished.latency_sum_s as f64,
-                    finished.committed + finished.rolled_back,
-                    &buckets,
-                    None,
-                )?;
-        }
-        Ok(())
     }
 }
 
@@ -607,22 +566,22 @@ fn broker(registry: &mut Registry, state: &BrokerState, node: &Node) {
 
 #[cfg(test)]
 mod tests {
-    use super::{version_name, FinishLatencies, Finished};
+    use super::{version_name, Histograms};
     use prometheus_client::registry::Registry;
+    use tidemark_broker::stats::FINISH_LATENCY_BUCKETS_S;
     use tidemark_protocol::code::version;
 
     #[test]
     fn a_transactions_finish_latency_is_a_histogram_in_seconds() {
         let mut registry = Registry::default();
-        let finished = Finished {
-            committed: 2,
-            rolled_back: 1,
-            by_latency: [1, 2, 0, 0, 0, 0, 0],
-            latency_sum_s: 70,
-        };
-        registry.register_collector(Box::new(FinishLatencies {
-            series: vec![(vec![("topic".to_owned(), "Payments".to_owned())], finished)],
-        }));
+        let mut latencies = Histograms::new(
+            "rocketmq_finish_message_latency_milliseconds",
+            "seconds",
+            &FINISH_LATENCY_BUCKETS_S,
+        );
+        let labels = vec![("topic".to_owned(), "Payments".to_owned())];
+        latencies.push(labels, &[1, 2, 0, 0, 0, 0, 0], 70.0, 3);
+        registry.register_collector(Box::new(latencies));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encoded");
         for line in [
