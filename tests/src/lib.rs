@@ -13,6 +13,7 @@ pub mod certs;
 pub mod controller_pair;
 pub mod go_fault_client;
 pub mod netns;
+pub mod prometheus;
 pub mod replica_set;
 pub mod webdriver;
 
@@ -158,6 +159,8 @@ pub struct ServerProcess {
     ready_line: String,
     child: Option<Child>,
     tail: Arc<Mutex<VecDeque<String>>>,
+    /// The line that said the server was ready (the last start's).
+    ready_text: Arc<Mutex<Option<String>>>,
     log_path: PathBuf,
 }
 
@@ -196,6 +199,7 @@ impl ServerProcess {
             ready_line: ready_line.to_owned(),
             child: None,
             tail: Arc::new(Mutex::new(VecDeque::new())),
+            ready_text: Arc::default(),
             log_path: log_dir().join(format!("{name}-{}.log", std::process::id())),
         };
         server.try_launch()?;
@@ -255,10 +259,11 @@ impl ServerProcess {
         let (ready_tx, ready_rx) = mpsc::channel();
         let mut drains = Vec::new();
         if let Some(stdout) = child.stdout.take() {
-            drains.push(self.drain(stdout, log.clone(), Some(ready_tx)));
+            drains.push(self.drain(stdout, log.clone(), Some(ready_tx.clone())));
         }
+        // Tidemark prints its ready line on stdout; other servers (Prometheus) log theirs.
         if let Some(stderr) = child.stderr.take() {
-            drains.push(self.drain(stderr, log, None));
+            drains.push(self.drain(stderr, log, Some(ready_tx.clone())));
         }
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -295,6 +300,7 @@ impl ServerProcess {
         ready: Option<mpsc::Sender<()>>,
     ) -> std::thread::JoinHandle<()> {
         let tail = self.tail.clone();
+        let ready_text = self.ready_text.clone();
         let ready_line = self.ready_line.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
@@ -303,6 +309,9 @@ impl ServerProcess {
                 }
                 if let Some(ready) = &ready {
                     if line.contains(&ready_line) {
+                        if let Ok(mut text) = ready_text.lock() {
+                            *text = Some(line.clone());
+                        }
                         let _ = ready.send(());
                     }
                 }
@@ -314,6 +323,12 @@ impl ServerProcess {
                 }
             }
         })
+    }
+
+    /// The line with which the server said it was ready (the last start's), for what it
+    /// reports there: ports chosen by the system, for one.
+    pub fn ready_text(&self) -> Option<String> {
+        self.ready_text.lock().ok().and_then(|text| text.clone())
     }
 
     /// The last lines the server printed, for failure messages.
@@ -424,7 +439,8 @@ fn join_drains(drains: Vec<std::thread::JoinHandle<()>>, timeout: Duration) {
 /// Whether a server's start failed because a port was taken (by any connection's local end)
 /// between choosing it and binding it: the cue to choose again.
 pub fn port_taken(failure: &str) -> bool {
-    failure.contains("Address already in use")
+    // Rust's std says "Address already in use", Go's (Prometheus) "address already in use".
+    failure.contains("Address already in use") || failure.contains("address already in use")
 }
 
 /// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`]; whether it stopped in time.

@@ -155,7 +155,8 @@ impl ReplicaSet {
             "replica-set-controller",
             dir.path(),
             controllers,
-            &["--broker-timeout-ms", "3000"],
+            // Metrics on a port each chooses (its ready line names it).
+            &["--broker-timeout-ms", "3000", "--http-port", "0"],
         );
         let (namesrv_process, namesrv_port) = start_namesrv("replica-set-namesrv", &[]);
         let mut set = ReplicaSet {
@@ -189,6 +190,24 @@ impl ReplicaSet {
     /// The controllers' addresses as brokers and tools take them, `a;b;c`.
     pub fn controllers_arg(&self) -> String {
         self.controller_addrs.join(";")
+    }
+
+    /// Each controller's metrics endpoint, `host:port`, in the order of `controllers`.
+    pub fn controller_metrics(&self) -> Vec<String> {
+        self.controllers
+            .iter()
+            .map(|controller| {
+                controller
+                    .ready_text()
+                    .and_then(|line| {
+                        line.split_whitespace()
+                            .find_map(|word| word.strip_prefix("metrics=http://"))
+                            .and_then(|rest| rest.strip_suffix("/metrics"))
+                            .map(str::to_owned)
+                    })
+                    .unwrap_or_else(|| panic!("no metrics address\n{}", controller.tail_text()))
+            })
+            .collect()
     }
 
     /// Index of the replica serving at `addr`.

@@ -71,12 +71,47 @@ pub async fn read_response(stream: &mut TcpStream) -> std::io::Result<(u16, Vec<
             }
             body.truncate(length);
         }
-        // Without a length the body ends with the connection.
+        // Without a length the body ends with the connection, in chunks if so marked (Go's
+        // servers chunk larger answers).
         None => {
             stream.read_to_end(&mut body).await?;
+            let chunked = head.lines().any(|line| {
+                line.split_once(':').is_some_and(|(name, value)| {
+                    name.trim().eq_ignore_ascii_case("transfer-encoding")
+                        && value.trim().eq_ignore_ascii_case("chunked")
+                })
+            });
+            if chunked {
+                body = dechunked(&body)?;
+            }
         }
     }
     Ok((status, body))
+}
+
+/// A chunked body's content: each chunk is its size in hex, CRLF, the bytes, CRLF; size 0 ends.
+fn dechunked(mut raw: &[u8]) -> std::io::Result<Vec<u8>> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    let mut body = Vec::new();
+    loop {
+        let line_end = raw
+            .windows(2)
+            .position(|window| window == b"\r\n")
+            .ok_or_else(|| bad("chunk size line unterminated"))?;
+        let size_text = String::from_utf8_lossy(&raw[..line_end]);
+        let size_text = size_text.split(';').next().unwrap_or_default().trim();
+        let size =
+            usize::from_str_radix(size_text, 16).map_err(|_| bad("chunk size is not hex"))?;
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            return Ok(body);
+        }
+        if raw.len() < size + 2 {
+            return Err(bad("chunk shorter than its size"));
+        }
+        body.extend_from_slice(&raw[..size]);
+        raw = &raw[size + 2..];
+    }
 }
 
 /// A `chromedriver` process on a free loopback port, killed on drop.

@@ -2,6 +2,7 @@
 //! for Prometheus) and the web console (`/`, see [`web`]). It depends on the broker and the
 //! client, never the other way.
 
+pub mod controller;
 pub mod metrics;
 pub mod trends;
 pub mod web;

@@ -27,6 +27,7 @@ const TOPIC: &str = "MetricsTopic";
 const GROUP: &str = "metrics_group";
 const POP_GROUP: &str = "metrics_pop_group";
 const DELAY_TOPIC: &str = "MetricsDelayTopic";
+const TIMER_TOPIC: &str = "MetricsTimerTopic";
 
 async fn stopped(mut stopping: watch::Receiver<bool>) {
     let _ = stopping.wait_for(|stopped| *stopped).await;
@@ -36,12 +37,13 @@ fn send(index: u32) -> RemotingCommand {
     send_to(TOPIC, index, None)
 }
 
-/// A send of message `index` to `topic`, with a delay level if given.
-fn send_to(topic: &str, index: u32, delay_level: Option<u32>) -> RemotingCommand {
+/// A send of message `index` to `topic`, with one more property if given (a delay level, a
+/// timer's delivery time).
+fn send_to(topic: &str, index: u32, property: Option<(&str, String)>) -> RemotingCommand {
     let mut properties = Properties::new();
     properties.insert("UNIQ_KEY", format!("METRICS{index:08}"));
-    if let Some(level) = delay_level {
-        properties.insert("DELAY", level.to_string());
+    if let Some((name, value)) = property {
+        properties.insert(name, value);
     }
     let header = SendMessageRequestHeaderV2::from(SendMessageRequestHeader {
         producer_group: "metrics_producer".into(),
@@ -164,6 +166,33 @@ fn pop(group: &str, max: i32) -> RemotingCommand {
     )
 }
 
+/// The store's and the timer's gauges at rest: the timer message (due in two hours) is pending
+/// or not yet taken in, nothing is due, and the oldest message was stored in this test.
+fn storage_and_timers(value: &dyn Fn(&str, &[String]) -> f64, node: &[&str]) {
+    let plain: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
+    let mut disk = plain.clone();
+    disk.extend([
+        "storage_type=local".to_owned(),
+        "storage_medium=disk".to_owned(),
+    ]);
+    assert!(value("rocketmq_storage_size_bytes", &disk) > 0.0);
+    assert!(value("rocketmq_storage_dispatch_behind_bytes", &disk) >= 0.0);
+    let reserve = value("rocketmq_storage_message_reserve_time_milliseconds", &disk);
+    assert!((0.0..120_000.0).contains(&reserve), "{reserve}");
+    assert_eq!(
+        value("tidemark_timer_pending_messages", &plain)
+            + value("rocketmq_timer_enqueue_lag", &plain),
+        1.0,
+        "the delayed message is pending or about to be taken in"
+    );
+    assert_eq!(value("rocketmq_timer_dequeue_lag", &plain), 0.0);
+    assert_eq!(
+        value("rocketmq_timer_dequeue_latency_milliseconds", &plain),
+        0.0
+    );
+    assert_eq!(value("tidemark_store_disk_refuse_writes_ratio", &[]), 0.9);
+}
+
 /// RocketMQ 5's families at rest. Queue 0 holds 1,020 messages, queue 1 1,020. GROUP
 /// committed 7 and 20 and pulled queue 0 up to 17; POP_GROUP popped 0..5 of queue 0 and
 /// holds them.
@@ -187,6 +216,7 @@ fn rocketmq5_families(samples: &HashMap<(String, Vec<String>), f64>, body: &str)
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
         sample(samples, name, &labels).unwrap_or_else(|| panic!("{name} {labels:?}\n{body}"))
     };
+    storage_and_timers(&value, &node);
     let pulling = consumer(GROUP);
     assert_eq!(value("rocketmq_consumer_lag_messages", &pulling), 2_013.0);
     assert_eq!(value("rocketmq_consumer_inflight_messages", &pulling), 10.0);
@@ -257,7 +287,8 @@ fn rocketmq5_families(samples: &HashMap<(String, Vec<String>), f64>, body: &str)
         "is_system=false".to_owned(),
     ]);
     assert_eq!(value("rocketmq_send_to_dlq_messages_total", &dead), 1.0);
-    // Every send went through the handler: 2,040 successful SEND_MESSAGE_V2 to TOPIC, 1 delayed.
+    // Every send went through the handler: 2,040 successful SEND_MESSAGE_V2 to TOPIC, 1 delayed,
+    // 1 timer message.
     let sends = body
         .lines()
         .find(|line| {
@@ -269,7 +300,7 @@ fn rocketmq5_families(samples: &HashMap<(String, Vec<String>), f64>, body: &str)
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse::<f64>().ok())
         .unwrap_or_else(|| panic!("send latency count\n{body}"));
-    assert_eq!(sends, 2_041.0);
+    assert_eq!(sends, 2_042.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,10 +437,29 @@ async fn metrics_agree_with_consume_stats_under_load() {
 
     // A delayed message to a topic of its own: it arrives as `delay` under that topic.
     let delayed = client
-        .invoke(&broker_addr, send_to(DELAY_TOPIC, 9_999, Some(3)), WAIT)
+        .invoke(
+            &broker_addr,
+            send_to(DELAY_TOPIC, 9_999, Some(("DELAY", "3".to_owned()))),
+            WAIT,
+        )
         .await
         .expect("sent delayed");
     assert_eq!(delayed.response_code(), ResponseCode::Success);
+    // A timer message due in two hours, for the timer gauges.
+    let due = tidemark_remoting::now_ms() + 2 * 3_600_000;
+    let timed = client
+        .invoke(
+            &broker_addr,
+            send_to(
+                TIMER_TOPIC,
+                9_998,
+                Some(("TIMER_DELIVER_MS", due.to_string())),
+            ),
+            WAIT,
+        )
+        .await
+        .expect("sent timer message");
+    assert_eq!(timed.response_code(), ResponseCode::Success);
 
     // The group pulls ten from queue 0 (committed at 7); another group pops five from it.
     let pulled = client

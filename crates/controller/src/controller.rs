@@ -102,12 +102,24 @@ impl std::fmt::Debug for Controller {
     }
 }
 
+/// A controller's part in the Raft group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RaftRole {
+    Leader,
+    Candidate,
+    Follower,
+    /// Neither voting nor leading: a learner, or shutting down.
+    Other,
+}
+
 /// Who leads the controllers, as this one sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leadership {
     pub leader: Option<NodeId>,
     pub leader_address: Option<String>,
     pub is_leader: bool,
+    /// This controller's Raft role.
+    pub role: RaftRole,
     pub term: u64,
     /// The last log entry applied to the state.
     pub applied_index: Option<u64>,
@@ -220,6 +232,12 @@ impl Controller {
                 .current_leader
                 .and_then(|id| self.settings.peers.get(&id).cloned()),
             is_leader: metrics.state == ServerState::Leader,
+            role: match metrics.state {
+                ServerState::Leader => RaftRole::Leader,
+                ServerState::Candidate => RaftRole::Candidate,
+                ServerState::Follower => RaftRole::Follower,
+                ServerState::Learner | ServerState::Shutdown => RaftRole::Other,
+            },
             term: metrics.current_term,
             applied_index: metrics.last_applied.map(|log_id| log_id.index),
             snapshot_index: metrics.snapshot.map(|log_id| log_id.index),

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-pub use controller::{Controller, ControllerError, ControllerSettings, Leadership};
+pub use controller::{Controller, ControllerError, ControllerSettings, Leadership, RaftRole};
 pub use requests::ControllerHandler;
 
 /// Serves `controller` on `listener` until `shutdown` resolves (brokers, admin tools and the

@@ -29,7 +29,7 @@ pub use consume_queue::QueueEntry;
 pub use dispatch::{SCHEDULE_TOPIC, TIMER_TOPIC};
 pub use error::StoreError;
 pub use recovery::{RecoveryMode, RecoveryReport};
-pub use retention::{disk_usage_ratio, DiskUsage, RetentionReport};
+pub use retention::{disk_usage_ratio, disk_used_bytes, DiskUsage, RetentionReport};
 pub use store::{Appended, Durable, GetResult, GetStatus, MessageStore, NewMessage};
 pub use sync_times::SyncTimesSnapshot;
 /// The STORETIMESTAMP field of a raw record (read in place by the protocol crate's layout).

@@ -37,6 +37,12 @@ pub fn disk_usage_ratio(path: &Path) -> std::io::Result<f64> {
     Ok(used_ratio(stats.total_space(), stats.free_space()))
 }
 
+/// Bytes in use on the file system holding `path`, counted as [`disk_usage_ratio`] counts them.
+pub fn disk_used_bytes(path: &Path) -> std::io::Result<u64> {
+    let stats = fs4::statvfs(path)?;
+    Ok(stats.total_space().saturating_sub(stats.free_space()))
+}
+
 pub(crate) fn used_ratio(total: u64, free: u64) -> f64 {
     if total == 0 {
         return 0.0;

@@ -42,6 +42,9 @@ pub struct ControllerArgs {
     /// acknowledged messages).
     #[arg(long)]
     pub unclean_election: bool,
+    /// Serve Prometheus `/metrics` on this port of `--listen`'s address (off when not given).
+    #[arg(long)]
+    pub http_port: Option<u16>,
     #[command(flatten)]
     pub acl: ServerAclArgs,
     /// TLS of this controller's port.
@@ -112,15 +115,53 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         ..ServerConfig::default()
     };
     let listener = bind(args.listen, "controller").await?;
+    let http = match args.http_port {
+        Some(port) => Some(bind(SocketAddr::new(args.listen.ip(), port), "--http-port").await?),
+        None => None,
+    };
     let controller = Controller::start(settings)
         .await
         .context("starting the controller")?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let metrics_addr = match &http {
+        Some(listener) => {
+            let addr = listener.local_addr().context("--http-port")?;
+            format!(" metrics=http://{addr}/metrics")
+        }
+        None => String::new(),
+    };
+    let http_task = match http {
+        Some(listener) => {
+            let mut stopped = stopped.clone();
+            Some(tokio::spawn(tidemark_console::controller::serve(
+                listener,
+                controller.clone(),
+                async move {
+                    let _ = stopped.wait_for(|stopped| *stopped).await;
+                },
+            )))
+        }
+        None => None,
+    };
     announce(&format!(
-        "tidemark controller ready listen={} id={}",
+        "tidemark controller ready listen={} id={}{metrics_addr}",
         args.listen, args.id
     ));
-    tidemark_controller::serve(listener, controller.clone(), server, acl, shutdown_signal()).await;
+    let mut stopped = stopped;
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    tidemark_controller::serve(listener, controller.clone(), server, acl, async move {
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+    })
+    .await;
     controller.shutdown().await;
+    if let Some(task) = http_task {
+        task.await
+            .context("metrics task")?
+            .context("metrics endpoint")?;
+    }
     Ok(())
 }
 

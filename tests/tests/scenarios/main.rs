@@ -24,6 +24,7 @@ mod hand_off;
 mod master_slave;
 mod offset_durability;
 mod progress_failover;
+mod prometheus;
 mod reset_followed;
 mod transactions;
 mod two_groups;

@@ -67,6 +67,24 @@ impl MessageLog<'_> {
         self.store.commit_log_positions()
     }
 
+    /// Commit-log bytes the key index has yet to take in.
+    pub fn index_behind_bytes(&self) -> u64 {
+        self.store.index_behind_bytes()
+    }
+
+    /// When the oldest message the commit log still holds was stored; `None` when it holds none.
+    /// Each segment starts with a record, so the log's first offset is one.
+    pub fn oldest_store_timestamp(&self) -> Result<Option<i64>, StoreError> {
+        let (first, written, _) = self.positions();
+        if first >= written {
+            return Ok(None);
+        }
+        Ok(self
+            .store
+            .read_record(first)?
+            .and_then(|record| tidemark_protocol::message::store_timestamp_of(&record)))
+    }
+
     /// The whole record at a commit-log offset.
     pub fn read_record(&self, commit_log_offset: u64) -> Result<Option<Bytes>, StoreError> {
         self.store.read_record(commit_log_offset)

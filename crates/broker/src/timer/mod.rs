@@ -144,6 +144,17 @@ impl Timers {
         self.lock().due.len()
     }
 
+    /// The next timer-queue offset the service has not looked at: entries from here to the
+    /// queue's end are timer messages not taken in yet.
+    pub fn scanned_up_to(&self) -> i64 {
+        self.lock().scanned
+    }
+
+    /// Pending messages whose delivery time is `now` or earlier (due, not delivered yet).
+    pub fn due_by(&self, now: i64) -> usize {
+        self.lock().due.range(..(now, i64::MAX)).count()
+    }
+
     /// The earliest delivery time pending.
     pub fn next_due(&self) -> Option<i64> {
         self.lock().due.first().map(|(due, _)| *due)

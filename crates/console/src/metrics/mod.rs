@@ -16,20 +16,21 @@ use prometheus_client::registry::Registry;
 use tidemark_broker::BrokerState;
 
 mod rocketmq5;
+mod storage;
 
 type Labels = Vec<(String, String)>;
-type IntGauges = Family<Labels, Gauge>;
+pub(crate) type IntGauges = Family<Labels, Gauge>;
 type FloatGauges = Family<Labels, Gauge<f64, AtomicU64>>;
 type Counters = Family<Labels, Counter>;
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
         .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
         .collect()
 }
 
-fn family<M: Clone + Default + std::fmt::Debug + Send + Sync + 'static>(
+pub(crate) fn family<M: Clone + Default + std::fmt::Debug + Send + Sync + 'static>(
     registry: &mut Registry,
     name: &str,
     help: &str,
@@ -307,6 +308,13 @@ pub fn render(state: &BrokerState, now_ms: i64) -> String {
         "tidemark_store_disk_used_ratio",
         "Used share of the store's file system at the last retention pass",
         disk_used,
+    );
+    let refuse_at: Gauge<f64, AtomicU64> = Gauge::default();
+    refuse_at.set(f64::from(state.live.get().disk_space_warning_level_ratio) / 100.0);
+    registry.register(
+        "tidemark_store_disk_refuse_writes_ratio",
+        "Used share of the store's file system above which the broker refuses writes (diskSpaceWarningLevelRatio)",
+        refuse_at,
     );
     let (log_min, log_written, log_flushed) = state.log().positions();
     for (name, help, value) in [

@@ -20,17 +20,17 @@ use tidemark_protocol::body::{ConsumeType, QueueProgressView};
 use tidemark_protocol::code::version;
 use tidemark_protocol::{RequestCode, ResponseCode};
 
-use super::{family, Counters, IntGauges, Labels};
+use super::{family, storage, Counters, IntGauges, Labels};
 use prometheus_client::registry::Registry;
 
 /// The labels every RocketMQ 5 series starts with.
-struct Node<'a> {
+pub(super) struct Node<'a> {
     cluster: &'a str,
     node_id: &'a str,
 }
 
 impl Node<'_> {
-    fn labels(&self, more: &[(&str, &str)]) -> Labels {
+    pub(super) fn labels(&self, more: &[(&str, &str)]) -> Labels {
         let mut labels = vec![
             ("cluster".to_owned(), self.cluster.to_owned()),
             ("node_type".to_owned(), "broker".to_owned()),
@@ -58,6 +58,7 @@ pub fn register(registry: &mut Registry, state: &BrokerState, traffic: &TrafficT
     consumers(registry, state, &node, now_ms);
     connections(registry, state, &node);
     broker(registry, state, &node);
+    storage::register(registry, state, &node, now_ms);
 }
 
 /// Whether RocketMQ counts `topic` or `group` as the system's own (`TopicValidator` and
@@ -526,8 +527,7 @@ fn version_name(ordinal: i32) -> String {
     format!("v{major}_{minor}_{patch}{snapshot}")
 }
 
-/// The broker's own gauges: permission, topic and group counts, and bytes written to the
-/// commit log but not yet synced (`rocketmq_storage_flush_behind_bytes`).
+/// The broker's own gauges: permission, topic and group counts.
 fn broker(registry: &mut Registry, state: &BrokerState, node: &Node) {
     let permission: IntGauges = family(
         registry,
@@ -553,15 +553,6 @@ fn broker(registry: &mut Registry, state: &BrokerState, node: &Node) {
     groups
         .get_or_create(&node.labels(&[]))
         .set(i64::try_from(state.metadata.groups.count()).unwrap_or(i64::MAX));
-    let flush_behind: IntGauges = family(
-        registry,
-        "rocketmq_storage_flush_behind_bytes",
-        "RocketMQ 5: bytes written to the commit log and not yet synced to disk",
-    );
-    let (_, written, flushed) = state.log().positions();
-    flush_behind
-        .get_or_create(&node.labels(&[("storage_type", "local"), ("storage_medium", "disk")]))
-        .set(written.saturating_sub(flushed) as i64);
 }
 
 #[cfg(test)]

@@ -330,6 +330,22 @@ impl MessageStore {
         (log.min_offset(), log.written(), log.flushed())
     }
 
+    /// Commit-log bytes the key index has not taken in yet (0 with the index off). Queue
+    /// entries are written with each append, so this is all the store has to catch up on.
+    pub fn index_behind_bytes(&self) -> u64 {
+        if !self.inner.index.enabled() {
+            return 0;
+        }
+        let next = self
+            .inner
+            .index_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .next;
+        let log = &self.inner.commit_log;
+        log.written().saturating_sub(next.max(log.min_offset()))
+    }
+
     /// How long making the commit log durable has taken, sync by sync.
     pub fn commit_log_sync_times(&self) -> crate::sync_times::SyncTimesSnapshot {
         self.inner.commit_log.sync_times()
