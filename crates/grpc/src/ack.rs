@@ -6,6 +6,7 @@
 //! As RocketMQ's proxy answers: a handle whose invisibility already ended is
 //! INVALID_RECEIPT_HANDLE (the message is someone else's now), a handle that does not parse too.
 
+use tidemark_protocol::body::MessageQueue;
 use tidemark_protocol::headers::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
     ConsumerSendMsgBackRequestHeader, PopReceipt,
@@ -16,12 +17,32 @@ use crate::convert::{duration_ms, full_name};
 use crate::gateway::{Caller, Gateway, FORWARD_TIMEOUT};
 use crate::proto::{
     AckMessageRequest, AckMessageResponse, AckMessageResultEntry, ChangeInvisibleDurationRequest,
-    ChangeInvisibleDurationResponse, Code, ForwardMessageToDeadLetterQueueRequest,
+    ChangeInvisibleDurationResponse, ClientType, Code, ForwardMessageToDeadLetterQueueRequest,
     ForwardMessageToDeadLetterQueueResponse, Status,
 };
 use crate::status::{combined, from_response, ok, status};
 
 const INVISIBLE_MAX_MS: i64 = 12 * 3_600_000;
+
+/// What an acknowledgement finished, for the client's activity.
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Consumed,
+    DeadLettered,
+}
+
+/// The message a receipt names, as the client's activity keys it: its queue (the retry topic's
+/// for a retry) and offset.
+fn message_key(group: &str, topic: &str, receipt: &PopReceipt) -> (MessageQueue, i64) {
+    (
+        MessageQueue::new(
+            receipt.source.real_topic(group, topic),
+            receipt.broker_name.clone(),
+            receipt.queue_id,
+        ),
+        receipt.queue_offset,
+    )
+}
 
 impl Gateway {
     /// The broker's current receipt behind a handle a client holds (renewed ones are
@@ -53,7 +74,16 @@ impl Gateway {
         Ok((receipt, text))
     }
 
-    async fn ack_one(&self, caller: &Caller, group: &str, topic: &str, handle: &str) -> Status {
+    /// Acknowledges the message behind `handle` at its broker; `outcome` says what it was for
+    /// the client's activity (consumed, or sent to the dead letters first).
+    async fn ack_one(
+        &self,
+        caller: &Caller,
+        group: &str,
+        topic: &str,
+        handle: &str,
+        outcome: Outcome,
+    ) -> Status {
         let (receipt, text) = match self.receipt(handle) {
             Ok(held) => held,
             Err(status) => return status,
@@ -77,6 +107,13 @@ impl Gateway {
             .await;
         if response.response_code() == ResponseCode::Success {
             self.renewals.remove(handle);
+            let key = message_key(group, topic, &receipt);
+            let now = tidemark_remoting::now_ms();
+            let activity = &caller.session.activity;
+            match outcome {
+                Outcome::Consumed => activity.acked(topic, key.0, key.1, now),
+                Outcome::DeadLettered => activity.dead_lettered(topic, key, now),
+            }
         }
         from_response(&response)
     }
@@ -97,7 +134,13 @@ impl Gateway {
         let mut entries = Vec::with_capacity(request.entries.len());
         for entry in request.entries {
             let result = self
-                .ack_one(caller, &group, &topic, &entry.receipt_handle)
+                .ack_one(
+                    caller,
+                    &group,
+                    &topic,
+                    &entry.receipt_handle,
+                    Outcome::Consumed,
+                )
                 .await;
             entries.push(AckMessageResultEntry {
                 message_id: entry.message_id,
@@ -173,6 +216,18 @@ impl Gateway {
                     revive_qid: changed.revive_qid,
                     ..receipt
                 };
+                // A push consumer puts a message back when its listener failed; a simple
+                // consumer may only be taking more time.
+                let failed = caller.session.settings().is_some_and(|settings| {
+                    settings.client_type == Some(ClientType::PushConsumer as i32)
+                });
+                caller.session.activity.invisibility_changed(
+                    &topic,
+                    message_key(&group, &topic, &next),
+                    next.visible_again_at(),
+                    failed,
+                    tidemark_remoting::now_ms(),
+                );
                 answer(ok(), next.encode())
             }
             Err(failure) => answer(
@@ -229,8 +284,14 @@ impl Gateway {
             return answer(from_response(&response));
         }
         answer(
-            self.ack_one(caller, &group, &topic, &request.receipt_handle)
-                .await,
+            self.ack_one(
+                caller,
+                &group,
+                &topic,
+                &request.receipt_handle,
+                Outcome::DeadLettered,
+            )
+            .await,
         )
     }
 }

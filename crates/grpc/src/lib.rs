@@ -18,6 +18,7 @@ pub mod proto {
 mod accept;
 mod ack;
 mod auth;
+mod client_status;
 mod cluster;
 mod connection;
 mod convert;

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use tidemark_protocol::body::MessageQueue;
 use tidemark_protocol::headers::{
     parse_pop_info, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
     PopMessageResponseHeader, PopReceipt, PopSource,
@@ -125,13 +126,18 @@ impl Gateway {
         match response.response_code() {
             ResponseCode::Success => {}
             ResponseCode::PollingTimeout | ResponseCode::PullNotFound => {
+                let done = tidemark_remoting::now_ms();
+                caller
+                    .session
+                    .activity
+                    .received(&topic, done - now, Vec::new(), done);
                 return vec![
                     frame(Content::Status(status(
                         Code::MessageNotFound,
                         "no new message",
                     ))),
                     delivered_at,
-                ]
+                ];
             }
             _ => {
                 return vec![
@@ -158,6 +164,7 @@ impl Gateway {
         // The pop answer's per-queue entries are looked up by key for every message: one
         // buffer serves every lookup.
         let mut key = String::with_capacity(64);
+        let mut handed_out = Vec::with_capacity(records.len());
         for record in records {
             let source = if record.topic == topic {
                 PopSource::Topic
@@ -183,6 +190,15 @@ impl Gateway {
                 queue_offset: record.queue_offset,
                 commit_log_offset: Some(record.physical_offset),
             };
+            handed_out.push((
+                MessageQueue::new(
+                    source.real_topic(&group, &topic),
+                    broker.clone(),
+                    record.queue_id,
+                ),
+                record.queue_offset,
+                receipt.visible_again_at(),
+            ));
             let handle = receipt.encode();
             let count = counts
                 .get(pop_info_key(
@@ -217,6 +233,11 @@ impl Gateway {
             frames.push(frame(Content::Message(message)));
         }
         frames.push(delivered_at);
+        let done = tidemark_remoting::now_ms();
+        caller
+            .session
+            .activity
+            .received(&topic, done - now, handed_out, done);
         frames
     }
 

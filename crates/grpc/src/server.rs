@@ -23,8 +23,8 @@ use tokio::task::JoinSet;
 use tracing::{debug, info};
 
 use crate::{
-    accept, connection, housekeeping::housekeeping, transaction, Gateway, GrpcError, Peer, Service,
-    SHUTDOWN_GRACE,
+    accept, client_status, connection, housekeeping::housekeeping, Gateway, GrpcError, Peer,
+    Service, SHUTDOWN_GRACE,
 };
 
 /// Accepted connections waiting for their runtime, per runtime.
@@ -159,7 +159,7 @@ impl Shared {
         ));
         if let Some(queue) = self.gateway.take_broker_requests() {
             let gateway = self.gateway.clone();
-            tasks.spawn(transaction::serve_broker_requests(gateway, queue));
+            tasks.spawn(client_status::serve_broker_requests(gateway, queue));
         }
         Background {
             tasks,

@@ -11,6 +11,7 @@ use tidemark_protocol::RemotingCommand;
 use tidemark_remoting::Channel;
 use tokio::sync::mpsc;
 
+use crate::client_status::ConsumerActivity;
 use crate::proto::{settings::PubSub, Settings, TelemetryCommand};
 
 /// Where commands for a client's Telemetry stream go (settings, transaction checks, …).
@@ -21,6 +22,8 @@ pub type Outbound = mpsc::Sender<Result<TelemetryCommand, tonic::Status>>;
 pub struct Session {
     pub client_id: String,
     pub channel: Channel,
+    /// What it consumed, for GET_CONSUMER_RUNNING_INFO.
+    pub activity: ConsumerActivity,
     inner: Mutex<SessionState>,
 }
 
@@ -143,6 +146,7 @@ impl Sessions {
                     Arc::new(Session {
                         client_id: client_id.to_owned(),
                         channel: Channel::in_process_to(peer, local, self.broker_requests.clone()),
+                        activity: ConsumerActivity::new(now),
                         inner: Mutex::new(SessionState::default()),
                     })
                 })

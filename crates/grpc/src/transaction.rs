@@ -15,7 +15,6 @@ use tidemark_protocol::headers::{CheckTransactionStateRequestHeader, EndTransact
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{sys_flag, DecodeOptions, MessageRecord};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
-use tokio::sync::mpsc;
 use tracing::debug;
 
 use crate::cluster::Target;
@@ -103,7 +102,7 @@ impl Gateway {
 
     /// Delivers a broker's CHECK_TRANSACTION_STATE to one client publishing the half's topic,
     /// over its Telemetry stream; dropped (the broker asks again next round) when none has one.
-    fn recover_orphaned(&self, request: &RemotingCommand) {
+    pub(crate) fn recover_orphaned(&self, request: &RemotingCommand) {
         let Ok(header) = request.decode_header::<CheckTransactionStateRequestHeader>() else {
             return;
         };
@@ -191,19 +190,6 @@ impl Gateway {
             {
                 debug!(%address, %failure, "could not register gRPC producers with a broker");
             }
-        }
-    }
-}
-
-/// Serves what brokers send to the gateway's clients: check-backs become Telemetry commands;
-/// anything else (rebalance notices) has no gRPC counterpart and is dropped.
-pub async fn serve_broker_requests(
-    gateway: std::sync::Arc<Gateway>,
-    mut queue: mpsc::Receiver<RemotingCommand>,
-) {
-    while let Some(request) = queue.recv().await {
-        if request.request_code() == RequestCode::CheckTransactionState {
-            gateway.recover_orphaned(&request);
         }
     }
 }

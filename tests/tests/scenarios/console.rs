@@ -185,6 +185,12 @@ async fn the_console_shows_and_steers_progress_in_a_browser() {
     browser.open(&format!("{base}/groups/{stuck_group}")).await;
     let source = browser.source().await;
     assert!(source.contains("⚠ offset"), "{source}");
+    // The blocked consumer reports itself: a push consumer holding the topic's queues.
+    assert!(
+        source.contains("id=\"clients\"") && source.contains("<td>push</td>"),
+        "the client view: {source}"
+    );
+    assert!(source.contains("class=\"client-queues\""), "{source}");
     browser.screenshot(&shots.join("group.png")).await;
 
     // A reset to the start, previewed then confirmed.

@@ -109,6 +109,8 @@ impl ConsumerCore {
         };
         ConsumerRunningInfo {
             jstack: None,
+            // A push consumer holds queues; POP tables are a POP consumer's.
+            mq_pop_table: BTreeMap::new(),
             mq_table,
             properties,
             status_table,

@@ -9,6 +9,7 @@
 //! read-only mode.
 
 mod actions;
+mod clients;
 mod dead_letters;
 mod operator;
 mod pages;

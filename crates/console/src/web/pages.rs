@@ -427,10 +427,10 @@ pub async fn group(
         figures.in_flight
     );
     body.push_str("<h2>Members</h2><table id=\"members\"><tr><th>Client</th><th>Address</th><th>Language</th><th>Version</th></tr>");
-    for member in members
+    let members = members
         .map(|connection| connection.connection_set)
-        .unwrap_or_default()
-    {
+        .unwrap_or_default();
+    for member in &members {
         let _ = write!(
             body,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
@@ -440,7 +440,13 @@ pub async fn group(
             member.version
         );
     }
-    body.push_str("</table><h2>Queues</h2><table id=\"queues\"><tr><th>Topic</th><th>Queue</th><th>Broker offset</th><th>Committed</th><th>Lag</th><th>Time lag</th><th>Stuck</th><th>Acknowledged above</th><th>POP in flight</th></tr>");
+    body.push_str("</table>");
+    let clients: Vec<(String, String)> = members
+        .iter()
+        .map(|member| (member.client_id.clone(), member.client_addr.clone()))
+        .collect();
+    body.push_str(&super::clients::clients_html(&console, &group, &clients).await);
+    body.push_str("<h2>Queues</h2><table id=\"queues\"><tr><th>Topic</th><th>Queue</th><th>Broker offset</th><th>Committed</th><th>Lag</th><th>Time lag</th><th>Stuck</th><th>Acknowledged above</th><th>POP in flight</th></tr>");
     let mut by_queue: BTreeMap<(String, i32), &QueueProgressView> = BTreeMap::new();
     for queue in &figures.queues {
         by_queue.insert((queue.topic.clone(), queue.queue_id), queue);

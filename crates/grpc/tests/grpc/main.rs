@@ -8,6 +8,7 @@ mod common;
 
 mod acl_history;
 mod client_flow;
+mod client_status;
 mod cluster;
 mod http2;
 mod malformed_calls;

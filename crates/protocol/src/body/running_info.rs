@@ -42,6 +42,17 @@ json_object! {
 }
 
 json_object! {
+    /// `PopProcessQueueInfo`: one queue a POP consumer has messages of in flight (RocketMQ 5's
+    /// POP consumers report these instead of `ProcessQueueInfo`).
+    pub struct PopProcessQueueInfo {
+        /// RocketMQ's spelling.
+        "droped" => dropped: bool,
+        "lastPopTimestamp" => last_pop_timestamp: i64,
+        "waitAckCount" => wait_ack_count: i32,
+    }
+}
+
+json_object! {
     /// `ConsumeStatus`: a topic's pull and consume rates (per-minute averages).
     pub struct ConsumeStatus {
         "consumeFailedMsgs" => consume_failed_msgs: i64,
@@ -54,9 +65,10 @@ json_object! {
 }
 
 json_object! {
-    /// `ConsumerRunningInfo` (the 4.9 fields; 5.x adds POP tables Java clients may send).
+    /// `ConsumerRunningInfo`, with 5.x's table of POP queues.
     pub struct ConsumerRunningInfo {
         "jstack" => jstack: Option<String>,
+        "mqPopTable" => mq_pop_table: BTreeMap<MessageQueue, PopProcessQueueInfo>,
         "mqTable" => mq_table: BTreeMap<MessageQueue, ProcessQueueInfo>,
         "properties" => properties: BTreeMap<String, String>,
         "statusTable" => status_table: BTreeMap<String, ConsumeStatus>,

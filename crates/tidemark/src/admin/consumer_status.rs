@@ -1,5 +1,6 @@
 //! `consumer-status`: what a group's online consumers report about themselves — settings,
-//! subscriptions, each queue they hold with its cached messages, and pull and consume rates
+//! subscriptions, each queue they hold with its cached messages (a POP consumer: its messages in
+//! flight per queue), and pull and consume rates
 //! (mqadmin `consumerStatus`; the consumer answers through the broker).
 
 use std::io::Write;
@@ -59,6 +60,27 @@ fn queues_table(info: &ConsumerRunningInfo) -> Table {
     table
 }
 
+/// The queues a POP consumer (a gRPC one, say) has messages of in flight.
+fn pop_queues_table(info: &ConsumerRunningInfo) -> Table {
+    let mut table = Table::new(&[
+        ("Topic", "topic"),
+        ("Broker", "brokerName"),
+        ("QID", "queueId"),
+        ("Waiting Ack", "waitAckCount"),
+        ("Last Pop", "lastPopTimestamp"),
+    ]);
+    for (queue, line) in &info.mq_pop_table {
+        table.row(vec![
+            (&queue.topic).into(),
+            (&queue.broker_name).into(),
+            queue.queue_id.into(),
+            line.wait_ack_count.into(),
+            line.last_pop_timestamp.into(),
+        ]);
+    }
+    table
+}
+
 fn rates_table(info: &ConsumerRunningInfo) -> Table {
     let mut table = Table::new(&[
         ("Topic", "topic"),
@@ -107,6 +129,7 @@ fn info_json(client_id: &str, info: &ConsumerRunningInfo) -> Value {
         ),
     );
     object.push(s("queues"), queues_table(info).json());
+    object.push(s("popQueues"), pop_queues_table(info).json());
     object.push(s("rates"), rates_table(info).json());
     Value::Object(object)
 }
@@ -163,6 +186,10 @@ pub async fn consumer_status(args: ConsumerStatusArgs) -> anyhow::Result<()> {
         }
         writeln!(out, "\n#Consumer Queues#")?;
         queues_table(info).write_text(&mut out)?;
+        if !info.mq_pop_table.is_empty() {
+            writeln!(out, "\n#Consumer POP Queues#")?;
+            pop_queues_table(info).write_text(&mut out)?;
+        }
         writeln!(out, "\n#Consumer RT&TPS#")?;
         rates_table(info).write_text(&mut out)?;
     }
