@@ -136,27 +136,122 @@ pub async fn run(trends: Arc<Trends>, state: Arc<BrokerState>) {
     }
 }
 
-/// An SVG line of `points` over `window` ending at `now_ms`, with its latest and highest value.
+/// A line chart of `points` over the `window` ending at `now_ms`: a value axis (zero, half and
+/// the highest), a time axis (UTC) and gridlines; hovering anywhere over it reads out the time and
+/// value there (an SVG `<title>` per slice: no script). Server-rendered, nothing fetched.
 pub fn svg(points: &[(i64, f64)], now_ms: i64, window: Duration, unit: &str) -> String {
-    const WIDTH: f64 = 320.0;
-    const HEIGHT: f64 = 64.0;
+    const WIDTH: f64 = 360.0;
+    const HEIGHT: f64 = 96.0;
+    // Room for the value labels on the left and the time labels below.
+    const LEFT: f64 = 48.0;
+    const BOTTOM: f64 = 16.0;
+    const TOP: f64 = 4.0;
+    let plot_width = WIDTH - LEFT;
+    let plot_height = HEIGHT - BOTTOM - TOP;
     let span = window.as_millis().max(1) as f64;
     let highest = points
         .iter()
         .map(|(_, value)| *value)
         .fold(0.0_f64, f64::max);
     let scale = if highest > 0.0 { highest } else { 1.0 };
+    let x_of = |at: i64| LEFT + plot_width - (now_ms - at) as f64 / span * plot_width;
+    let y_of = |value: f64| TOP + plot_height - value / scale * plot_height;
+    let mut chart = format!(
+        "<svg class=\"trend\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" font-size=\"9\" font-family=\"sans-serif\"><rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{plot_width}\" height=\"{plot_height}\" fill=\"#f6f8fa\"/>"
+    );
+    for value in [0.0, scale / 2.0, scale] {
+        let y = y_of(value);
+        let _ = write!(
+            chart,
+            "<line x1=\"{LEFT}\" x2=\"{WIDTH}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#d0d7de\" stroke-width=\"0.5\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"axis-value\">{}</text>",
+            LEFT - 3.0,
+            y + 3.0,
+            short_number(value)
+        );
+    }
+    for (fraction, anchor) in [(0.0, "start"), (0.5, "middle"), (1.0, "end")] {
+        let at = now_ms - ((1.0 - fraction) * span) as i64;
+        let _ = write!(
+            chart,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" class=\"axis-time\">{}</text>",
+            LEFT + fraction * plot_width,
+            HEIGHT - 4.0,
+            clock(at, window)
+        );
+    }
     let mut line = String::new();
     for (at, value) in points {
-        let x = WIDTH - (now_ms - at) as f64 / span * WIDTH;
-        let y = HEIGHT - value / scale * (HEIGHT - 4.0) - 2.0;
-        let _ = write!(line, "{x:.1},{y:.1} ");
+        let _ = write!(line, "{:.1},{:.1} ", x_of(*at), y_of(*value));
     }
-    let latest = points.last().map_or(0.0, |(_, value)| *value);
-    format!(
-        "<svg class=\"trend\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\"><title>now {latest:.1} {unit}, highest {highest:.1}</title><rect width=\"100%\" height=\"100%\" fill=\"#f6f8fa\"/><polyline fill=\"none\" stroke=\"#0969da\" stroke-width=\"1.5\" points=\"{}\"/></svg><span class=\"trend-figures\">now {latest:.1} {unit} · highest {highest:.1}</span>",
+    let _ = write!(
+        chart,
+        "<polyline fill=\"none\" stroke=\"#0969da\" stroke-width=\"1.5\" points=\"{}\"/>",
         line.trim_end()
-    )
+    );
+    hover_slices(&mut chart, points, &x_of, TOP, plot_height, unit, window);
+    let latest = points.last().map_or(0.0, |(_, value)| *value);
+    let _ = write!(
+        chart,
+        "</svg><span class=\"trend-figures\">now {latest:.1} {unit} · highest {highest:.1}</span>"
+    );
+    chart
+}
+
+/// Transparent slices over the plot, at most [`HOVER_SLICES_MAX`] of them, each titled with the
+/// time and value of the last point it covers: the browser shows the title on hover.
+fn hover_slices(
+    chart: &mut String,
+    points: &[(i64, f64)],
+    x_of: &dyn Fn(i64) -> f64,
+    top: f64,
+    height: f64,
+    unit: &str,
+    window: Duration,
+) {
+    const HOVER_SLICES_MAX: usize = 120;
+    if points.is_empty() {
+        return;
+    }
+    let per_slice = points.len().div_ceil(HOVER_SLICES_MAX);
+    let slices: Vec<&[(i64, f64)]> = points.chunks(per_slice).collect();
+    for (index, slice) in slices.iter().enumerate() {
+        let (Some(first), Some(&(at, value))) = (slice.first(), slice.last()) else {
+            continue;
+        };
+        // From the slice's first point to the next slice's (the last reaches its own last).
+        let from = x_of(first.0);
+        let to = slices
+            .get(index + 1)
+            .and_then(|next| next.first())
+            .map_or_else(|| x_of(at) + 2.0, |next| x_of(next.0));
+        let _ = write!(
+            chart,
+            "<rect class=\"hover\" x=\"{from:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{height}\" fill=\"transparent\"><title>{} — {value:.1} {unit}</title></rect>",
+            (to - from).max(1.0),
+            clock(at, window)
+        );
+    }
+}
+
+/// `HH:MM:SS` UTC (`HH:MM` for windows of an hour or more).
+fn clock(ms: i64, window: Duration) -> String {
+    let seconds = ms.div_euclid(1000).rem_euclid(86_400);
+    let (hours, minutes, secs) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    if window >= Duration::from_secs(3600) {
+        format!("{hours:02}:{minutes:02}")
+    } else {
+        format!("{hours:02}:{minutes:02}:{secs:02}")
+    }
+}
+
+/// A value for an axis label: `0`, `12`, `3.5`, `12k`, `1.2M`.
+fn short_number(value: f64) -> String {
+    match value.abs() {
+        v if v >= 1e6 => format!("{:.1}M", value / 1e6),
+        v if v >= 1e4 => format!("{:.0}k", value / 1e3),
+        v if v >= 10.0 || v == 0.0 => format!("{value:.0}"),
+        _ => format!("{value:.1}"),
+    }
 }
 
 #[cfg(test)]
@@ -186,5 +281,11 @@ mod tests {
             "msg/s",
         );
         assert!(drawn.contains("<polyline") && drawn.contains("now 3.0 msg/s"));
+        // Axes: zero, half and the highest; the window's start, middle and end in UTC.
+        assert!(drawn.contains(">1.5</text>") && drawn.contains(">3.0</text>"), "{drawn}");
+        assert!(drawn.contains(">00:00:05</text>") && drawn.contains(">23:55:05</text>"), "{drawn}");
+        // Hover: each point's time and value.
+        assert!(drawn.contains("<title>00:00:05 — 3.0 msg/s</title>"), "{drawn}");
+        assert!(drawn.contains("<title>00:00:00 — 1.0 msg/s</title>"), "{drawn}");
     }
 }

@@ -188,7 +188,8 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}\
 .stuck{color:#cf222e;font-weight:bold}.ok{color:#1a7f37}.muted{color:#656d76}\
 form.inline{display:inline-block;margin-right:1.5em}fieldset{margin:.7em 0;border:1px solid #d0d7de}\
 .error{background:#ffebe9;border:1px solid #cf222e;padding:.7em}.notice{background:#dafbe1;padding:.7em}\
-.trend-figures{margin-left:.6em;color:#656d76;font-size:.9em}";
+.trend-figures{margin-left:.6em;color:#656d76;font-size:.9em}\
+.trend text{fill:#656d76}.trend rect.hover:hover{fill:rgba(9,105,218,.15)}";
 
 /// A whole page: navigation, `title`, `body`.
 pub fn page(console: &Console, title: &str, body: &str) -> Html<String> {
