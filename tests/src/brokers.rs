@@ -54,18 +54,35 @@ pub fn start_broker_process(
     stem: &str,
     settings: &str,
 ) -> (ServerProcess, u16) {
+    let (process, port, _) = start_broker_process_on(label, dir, stem, settings, false);
+    (process, port)
+}
+
+/// [`start_broker_process`], with the metrics and console port too when `http` (chosen with the
+/// broker's port, and chosen again with it when either was taken): the process, its broker
+/// port and its HTTP port.
+pub fn start_broker_process_on(
+    label: &str,
+    dir: &std::path::Path,
+    stem: &str,
+    settings: &str,
+    http: bool,
+) -> (ServerProcess, u16, Option<u16>) {
     let config = dir.join(format!("{stem}.toml"));
     let root = dir.join(stem);
-    ServerProcess::start_on_free_ports(
+    let (process, (port, http_port)) = ServerProcess::start_on_free_ports(
         label,
         tidemark_binary(),
-        free_broker_port,
-        |port| {
+        || (free_broker_port(), http.then(free_port)),
+        |(port, http_port)| {
+            let http_line = http_port
+                .map(|http_port| format!("http_listen_port = {http_port}\n"))
+                .unwrap_or_default();
             std::fs::write(
                 &config,
                 format!(
                     "broker_ip1 = \"127.0.0.1\"\nlisten_ip = \"127.0.0.1\"\nlisten_port = {port}\n\
-                     grpc_listen_port = 0\nstore_path_root_dir = \"{}\"\n{settings}\n",
+                     grpc_listen_port = 0\n{http_line}store_path_root_dir = \"{}\"\n{settings}\n",
                     root.display()
                 ),
             )
@@ -73,7 +90,8 @@ pub fn start_broker_process(
             vec!["broker".into(), "-c".into(), config.display().to_string()]
         },
         "tidemark broker ready",
-    )
+    );
+    (process, port, http_port)
 }
 
 /// A name server and the brokers of one broker name (a master and its slaves), each a

@@ -17,7 +17,9 @@ pub mod prometheus;
 pub mod replica_set;
 pub mod webdriver;
 
-pub use brokers::{free_broker_port, start_broker_process, start_namesrv, BrokerSet};
+pub use brokers::{
+    free_broker_port, start_broker_process, start_broker_process_on, start_namesrv, BrokerSet,
+};
 
 use std::collections::VecDeque;
 use std::fs::File;

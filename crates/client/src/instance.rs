@@ -396,6 +396,11 @@ impl ClientInstance {
     // --- requests --------------------------------------------------------------------------
 
     /// Sends a request with the configured timeout.
+    /// The connections and the request timeout, for calls to servers that are not brokers.
+    pub(crate) fn remoting_and_timeout(&self) -> (&RemotingClient, Duration) {
+        (&self.remoting, self.config.request_timeout)
+    }
+
     pub async fn call(&self, addr: &str, request: RemotingCommand) -> Result<RemotingCommand> {
         self.call_with_timeout(addr, request, self.config.request_timeout)
             .await

@@ -27,7 +27,11 @@ mod producer;
 mod route;
 mod transaction;
 
-pub use admin::{Admin, BrokerMaster, BrokerReader, ProgressMove, ResendRequest, RestoreRequest};
+pub use admin::controllers;
+pub use admin::{
+    Admin, BrokerMaster, BrokerReader, ControllerAnswer, ProgressMove, ResendRequest,
+    RestoreRequest,
+};
 pub use allocate::{AllocateStrategy, ConsistentHashRing};
 pub use config::ClientConfig;
 pub use consumer::{

@@ -282,10 +282,22 @@ mod tests {
         );
         assert!(drawn.contains("<polyline") && drawn.contains("now 3.0 msg/s"));
         // Axes: zero, half and the highest; the window's start, middle and end in UTC.
-        assert!(drawn.contains(">1.5</text>") && drawn.contains(">3.0</text>"), "{drawn}");
-        assert!(drawn.contains(">00:00:05</text>") && drawn.contains(">23:55:05</text>"), "{drawn}");
+        assert!(
+            drawn.contains(">1.5</text>") && drawn.contains(">3.0</text>"),
+            "{drawn}"
+        );
+        assert!(
+            drawn.contains(">00:00:05</text>") && drawn.contains(">23:55:05</text>"),
+            "{drawn}"
+        );
         // Hover: each point's time and value.
-        assert!(drawn.contains("<title>00:00:05 — 3.0 msg/s</title>"), "{drawn}");
-        assert!(drawn.contains("<title>00:00:00 — 1.0 msg/s</title>"), "{drawn}");
+        assert!(
+            drawn.contains("<title>00:00:05 — 3.0 msg/s</title>"),
+            "{drawn}"
+        );
+        assert!(
+            drawn.contains("<title>00:00:00 — 1.0 msg/s</title>"),
+            "{drawn}"
+        );
     }
 }

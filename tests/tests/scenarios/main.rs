@@ -14,6 +14,7 @@ mod client_retry;
 mod client_scenarios;
 mod connection_memory;
 mod console;
+mod console_cluster;
 mod consumer_kill;
 mod controller_failover;
 mod controllers;

@@ -616,8 +616,11 @@ pub(super) fn runtime_info(state: &BrokerState) -> RemotingCommand {
         "diskWritesRefused".to_owned(),
         state.log().disk_usage().writes_refused.to_string(),
     );
-    // Queues are dispatched as part of every append, so nothing is ever behind.
-    table.insert("dispatchBehindBytes".to_owned(), "0".to_owned());
+    // Queue entries are written with every append; only the key index follows behind.
+    table.insert(
+        "dispatchBehindBytes".to_owned(),
+        state.log().index_behind_bytes().to_string(),
+    );
     table.insert(
         "bootTimestamp".to_owned(),
         state.boot_timestamp_ms.to_string(),

@@ -2,9 +2,11 @@
 //! `DefaultMQAdminExt` that Tidemark's tools and tests need): consumer progress here, the
 //! daily cluster, topic, group and message requests in `operator`.
 
+pub mod controllers;
 mod dead_letters;
 mod operator;
 
+pub use controllers::ControllerAnswer;
 pub use dead_letters::ResendRequest;
 pub use operator::{BrokerMaster, ProgressMove, RestoreRequest};
 

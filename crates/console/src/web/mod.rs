@@ -10,10 +10,12 @@
 
 mod actions;
 mod clients;
+mod cluster;
 mod dead_letters;
 mod operator;
 mod pages;
 mod progress_ops;
+mod topics;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -43,6 +45,8 @@ pub struct Console {
     /// account when the broker checks ACL (their requests are signed as that account), one
     /// unsigned otherwise.
     admins: tokio::sync::Mutex<HashMap<Option<AccountKey>, Arc<Admin>>>,
+    /// The controllers' addresses (controller mode), for the overview.
+    controllers: Vec<String>,
 }
 
 impl std::fmt::Debug for Console {
@@ -71,12 +75,25 @@ fn random_token() -> String {
 
 impl Console {
     pub fn new(state: Arc<BrokerState>, trends: Arc<Trends>) -> Self {
+        let controllers = if state.config.enable_controller_mode {
+            state
+                .config
+                .controller_addr
+                .split([';', ','])
+                .map(str::trim)
+                .filter(|addr| !addr.is_empty())
+                .map(str::to_owned)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Self {
             read_only: state.config.console_read_only,
             state,
             trends,
             csrf_token: random_token(),
             admins: tokio::sync::Mutex::default(),
+            controllers,
         }
     }
 
@@ -228,8 +245,8 @@ pub fn error_page(status: StatusCode, message: &str) -> Response {
 pub fn routes(console: Arc<Console>) -> Router {
     Router::new()
         .route("/", get(pages::overview))
-        .route("/topics", get(pages::topics).post(actions::create_topic))
-        .route("/topics/{topic}", get(pages::topic))
+        .route("/topics", get(topics::topics).post(actions::create_topic))
+        .route("/topics/{topic}", get(topics::topic))
         .route("/topics/{topic}/update", post(actions::update_topic))
         .route("/topics/{topic}/delete", post(actions::delete_topic))
         .route("/groups", get(pages::groups))

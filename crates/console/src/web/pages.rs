@@ -16,10 +16,10 @@ use tidemark_protocol::body::{perm, QueueProgressView};
 use super::{error_page, escape, page, url_encode, Console};
 use crate::trends::{svg, Series};
 
-const FIVE_MINUTES: Duration = Duration::from_secs(300);
+pub(super) const FIVE_MINUTES: Duration = Duration::from_secs(300);
 const ONE_HOUR: Duration = Duration::from_secs(3600);
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     tidemark_remoting::now_ms()
 }
 
@@ -50,7 +50,7 @@ pub fn time_text(ms: i64) -> String {
     )
 }
 
-fn perm_text(bits: i32) -> &'static str {
+pub(super) fn perm_text(bits: i32) -> &'static str {
     match (perm::is_readable(bits), perm::is_writeable(bits)) {
         (true, true) => "read-write",
         (true, false) => "read-only",
@@ -59,7 +59,7 @@ fn perm_text(bits: i32) -> &'static str {
     }
 }
 
-fn topic_kind(topic: &str) -> &'static str {
+pub(super) fn topic_kind(topic: &str) -> &'static str {
     if topic.starts_with("%RETRY%") {
         "retry"
     } else if topic.starts_with("%DLQ%") {
@@ -76,7 +76,7 @@ fn topic_kind(topic: &str) -> &'static str {
     }
 }
 
-fn trend_pair(console: &Console, series: &Series, unit: &str) -> String {
+pub(super) fn trend_pair(console: &Console, series: &Series, unit: &str) -> String {
     let now = now_ms();
     format!(
         "<div><span class=\"muted\">5 minutes</span> {}</div><div><span class=\"muted\">1 hour</span> {}</div>",
@@ -94,7 +94,7 @@ pub async fn overview(State(console): State<Arc<Console>>) -> Response {
     let disk = state.log().disk_usage();
     let (log_min, log_written, _) = state.log().positions();
     let topics = state.metadata.topics.names();
-    let groups = all_groups(&console);
+    let groups = local_groups(&console);
     let connections = state.clients.group_connections();
     let mut body = String::from("<table id=\"broker\">");
     for (name, value) in [
@@ -144,61 +144,13 @@ pub async fn overview(State(console): State<Arc<Console>>) -> Response {
         );
     }
     body.push_str("</table>");
-    body.push_str(&cluster_html(&console).await);
+    body.push_str(&super::cluster::cluster_html(&console).await);
     page(&console, "Overview", &body).into_response()
 }
 
-/// Every broker of every cluster as the name server lists them, with what each reports.
-async fn cluster_html(console: &Console) -> String {
-    let info = match console.admin().await {
-        Ok(admin) => admin.cluster_info().await.map(|info| (admin, info)),
-        Err(failure) => {
-            return format!(
-                "<p class=\"error\">Cluster unknown: {}</p>",
-                escape(&failure)
-            )
-        }
-    };
-    let (admin, info) = match info {
-        Ok(found) => found,
-        Err(failure) => {
-            return format!(
-                "<p class=\"error\">Cluster unknown: the name server did not answer ({})</p>",
-                escape(&failure.to_string())
-            )
-        }
-    };
-    let mut out = String::from("<h2>Cluster</h2><table id=\"cluster\"><tr><th>Cluster</th><th>Broker</th><th>Id</th><th>Address</th><th>Version</th><th>Put TPS</th><th>Get TPS</th><th>Put today</th><th>Got today</th></tr>");
-    for (cluster, brokers) in &info.cluster_addr_table {
-        for broker_name in brokers {
-            let Some(data) = info.broker_addr_table.get(broker_name) else {
-                continue;
-            };
-            for (id, addr) in &data.broker_addrs {
-                // A broker that does not answer is listed with what the name server knows.
-                let runtime = admin.broker_runtime_info(addr).await.unwrap_or_default();
-                let field = |key: &str| runtime.get(key).cloned().unwrap_or_else(|| "-".to_owned());
-                let _ = write!(
-                    out,
-                    "<tr><td>{}</td><td>{}</td><td class=\"n\">{id}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                    escape(cluster),
-                    escape(broker_name),
-                    escape(addr),
-                    escape(&field("brokerVersionDesc")),
-                    escape(&field("putTps")),
-                    escape(&field("getTransferredTps")),
-                    escape(&field("msgPutTotalTodayNow")),
-                    escape(&field("msgGetTotalTodayNow"))
-                );
-            }
-        }
-    }
-    out.push_str("</table>");
-    out
-}
-
 /// Every group with committed progress on this broker, sorted.
-fn all_groups(console: &Console) -> Vec<String> {
+/// Every group with committed progress on this broker, sorted.
+fn local_groups(console: &Console) -> Vec<String> {
     let mut groups: Vec<String> = console
         .state
         .metadata
@@ -207,6 +159,42 @@ fn all_groups(console: &Console) -> Vec<String> {
         .iter()
         .flat_map(|topic| console.state.progress.offsets.groups_of_topic(topic))
         .collect();
+    groups.sort();
+    groups.dedup();
+    groups
+}
+
+/// Groups RocketMQ creates for itself on every broker; not listed.
+const SYSTEM_GROUPS: [&str; 8] = [
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_ONSAPI_PULL",
+    "CID_RMQ_SYS_TRANS",
+];
+
+/// Every group with committed progress on this broker, and every group a master of the
+/// cluster has a subscription group for (RocketMQ's own left out), sorted.
+async fn all_groups(console: &Console) -> Vec<String> {
+    let mut groups = local_groups(console);
+    if let Ok(admin) = console.admin().await {
+        for master in admin.masters(None).await.unwrap_or_default() {
+            let configured = admin.subscription_groups(&master.addr).await;
+            groups.extend(
+                configured
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|config| config.group_name)
+                    .filter(|group| {
+                        !SYSTEM_GROUPS.contains(&group.as_str())
+                            && !group.starts_with("CID_RMQ_SYS_")
+                    }),
+            );
+        }
+    }
     groups.sort();
     groups.dedup();
     groups
@@ -225,143 +213,41 @@ pub(super) fn notice_html(notice: &Notice) -> String {
         .unwrap_or_default()
 }
 
-pub async fn topics(State(console): State<Arc<Console>>, Query(notice): Query<Notice>) -> Response {
-    let state = &console.state;
-    let traffic = state.stats.traffic.snapshot();
-    let mut names = state.metadata.topics.names();
-    names.sort();
-    let mut body = notice_html(&notice);
-    body.push_str("<table id=\"topics\"><tr><th>Topic</th><th>Kind</th><th>Queues (read / write)</th><th>Permission</th><th>Messages held</th><th>Stored since start</th><th>Put rate, 5 minutes</th></tr>");
-    for topic in &names {
-        let Some(config) = state.metadata.topics.get(topic) else {
-            continue;
-        };
-        let held: i64 = (0..config.read_queue_nums.max(config.write_queue_nums))
-            .map(|queue| {
-                state.log().max_offset(topic, queue) - state.log().min_offset(topic, queue)
-            })
-            .sum();
-        let stored = traffic.stored.get(topic).map_or(0, |flow| flow.messages);
-        let now = now_ms();
-        let _ = write!(
-            body,
-            "<tr><td><a href=\"/topics/{}\">{}</a></td><td>{}</td><td class=\"n\">{} / {}</td><td>{}</td><td class=\"n\">{held}</td><td class=\"n\">{stored}</td><td>{}</td></tr>",
-            url_encode(topic),
-            escape(topic),
-            topic_kind(topic),
-            config.read_queue_nums,
-            config.write_queue_nums,
-            perm_text(config.perm),
-            svg(
-                &console.trends.points(&Series::TopicPutRate(topic.clone()), now, FIVE_MINUTES),
-                now,
-                FIVE_MINUTES,
-                "msg/s"
-            )
-        );
-    }
-    body.push_str("</table>");
-    if !console.read_only {
-        let _ = write!(
-            body,
-            "<h2>Create a topic</h2><form method=\"post\" action=\"/topics\" id=\"create-topic\">{}\
-<label>Name <input name=\"topic\" required maxlength=\"127\"></label> \
-<label>Read queues <input name=\"read_queues\" type=\"number\" min=\"1\" max=\"1024\" value=\"8\"></label> \
-<label>Write queues <input name=\"write_queues\" type=\"number\" min=\"1\" max=\"1024\" value=\"8\"></label> \
-<label>Permission <select name=\"perm\"><option value=\"6\">read-write</option><option value=\"4\">read-only</option><option value=\"2\">write-only</option></select></label> \
-<button type=\"submit\">Create</button></form>",
-            console.csrf_field()
-        );
-    }
-    page(&console, "Topics", &body).into_response()
-}
-
-pub async fn topic(
-    State(console): State<Arc<Console>>,
-    Path(topic): Path<String>,
-    Query(notice): Query<Notice>,
-) -> Response {
-    let state = &console.state;
-    let Some(config) = state.metadata.topics.get(&topic) else {
-        return error_page(
-            StatusCode::NOT_FOUND,
-            &format!("This broker has no topic {topic}."),
-        );
-    };
-    let mut body = notice_html(&notice);
-    let _ = write!(
-        body,
-        "<p>{}, {} read / {} write queues, {}.</p><h2>Put rate</h2>{}",
-        topic_kind(&topic),
-        config.read_queue_nums,
-        config.write_queue_nums,
-        perm_text(config.perm),
-        trend_pair(&console, &Series::TopicPutRate(topic.clone()), "msg/s")
-    );
-    body.push_str("<h2>Queues</h2><table id=\"queues\"><tr><th>Queue</th><th>Min offset</th><th>Max offset</th></tr>");
-    for queue in 0..config.read_queue_nums.max(config.write_queue_nums) {
-        let _ = write!(
-            body,
-            "<tr><td class=\"n\">{queue}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            state.log().min_offset(&topic, queue),
-            state.log().max_offset(&topic, queue)
-        );
-    }
-    body.push_str("</table><h2>Consumer groups</h2><ul>");
-    for group in state.progress.offsets.groups_of_topic(&topic) {
-        let _ = write!(
-            body,
-            "<li><a href=\"/groups/{}\">{}</a></li>",
-            url_encode(&group),
-            escape(&group)
-        );
-    }
-    body.push_str("</ul>");
-    if !console.read_only {
-        let target = url_encode(&topic);
-        let _ = write!(
-            body,
-            "<h2>Change</h2><form method=\"post\" action=\"/topics/{target}/update\" id=\"update-topic\">{csrf}\
-<label>Read queues <input name=\"read_queues\" type=\"number\" min=\"1\" max=\"1024\" value=\"{}\"></label> \
-<label>Write queues <input name=\"write_queues\" type=\"number\" min=\"1\" max=\"1024\" value=\"{}\"></label> \
-<label>Permission <select name=\"perm\"><option value=\"6\">read-write</option><option value=\"4\">read-only</option><option value=\"2\">write-only</option></select></label> \
-<button type=\"submit\">Update</button></form>\
-<form method=\"post\" action=\"/topics/{target}/delete\" id=\"delete-topic\">{csrf}\
-<label>Type the topic's name to delete it and its messages <input name=\"confirm\" required></label> <button type=\"submit\">Delete</button></form>",
-            config.read_queue_nums,
-            config.write_queue_nums,
-            csrf = console.csrf_field()
-        );
-    }
-    page(&console, &format!("Topic {topic}"), &body).into_response()
-}
-
-/// A group's queues on this broker, with the figures the group pages show.
+/// A group's queues on every broker that knows it (by broker name), with the figures the group
+/// pages show.
 struct GroupFigures {
-    queues: Vec<QueueProgressView>,
+    queues: Vec<(String, QueueProgressView)>,
     lag: i64,
     time_lag_ms: i64,
     stuck: usize,
     in_flight: i64,
 }
 
-fn group_figures(console: &Console, group: &str) -> GroupFigures {
-    let queues = tidemark_broker::progress::group_progress(&console.state, group, None, now_ms());
+/// Asked of every broker of the group's retry topic (Tidemark's consumer progress); where no
+/// broker can be asked (no retry topic yet, the name server away), this broker's own figures.
+async fn group_figures(console: &Console, group: &str) -> GroupFigures {
+    let across = match console.admin().await {
+        Ok(admin) => admin.consumer_progress(group, None).await.ok(),
+        Err(_) => None,
+    };
+    let queues: Vec<(String, QueueProgressView)> = match across {
+        Some(found) if !found.is_empty() => found
+            .into_iter()
+            .map(|(queue, view)| (queue.broker_name, view))
+            .collect(),
+        _ => tidemark_broker::progress::group_progress(&console.state, group, None, now_ms())
+            .into_iter()
+            .map(|view| (console.state.config.broker_name.clone(), view))
+            .collect(),
+    };
+    let views = || queues.iter().map(|(_, view)| view);
     GroupFigures {
-        lag: queues
-            .iter()
+        lag: views()
             .map(|queue| (queue.broker_offset - queue.consumer_offset).max(0))
             .sum(),
-        time_lag_ms: queues
-            .iter()
-            .map(|queue| queue.time_lag_ms)
-            .max()
-            .unwrap_or(0),
-        stuck: queues
-            .iter()
-            .filter(|queue| queue.stuck_offset >= 0)
-            .count(),
-        in_flight: queues.iter().filter_map(|queue| queue.pop_in_flight).sum(),
+        time_lag_ms: views().map(|queue| queue.time_lag_ms).max().unwrap_or(0),
+        stuck: views().filter(|queue| queue.stuck_offset >= 0).count(),
+        in_flight: views().filter_map(|queue| queue.pop_in_flight).sum(),
         queues,
     }
 }
@@ -379,8 +265,8 @@ fn stuck_marker(count: usize) -> String {
 pub async fn groups(State(console): State<Arc<Console>>) -> Response {
     let mut body = String::from("<table id=\"groups\"><tr><th>Group</th><th>Online consumers</th><th>Lag (messages)</th><th>Time lag</th><th>Stuck</th><th>POP in flight</th><th>Lag, 5 minutes</th></tr>");
     let now = now_ms();
-    for group in all_groups(&console) {
-        let figures = group_figures(&console, &group);
+    for group in all_groups(&console).await {
+        let figures = group_figures(&console, &group).await;
         let online = console.state.clients.consumer_ids(&group).len();
         let _ = write!(
             body,
@@ -408,12 +294,12 @@ pub async fn group(
     Path(group): Path<String>,
     Query(notice): Query<Notice>,
 ) -> Response {
-    let figures = group_figures(&console, &group);
+    let figures = group_figures(&console, &group).await;
     let members = console.state.clients.consumer_connection(&group);
     if figures.queues.is_empty() && members.is_none() {
         return error_page(
             StatusCode::NOT_FOUND,
-            &format!("This broker knows no progress and no consumer of group {group}."),
+            &format!("No broker knows progress or a consumer of group {group}."),
         );
     }
     let now = now_ms();
@@ -446,12 +332,12 @@ pub async fn group(
         .map(|member| (member.client_id.clone(), member.client_addr.clone()))
         .collect();
     body.push_str(&super::clients::clients_html(&console, &group, &clients).await);
-    body.push_str("<h2>Queues</h2><table id=\"queues\"><tr><th>Topic</th><th>Queue</th><th>Broker offset</th><th>Committed</th><th>Lag</th><th>Time lag</th><th>Stuck</th><th>Acknowledged above</th><th>POP in flight</th></tr>");
-    let mut by_queue: BTreeMap<(String, i32), &QueueProgressView> = BTreeMap::new();
-    for queue in &figures.queues {
-        by_queue.insert((queue.topic.clone(), queue.queue_id), queue);
+    body.push_str("<h2>Queues</h2><table id=\"queues\"><tr><th>Topic</th><th>Broker</th><th>Queue</th><th>Broker offset</th><th>Committed</th><th>Lag</th><th>Time lag</th><th>Stuck</th><th>Acknowledged above</th><th>POP in flight</th></tr>");
+    let mut by_queue: BTreeMap<(&str, &str, i32), &QueueProgressView> = BTreeMap::new();
+    for (broker, queue) in &figures.queues {
+        by_queue.insert((&queue.topic, broker, queue.queue_id), queue);
     }
-    for queue in by_queue.values() {
+    for ((_, broker, _), queue) in &by_queue {
         let stuck = if queue.stuck_offset >= 0 {
             format!(
                 "<span class=\"stuck\">⚠ offset {} for {}</span>",
@@ -463,9 +349,10 @@ pub async fn group(
         };
         let _ = write!(
             body,
-            "<tr><td><a href=\"/topics/{}\">{}</a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{stuck}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            "<tr><td><a href=\"/topics/{}\">{}</a></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{stuck}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             url_encode(&queue.topic),
             escape(&queue.topic),
+            escape(broker),
             queue.queue_id,
             queue.broker_offset,
             queue.consumer_offset,
@@ -494,9 +381,10 @@ pub async fn group(
         let mut topics: Vec<&str> = figures
             .queues
             .iter()
-            .map(|queue| queue.topic.as_str())
+            .map(|(_, queue)| queue.topic.as_str())
             .filter(|topic| !topic.starts_with("%RETRY%"))
             .collect();
+        topics.sort_unstable();
         topics.dedup();
         let options: String = topics
             .iter()

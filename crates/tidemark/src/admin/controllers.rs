@@ -3,14 +3,13 @@
 //! `getSyncStateSet` in one).
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use tidemark_protocol::body::{BrokerReplicasInfo, ReplicaIdentity};
-use tidemark_protocol::headers::GetMetaDataResponseHeader;
-use tidemark_protocol::json::JsonBody;
-use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+use std::time::Duration;
+
+use tidemark_client::controllers;
+use tidemark_protocol::body::ReplicaIdentity;
 use tidemark_remoting::RemotingClient;
 
 use super::table::{Format, Table};
@@ -56,6 +55,7 @@ pub async fn controller_status(args: ControllerStatusArgs) -> anyhow::Result<()>
     } else {
         args.broker_names.clone()
     };
+    // Controllers are asked directly: with -b, no name server is needed.
     let client = RemotingClient::new(args.cluster.client_config()?.remoting(), None);
     let outcome = status(&client, &controllers, &broker_names).await;
     client.shutdown();
@@ -78,63 +78,37 @@ async fn status(
         ("LeaderAddr", "leaderAddr"),
         ("IsLeader", "isLeader"),
     ]);
-    let mut leader_addr = None;
-    for controller in controllers {
-        let answer = client
-            .invoke(
-                controller,
-                RemotingCommand::request(RequestCode::ControllerGetMetadataInfo),
-                CALL_TIMEOUT,
-            )
-            .await;
-        let header = answer
-            .ok()
-            .filter(|response| response.response_code() == ResponseCode::Success)
-            .and_then(|response| response.decode_header::<GetMetaDataResponseHeader>().ok());
-        match header {
-            Some(header) => {
-                if header.is_leader || leader_addr.is_none() {
-                    leader_addr = header
-                        .controller_leader_address
-                        .clone()
-                        .filter(|addr| !addr.is_empty());
-                }
-                leaders.row(vec![
-                    controller.into(),
-                    header.controller_leader_id.unwrap_or_default().into(),
-                    header.controller_leader_address.unwrap_or_default().into(),
-                    header.is_leader.into(),
-                ]);
-            }
+    let answers = controllers::controller_metadata(client, controllers, CALL_TIMEOUT).await;
+    for answer in &answers {
+        match &answer.metadata {
+            Some(header) => leaders.row(vec![
+                (&answer.addr).into(),
+                header
+                    .controller_leader_id
+                    .clone()
+                    .unwrap_or_default()
+                    .into(),
+                header
+                    .controller_leader_address
+                    .clone()
+                    .unwrap_or_default()
+                    .into(),
+                header.is_leader.into(),
+            ]),
             None => leaders.row(vec![
-                controller.into(),
+                (&answer.addr).into(),
                 "unreachable".into(),
                 "".into(),
                 false.into(),
             ]),
         }
     }
-    let Some(leader) = leader_addr else {
+    let Some(leader) = controllers::controller_leader(&answers) else {
         bail!("no controller names a leader (is a majority of them up?)");
     };
-    let response = client
-        .invoke(
-            &leader,
-            RemotingCommand::request(RequestCode::ControllerGetSyncStateData)
-                .with_body(broker_names.to_vec().to_json_bytes()),
-            CALL_TIMEOUT,
-        )
+    let info = controllers::sync_state_data(client, &leader, broker_names, CALL_TIMEOUT)
         .await
         .with_context(|| format!("asking the leader {leader} for the broker sets"))?;
-    if response.response_code() != ResponseCode::Success {
-        bail!(
-            "the leader {leader} answered {}: {}",
-            response.response_code(),
-            response.remark.unwrap_or_default()
-        );
-    }
-    let info = BrokerReplicasInfo::from_json_bytes(&response.body)
-        .with_context(|| format!("the leader {leader}'s answer"))?;
     let mut replicas = Table::new(&[
         ("Broker Name", "brokerName"),
         ("BID", "brokerId"),

@@ -1,0 +1,245 @@
+//! The console of one broker shows the whole cluster, in headless Chromium: two broker sets with
+//! a slave each, a topic on both, a group consumed across both. The overview lists every replica
+//! with its role; the group page has both brokers' queues, lag matching the cluster's consume
+//! stats; a reset made there moves the second broker's queues too; the topic page lists both
+//! brokers' queues; charts carry axes and hover read-outs. Screenshots go to
+//! `target/console-screenshots/` (the docs' pictures are these).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_client::{
+    concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
+    Producer, PushConsumer,
+};
+use tidemark_protocol::body::TopicConfig;
+use tidemark_tests::webdriver::Driver;
+use tidemark_tests::{
+    init_logging, start_broker_process_on, start_namesrv, unique, wait_until, wait_until_async,
+    ServerProcess,
+};
+
+fn screenshots() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|root| root.join("target").join("console-screenshots"))
+        .expect("workspace root")
+}
+
+/// A master and its slave of `name`; the master's console port when `console`.
+fn broker_set(
+    dir: &std::path::Path,
+    name: &str,
+    namesrv: &str,
+    console: bool,
+) -> (Vec<ServerProcess>, Vec<String>, Option<u16>) {
+    let mut processes = Vec::new();
+    let mut addrs = Vec::new();
+    let mut http = None;
+    for (id, role) in [(0, "SYNC_MASTER"), (1, "SLAVE")] {
+        let (process, port, http_port) = start_broker_process_on(
+            &format!("console-cluster-{name}-{id}"),
+            dir,
+            &format!("{name}-{id}"),
+            &format!(
+                "broker_name = \"{name}\"\nbroker_id = {id}\nbroker_role = \"{role}\"\n\
+                 namesrv_addr = \"{namesrv}\"\nregister_name_server_period = 2000"
+            ),
+            console && id == 0,
+        );
+        processes.push(process);
+        addrs.push(format!("127.0.0.1:{port}"));
+        http = http.or(http_port);
+    }
+    (processes, addrs, http)
+}
+
+/// The group's committed offsets on `broker`'s queues of `topic`.
+async fn committed_on(admin: &Admin, group: &str, topic: &str, broker: &str) -> Vec<i64> {
+    let stats = admin
+        .consume_stats(group, Some(topic))
+        .await
+        .expect("consume stats");
+    stats
+        .offset_table
+        .iter()
+        .filter(|(queue, _)| queue.topic == topic && queue.broker_name == broker)
+        .map(|(_, line)| line.consumer_offset)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_console_shows_and_steers_a_two_broker_cluster() {
+    init_logging();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_namesrv, namesrv_port) = start_namesrv("console-cluster-namesrv", &[]);
+    let ns = format!("127.0.0.1:{namesrv_port}");
+    let (_a, a_addrs, http) = broker_set(dir.path(), "broker-a", &ns, true);
+    let (_b, b_addrs, _) = broker_set(dir.path(), "broker-b", &ns, false);
+    let port = http.expect("broker-a's console port");
+    let base = format!("http://127.0.0.1:{port}");
+    let admin = Admin::connect(ClientConfig::new(&ns)).await.expect("admin");
+    assert!(
+        wait_until_async(Duration::from_secs(30), || async {
+            admin
+                .cluster_info()
+                .await
+                .map(|info| {
+                    info.broker_addr_table
+                        .values()
+                        .map(|data| data.broker_addrs.len())
+                        .sum::<usize>()
+                        == 4
+                })
+                .unwrap_or(false)
+        })
+        .await,
+        "four replicas registered"
+    );
+
+    let topic = unique("ClusterTopic");
+    for master in [&a_addrs[0], &b_addrs[0]] {
+        admin
+            .create_topic(
+                master,
+                &TopicConfig {
+                    topic_name: topic.clone(),
+                    read_queue_nums: 2,
+                    write_queue_nums: 2,
+                    ..TopicConfig::default()
+                },
+            )
+            .await
+            .expect("topic on both broker sets");
+    }
+    assert!(
+        wait_until_async(Duration::from_secs(30), || async {
+            admin
+                .topic_route(&topic)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|route| route.queue_datas.len() == 2)
+        })
+        .await,
+        "{topic} routed on both brokers"
+    );
+    let producer = Producer::builder(unique("cluster_producer"))
+        .namesrv_addr(&ns)
+        .start()
+        .await
+        .expect("producer");
+    for i in 0..40 {
+        producer
+            .send(Message::new(&topic, format!("first-{i}")))
+            .await
+            .expect("send");
+    }
+    let group = unique("cluster_group");
+    let consumed = Arc::new(AtomicUsize::new(0));
+    let counter = consumed.clone();
+    let consumer = PushConsumer::builder(&group)
+        .client_config(ClientConfig::new(&ns))
+        .subscribe(&topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
+            counter.fetch_add(messages.len(), Ordering::SeqCst);
+            async { ConsumeStatus::Success }
+        }))
+        .await
+        .expect("consumer");
+    assert!(
+        wait_until(Duration::from_secs(30), || consumed.load(Ordering::SeqCst)
+            >= 40)
+        .await
+    );
+    consumer.shutdown().await;
+    for i in 0..20 {
+        producer
+            .send(Message::new(&topic, format!("later-{i}")))
+            .await
+            .expect("send");
+    }
+    producer.shutdown().await;
+    for broker in ["broker-a", "broker-b"] {
+        let committed: i64 = committed_on(&admin, &group, &topic, broker)
+            .await
+            .iter()
+            .sum();
+        assert!(committed > 0, "{broker} has committed progress");
+    }
+
+    let driver = Driver::start().await;
+    let browser = driver.session().await;
+    let shots = screenshots();
+
+    // The overview: both broker sets, a master and a slave each.
+    browser.open(&format!("{base}/")).await;
+    let overview = browser.source().await;
+    for addr in a_addrs.iter().chain(&b_addrs) {
+        assert!(
+            overview.contains(addr.as_str()),
+            "{addr} listed: {overview}"
+        );
+    }
+    assert_eq!(
+        overview.matches("<td>master (sync)</td>").count(),
+        2,
+        "{overview}"
+    );
+    assert_eq!(overview.matches("<td>slave</td>").count(), 2, "{overview}");
+    browser
+        .screenshot(&shots.join("cluster-overview.png"))
+        .await;
+
+    // The group: queues of both brokers, lag as the cluster's consume stats say.
+    let stats = admin
+        .consume_stats(&group, Some(&topic))
+        .await
+        .expect("consume stats");
+    let lag: i64 = stats
+        .offset_table
+        .iter()
+        .filter(|(queue, _)| queue.topic == topic)
+        .map(|(_, line)| line.broker_offset - line.consumer_offset)
+        .sum();
+    assert_eq!(lag, 20);
+    browser.open(&format!("{base}/groups/{group}")).await;
+    let page = browser.source().await;
+    assert!(page.contains("<p>Lag 20 messages"), "{page}");
+    assert!(
+        page.contains("<td>broker-a</td>") && page.contains("<td>broker-b</td>"),
+        "both brokers' queues: {page}"
+    );
+    browser.screenshot(&shots.join("cluster-group.png")).await;
+
+    // A reset from broker-a's console moves broker-b's queues too.
+    browser
+        .clear_and_type("#reset-offset input[name=time]", "0")
+        .await;
+    browser.click("#reset-offset button").await;
+    browser.wait_for_title("Confirm").await;
+    let plan = browser.source().await;
+    assert!(plan.contains("broker-b"), "the plan names broker-b: {plan}");
+    browser.click("#confirm button").await;
+    browser.wait_for_title("Consumer group").await;
+    for broker in ["broker-a", "broker-b"] {
+        let offsets = committed_on(&admin, &group, &topic, broker).await;
+        assert!(
+            !offsets.is_empty() && offsets.iter().all(|offset| *offset == 0),
+            "{broker} reset: {offsets:?}"
+        );
+    }
+
+    // The topic: both brokers' queues; a chart with axes and hover titles.
+    browser.open(&format!("{base}/topics/{topic}")).await;
+    let page = browser.source().await;
+    assert_eq!(page.matches("<td>broker-b</td>").count(), 2, "{page}");
+    assert_eq!(page.matches("<td>broker-a</td>").count(), 2, "{page}");
+    assert!(page.contains("class=\"axis-time\""), "{page}");
+    browser.screenshot(&shots.join("cluster-topic.png")).await;
+    browser.close().await;
+    admin.shutdown().await;
+}
