@@ -1,7 +1,9 @@
-//! `tidemark-console`: the broker's HTTP surface for operators — `/metrics` (OpenMetrics text
-//! for Prometheus) and the web console (`/`, see [`web`]). It depends on the broker and the
-//! client, never the other way.
+//! `tidemark-console`: the HTTP surface for operators — a broker's `/metrics` (OpenMetrics
+//! text for Prometheus) and web console (`/`, see [`web`]), a controller's `/metrics`
+//! ([`controller`]), and the console on its own over a whole cluster ([`serve_cluster`],
+//! `tidemark console`). It depends on the broker and the client, never the other way.
 
+pub mod cluster_names;
 pub mod controller;
 pub mod metrics;
 pub mod trends;
@@ -61,5 +63,35 @@ pub async fn serve(
     .with_graceful_shutdown(shutdown)
     .await;
     sampler.abort();
+    served
+}
+
+/// Serves a console on its own (`tidemark console`) on `listener` until `shutdown` resolves:
+/// the cluster `settings` name, seen through admin requests only; its charts sampled the same
+/// way with the console's own account.
+pub async fn serve_cluster(
+    listener: TcpListener,
+    settings: web::ClusterSettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let port = listener.local_addr()?.port();
+    let trends = Arc::new(trends::Trends::default());
+    let admin = tidemark_client::Admin::connect(settings.client.clone())
+        .await
+        .map_err(|failure| {
+            std::io::Error::other(format!("no admin connection to the name server: {failure}"))
+        })?;
+    let admin = Arc::new(admin);
+    let sampler = tokio::spawn(trends::run_cluster(trends.clone(), admin.clone()));
+    let console = Arc::new(web::Console::standalone(settings, trends));
+    info!(port, "HTTP serving the cluster's web console at /");
+    let served = axum::serve(
+        listener,
+        web::routes(console).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
+    sampler.abort();
+    admin.shutdown().await;
     served
 }

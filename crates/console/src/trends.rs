@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tidemark_broker::BrokerState;
+use tidemark_client::Admin;
 
 /// How often a point is taken.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
@@ -133,6 +134,84 @@ pub async fn run(trends: Arc<Trends>, state: Arc<BrokerState>) {
         let _ =
             tokio::task::spawn_blocking(move || trends.sample(&state, tidemark_remoting::now_ms()))
                 .await;
+    }
+}
+
+/// Series a console on its own samples at most, of each kind.
+const CLUSTER_SERIES_MAX: usize = 200;
+
+impl Trends {
+    /// One pass over the cluster through `admin` at `now_ms`: each group's lag over every
+    /// broker and how fast its committed offsets advance (its consume rate), each user topic's
+    /// put rate from its queues' max offsets.
+    pub async fn sample_cluster(&self, admin: &Admin, now_ms: i64) {
+        let mut groups_seen = Vec::new();
+        for group in crate::cluster_names::configured_groups(admin)
+            .await
+            .into_iter()
+            .take(CLUSTER_SERIES_MAX)
+        {
+            let Ok(queues) = admin.consumer_progress(&group, None).await else {
+                continue;
+            };
+            let lag: i64 = queues
+                .values()
+                .map(|queue| (queue.broker_offset - queue.consumer_offset).max(0))
+                .sum();
+            let committed: i64 = queues.values().map(|queue| queue.consumer_offset).sum();
+            groups_seen.push((group, lag, committed));
+        }
+        let mut topics_seen = Vec::new();
+        for topic in crate::cluster_names::user_topics(admin)
+            .await
+            .into_iter()
+            .take(CLUSTER_SERIES_MAX)
+        {
+            if let Ok(stats) = admin.topic_stats(&topic).await {
+                let stored: i64 = stats
+                    .offset_table
+                    .values()
+                    .map(|queue| queue.max_offset)
+                    .sum();
+                topics_seen.push((topic, stored));
+            }
+        }
+        let mut samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
+        for (group, lag, committed) in groups_seen {
+            Self::record(
+                &mut samples,
+                Series::GroupLag(group.clone()),
+                now_ms,
+                lag as f64,
+            );
+            Self::record_rate(
+                &mut samples,
+                Series::GroupConsumeRate(group),
+                now_ms,
+                committed.max(0).unsigned_abs(),
+            );
+        }
+        for (topic, stored) in topics_seen {
+            Self::record_rate(
+                &mut samples,
+                Series::TopicPutRate(topic),
+                now_ms,
+                stored.max(0).unsigned_abs(),
+            );
+        }
+    }
+}
+
+/// Samples the cluster through `admin` into `trends` until the task is dropped (a console on
+/// its own).
+pub async fn run_cluster(trends: Arc<Trends>, admin: Arc<Admin>) {
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        trends
+            .sample_cluster(&admin, tidemark_remoting::now_ms())
+            .await;
     }
 }
 

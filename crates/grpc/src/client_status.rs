@@ -4,8 +4,9 @@
 //! messages it holds, per queue (RocketMQ 5's POP table); per topic its receive, acknowledge and
 //! failure rates over the last minute and its failures over the last hour; its settings.
 //!
-//! Rocketmq's proxy answers with a thread dump only; a gRPC client keeps no more than this
-//! about itself, so the gateway, which sees every call, is where the figures are.
+//! RocketMQ's proxy answers with a thread dump only; a gRPC client keeps no more than this
+//! about itself, so the gateway, which sees every call, is where the figures are
+//! (`broker_requests` answers with them).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -15,12 +16,6 @@ use tidemark_protocol::body::{
     PopProcessQueueInfo,
 };
 
-use tidemark_protocol::headers::GetConsumerRunningInfoRequestHeader;
-use tidemark_protocol::json::JsonBody;
-use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
-use tokio::sync::mpsc;
-
-use crate::gateway::Gateway;
 use crate::proto::settings::PubSub;
 use crate::proto::{ClientType, Settings};
 
@@ -254,7 +249,7 @@ impl ConsumerActivity {
         if let Some(PubSub::Subscription(subscription)) =
             settings.and_then(|settings| settings.pub_sub.as_ref())
         {
-            info.subscription_set = crate::gateway::subscriptions_of(subscription);
+            info.subscription_set = crate::convert::subscriptions_of(subscription);
         }
         let mut activity = self.lock();
         activity.forget_visible(now_ms);
@@ -320,39 +315,6 @@ fn language_name(language: i32) -> String {
         |_| language.to_string(),
         |known| known.as_str_name().to_owned(),
     )
-}
-
-/// Serves what brokers send to the gateway's clients: check-backs become Telemetry commands, a
-/// request for a consumer's running info is answered from its activity; anything else
-/// (rebalance notices) has no gRPC counterpart and is dropped.
-pub async fn serve_broker_requests(
-    gateway: std::sync::Arc<Gateway>,
-    mut queue: mpsc::Receiver<RemotingCommand>,
-) {
-    while let Some(request) = queue.recv().await {
-        match request.request_code() {
-            RequestCode::CheckTransactionState => gateway.recover_orphaned(&request),
-            RequestCode::GetConsumerRunningInfo => answer_running_info(&gateway, &request),
-            _ => {}
-        }
-    }
-}
-
-/// Answers on the client's connection, where the broker waits for the client's answer.
-fn answer_running_info(gateway: &Gateway, request: &RemotingCommand) {
-    let Ok(header) = request.decode_header::<GetConsumerRunningInfoRequestHeader>() else {
-        return;
-    };
-    let Some(session) = gateway.sessions.get(&header.client_id) else {
-        return;
-    };
-    let info = session
-        .activity
-        .running_info(session.settings().as_ref(), tidemark_remoting::now_ms());
-    let mut response =
-        RemotingCommand::response(ResponseCode::Success, None).with_body(info.to_json_bytes());
-    response.opaque = request.opaque;
-    session.channel.answer(response);
 }
 
 #[cfg(test)]

@@ -307,6 +307,31 @@ fn text_of(address: impl std::fmt::Display) -> String {
     text
 }
 
+/// A consumer's subscriptions as the broker registers them (tags or SQL92 per topic).
+pub(crate) fn subscriptions_of(
+    subscription: &crate::proto::Subscription,
+) -> Vec<tidemark_protocol::body::SubscriptionData> {
+    subscription
+        .subscriptions
+        .iter()
+        .map(|entry| {
+            let topic = full_name(entry.topic.as_ref());
+            match filter_of(entry.expression.as_ref()) {
+                ("SQL92", selector) => tidemark_protocol::body::SubscriptionData {
+                    topic,
+                    sub_string: selector,
+                    expression_type: "SQL92".to_owned(),
+                    sub_version: 1,
+                    ..tidemark_protocol::body::SubscriptionData::default()
+                },
+                (_, tags) => {
+                    tidemark_protocol::body::SubscriptionData::from_expression(&topic, &tags, 1)
+                }
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,6 @@ use tidemark_broker::history::GATEWAY_ACCOUNT;
 use tidemark_broker::{BrokerHandler, BrokerState};
 use tidemark_protocol::body::{
     ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, MessageModel, ProducerData,
-    SubscriptionData,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
@@ -20,7 +19,7 @@ use tonic::Request;
 use tracing::debug;
 
 use crate::cluster::{Cluster, Target};
-use crate::convert::{filter_of, full_name};
+use crate::convert::full_name;
 use crate::proto::{settings::PubSub, ClientType, Code, Settings, Status};
 use crate::renewals::Renewals;
 use crate::sessions::{Session, Sessions};
@@ -218,7 +217,7 @@ impl Gateway {
                         "a consumer's settings name no group".to_owned(),
                     );
                 }
-                let subscriptions = subscriptions_of(subscription);
+                let subscriptions = crate::convert::subscriptions_of(subscription);
                 data.consumer_data_set = vec![ConsumerData {
                     consume_from_where: ConsumeFromWhere::ConsumeFromLastOffset,
                     consume_type: if client_type == ClientType::PushConsumer {
@@ -276,25 +275,4 @@ impl Gateway {
             .filter(|host| !host.is_empty())
             .map_or_else(|| self.state.config.broker_ip1.clone(), str::to_owned)
     }
-}
-
-/// A consumer's subscriptions as the broker registers them (tags or SQL92 per topic).
-pub(crate) fn subscriptions_of(subscription: &crate::proto::Subscription) -> Vec<SubscriptionData> {
-    subscription
-        .subscriptions
-        .iter()
-        .map(|entry| {
-            let topic = full_name(entry.topic.as_ref());
-            match filter_of(entry.expression.as_ref()) {
-                ("SQL92", selector) => SubscriptionData {
-                    topic,
-                    sub_string: selector,
-                    expression_type: "SQL92".to_owned(),
-                    sub_version: 1,
-                    ..SubscriptionData::default()
-                },
-                (_, tags) => SubscriptionData::from_expression(&topic, &tags, 1),
-            }
-        })
-        .collect()
 }

@@ -18,6 +18,7 @@ pub mod proto {
 mod accept;
 mod ack;
 mod auth;
+mod broker_requests;
 mod client_status;
 mod cluster;
 mod connection;

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, info};
 
 use crate::{
-    accept, client_status, connection, housekeeping::housekeeping, Gateway, GrpcError, Peer,
+    accept, broker_requests, connection, housekeeping::housekeeping, Gateway, GrpcError, Peer,
     Service, SHUTDOWN_GRACE,
 };
 
@@ -159,7 +159,7 @@ impl Shared {
         ));
         if let Some(queue) = self.gateway.take_broker_requests() {
             let gateway = self.gateway.clone();
-            tasks.spawn(client_status::serve_broker_requests(gateway, queue));
+            tasks.spawn(broker_requests::serve_broker_requests(gateway, queue));
         }
         Background {
             tasks,

@@ -6,6 +6,7 @@ mod admin;
 mod bench;
 #[cfg(test)]
 mod cli_tests;
+mod console;
 mod controller;
 mod inspect;
 mod serve;
@@ -66,6 +67,8 @@ enum Command {
     Broker(serve::BrokerArgs),
     /// A controller: one of three or five that elect a new master when one dies.
     Controller(controller::ControllerArgs),
+    /// The web console on its own, over a whole cluster (found through the name server).
+    Console(console::ConsoleArgs),
     /// Decode RocketMQ bytes (a captured frame, a stored message record) and print every field.
     #[command(subcommand)]
     Inspect(inspect::Inspect),
@@ -179,6 +182,7 @@ fn run() -> anyhow::Result<()> {
         Command::Namesrv(args) => runtime()?.block_on(serve::namesrv(args)),
         Command::Broker(args) => runtime()?.block_on(serve::broker(args)),
         Command::Controller(args) => runtime()?.block_on(controller::run(args)),
+        Command::Console(args) => runtime()?.block_on(console::run(args)),
         Command::Admin(command) => runtime()?.block_on(admin::run(command)),
         Command::Bench(command) => runtime()?.block_on(bench::run(command)),
         Command::Completions { shell } => completions(shell),

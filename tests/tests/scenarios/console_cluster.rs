@@ -2,7 +2,8 @@
 //! a slave each, a topic on both, a group consumed across both. The overview lists every replica
 //! with its role; the group page has both brokers' queues, lag matching the cluster's consume
 //! stats; a reset made there moves the second broker's queues too; the topic page lists both
-//! brokers' queues; charts carry axes and hover read-outs. Screenshots go to
+//! brokers' queues; charts carry axes and hover read-outs; topics are created on the broker set
+//! chosen. Then `tidemark console` on its own shows and steers the same cluster. Screenshots go to
 //! `target/console-screenshots/` (the docs' pictures are these).
 
 use std::path::PathBuf;
@@ -15,10 +16,11 @@ use tidemark_client::{
     Producer, PushConsumer,
 };
 use tidemark_protocol::body::TopicConfig;
-use tidemark_tests::webdriver::Driver;
+use tidemark_tests::replica_set::ReplicaSet;
+use tidemark_tests::webdriver::{csrf_token, http, Driver};
 use tidemark_tests::{
-    init_logging, start_broker_process_on, start_namesrv, unique, wait_until, wait_until_async,
-    ServerProcess,
+    free_port, init_logging, start_broker_process_on, start_namesrv, tidemark_binary, unique,
+    wait_until, wait_until_async, ServerProcess,
 };
 
 fn screenshots() -> PathBuf {
@@ -240,6 +242,187 @@ async fn one_console_shows_and_steers_a_two_broker_cluster() {
     assert_eq!(page.matches("<td>broker-a</td>").count(), 2, "{page}");
     assert!(page.contains("class=\"axis-time\""), "{page}");
     browser.screenshot(&shots.join("cluster-topic.png")).await;
+
+    // A topic created from broker-a's console on broker-b only.
+    let only_b = unique("OnlyOnB");
+    browser.open(&format!("{base}/topics")).await;
+    browser
+        .clear_and_type("#create-topic input[name=topic]", &only_b)
+        .await;
+    browser
+        .execute(
+            "document.querySelector('#create-topic select[name=place]').value = 'broker:broker-b';",
+        )
+        .await;
+    browser.click("#create-topic button").await;
+    browser.wait_for_title(&format!("Topic {only_b}")).await;
+    // Registered at broker-b's next name-server round (2 s here).
+    let mut placed: Vec<String> = Vec::new();
+    for _ in 0..60 {
+        if let Some(route) = admin.topic_route(&only_b).await.ok().flatten() {
+            placed = route
+                .queue_datas
+                .iter()
+                .map(|queue| queue.broker_name.clone())
+                .collect();
+            if !placed.is_empty() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(placed, vec!["broker-b".to_owned()]);
     browser.close().await;
+
+    standalone_console_sees_the_same(&ns, &admin, &group, &topic, &a_addrs, &b_addrs).await;
     admin.shutdown().await;
+}
+
+/// `tidemark console -n NAMESRV`, no broker in its process: the same cluster over plain HTTP —
+/// every replica, the group's queues on both brokers, a topic created on broker-a only.
+async fn standalone_console_sees_the_same(
+    ns: &str,
+    admin: &Admin,
+    group: &str,
+    topic: &str,
+    a_addrs: &[String],
+    b_addrs: &[String],
+) {
+    let (_console, port) = ServerProcess::start_on_free_ports(
+        "console-standalone",
+        tidemark_binary(),
+        free_port,
+        |port| {
+            vec![
+                "console".to_owned(),
+                "-n".to_owned(),
+                ns.to_owned(),
+                "--listen".to_owned(),
+                format!("127.0.0.1:{port}"),
+            ]
+        },
+        "tidemark console ready",
+    );
+    let (status, overview) = http(port, "GET", "/", &[], "").await;
+    assert_eq!(status, 200, "{overview}");
+    for addr in a_addrs.iter().chain(b_addrs) {
+        assert!(
+            overview.contains(addr.as_str()),
+            "{addr} listed: {overview}"
+        );
+    }
+    assert!(
+        !overview.contains("id=\"broker\""),
+        "no broker of its own: {overview}"
+    );
+    let (_, groups) = http(port, "GET", "/groups", &[], "").await;
+    assert!(groups.contains(group), "{groups}");
+    let (status, page) = http(port, "GET", &format!("/groups/{group}"), &[], "").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("<td>broker-a</td>") && page.contains("<td>broker-b</td>"),
+        "{page}"
+    );
+    let (status, page) = http(port, "GET", &format!("/topics/{topic}"), &[], "").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page.matches("<td>broker-a</td>").count(), 2, "{page}");
+    let (status, _) = http(port, "GET", "/metrics", &[], "").await;
+    assert_eq!(status, 404, "a console on its own serves no broker metrics");
+
+    let (_, topics) = http(port, "GET", "/topics", &[], "").await;
+    let token = csrf_token(&topics);
+    let only_a = unique("OnlyOnA");
+    let (status, answer) = http(
+        port,
+        "POST",
+        "/topics",
+        &[],
+        &format!(
+            "csrf={token}&topic={only_a}&read_queues=2&write_queues=2&perm=6&place=broker%3Abroker-a"
+        ),
+    )
+    .await;
+    assert_eq!(status, 303, "{answer}");
+    let mut placed: Vec<String> = Vec::new();
+    for _ in 0..60 {
+        if let Some(route) = admin.topic_route(&only_a).await.ok().flatten() {
+            placed = route
+                .queue_datas
+                .iter()
+                .map(|queue| queue.broker_name.clone())
+                .collect();
+            if !placed.is_empty() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(placed, vec!["broker-a".to_owned()]);
+}
+
+/// The table row of `page` that holds `needle`.
+fn row_with<'a>(page: &'a str, needle: &str) -> &'a str {
+    let at = page
+        .find(needle)
+        .unwrap_or_else(|| panic!("{needle} not on the page: {page}"));
+    let start = page[..at].rfind("<tr>").unwrap_or(0);
+    let end = page[at..].find("</tr>").map_or(page.len(), |end| at + end);
+    &page[start..end]
+}
+
+/// Controller mode: `tidemark console --controllers` shows the three controllers, the one that
+/// leads, and both replicas of the broker set in its SyncStateSet with their roles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_the_controllers_and_the_sync_state_set() {
+    init_logging();
+    let set = ReplicaSet::start(2, 3).await;
+    let controllers = set.controllers_arg();
+    let (_console, port) = ServerProcess::start_on_free_ports(
+        "console-controllers",
+        tidemark_binary(),
+        free_port,
+        |port| {
+            vec![
+                "console".to_owned(),
+                "-n".to_owned(),
+                set.namesrv.clone(),
+                "--listen".to_owned(),
+                format!("127.0.0.1:{port}"),
+                "--controllers".to_owned(),
+                controllers.clone(),
+            ]
+        },
+        "tidemark console ready",
+    );
+    // Both replicas registered with the name server, as the overview shows them.
+    let mut overview = String::new();
+    for _ in 0..60 {
+        overview = http(port, "GET", "/", &[], "").await.1;
+        if set
+            .replica_addrs
+            .iter()
+            .all(|addr| overview.contains(addr.as_str()))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let view = set.view();
+    let master = view.master().expect("a master").to_owned();
+    for addr in &set.replica_addrs {
+        let row = row_with(&overview, addr);
+        let role = if *addr == master { "master" } else { "slave" };
+        assert!(row.contains(role), "{addr} is the {role}: {row}");
+        assert!(row.contains("<td>yes</td>"), "{addr} is in sync: {row}");
+    }
+    assert!(overview.contains("id=\"controllers\""), "{overview}");
+    for addr in &set.controller_addrs {
+        let row = row_with(&overview, &format!("<td>{addr}</td>"));
+        assert!(row.contains("<td>yes</td>"), "{addr} answers: {row}");
+    }
+    assert_eq!(overview.matches("<b>leader</b>").count(), 1, "{overview}");
+    assert!(
+        !overview.contains("not registered"),
+        "the controllers' replicas are the name server's: {overview}"
+    );
 }

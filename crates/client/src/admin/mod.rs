@@ -47,7 +47,7 @@ impl Admin {
     }
 
     /// Master addresses of the brokers serving `topic`.
-    async fn masters_of(&self, topic: &str) -> Result<Vec<String>> {
+    pub(crate) async fn masters_of(&self, topic: &str) -> Result<Vec<String>> {
         let Some(route) = self.instance.update_route(topic).await? else {
             return Ok(Vec::new());
         };

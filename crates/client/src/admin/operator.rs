@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use tidemark_protocol::body::{
-    ClusterInfo, Connection, ConsumerConnection, ConsumerRunningInfo, KvTable, MessageQueue,
-    ProducerConnection, ProgressHistory, ProgressPlan, SubscriptionGroupConfig,
+    ClusterInfo, Connection, ConsumerConnection, ConsumerRunningInfo, GroupList, KvTable,
+    MessageQueue, ProducerConnection, ProgressHistory, ProgressPlan, SubscriptionGroupConfig,
     SubscriptionGroupWrapper, TopicConfig, TopicList, TopicRouteData,
 };
 use tidemark_protocol::headers::{
@@ -15,7 +15,7 @@ use tidemark_protocol::headers::{
     DeleteTopicRequestHeader, GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader, GetProducerConnectionListRequestHeader,
     GetProgressHistoryRequestHeader, PlanProgressMoveRequestHeader, QueryMessageRequestHeader,
-    RestoreProgressRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader, RestoreProgressRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::message::{decode_records, DecodeOptions};
@@ -330,6 +330,28 @@ impl Admin {
             return Err(broker_error(&addr, response.response_code(), &response));
         }
         Ok(masters)
+    }
+
+    /// The groups consuming `topic` on any of its brokers: online subscribers and groups with
+    /// progress in it (QUERY_TOPIC_CONSUME_BY_WHO, asked of each master), sorted.
+    pub async fn groups_consuming(&self, topic: &str) -> Result<Vec<String>> {
+        let header = QueryTopicConsumeByWhoRequestHeader {
+            topic: topic.to_owned(),
+        };
+        let mut groups = Vec::new();
+        for master in self.masters_of(topic).await? {
+            let request =
+                RemotingCommand::request_with_header(RequestCode::QueryTopicConsumeByWho, &header);
+            let response = self.expect_success(&master, request).await?;
+            groups.extend(
+                GroupList::from_json_bytes(&response.body)
+                    .map_err(|error| bad_response(&master, error))?
+                    .group_list,
+            );
+        }
+        groups.sort();
+        groups.dedup();
+        Ok(groups)
     }
 
     /// The subscription groups a broker knows (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), by name.

@@ -42,6 +42,10 @@ pub struct TopicForm {
     write_queues: String,
     #[serde(default)]
     perm: String,
+    /// Where a new topic goes: `cluster` (every master of this broker's cluster) or
+    /// `broker:NAME` (one broker set's master).
+    #[serde(default)]
+    place: String,
 }
 
 /// The queue counts and permission a topic form asks for.
@@ -63,7 +67,13 @@ fn topic_settings(form: &TopicForm) -> Result<(i32, i32, i32), String> {
     Ok((read, write, bits))
 }
 
-async fn put_topic(console: &Console, topic: &str, form: &TopicForm) -> Result<(), String> {
+/// Writes the topic's settings to each of `masters`.
+async fn put_topic(
+    console: &Console,
+    topic: &str,
+    form: &TopicForm,
+    masters: &[String],
+) -> Result<(), String> {
     let (read, write, bits) = topic_settings(form)?;
     let config = TopicConfig {
         topic_name: topic.to_owned(),
@@ -73,12 +83,64 @@ async fn put_topic(console: &Console, topic: &str, form: &TopicForm) -> Result<(
         topic_filter_type: TopicFilterType::SingleTag,
         ..TopicConfig::default()
     };
-    console
-        .admin()
-        .await?
-        .create_topic(&console.state.config.broker_addr(), &config)
+    let admin = console.admin().await?;
+    for master in masters {
+        admin
+            .create_topic(master, &config)
+            .await
+            .map_err(|failure| format!("{master}: {failure}"))?;
+    }
+    Ok(())
+}
+
+/// The masters of the brokers that have `topic` as the name server routes it; this broker when
+/// only it has the topic so far (not yet registered).
+async fn masters_having(console: &Console, topic: &str) -> Result<Vec<String>, String> {
+    let admin = console.admin().await?;
+    let route = admin
+        .topic_route(topic)
         .await
-        .map_err(|failure| failure.to_string())
+        .map_err(|failure| failure.to_string())?;
+    let mut masters: Vec<String> = route
+        .iter()
+        .flat_map(|route| &route.broker_datas)
+        .filter_map(|broker| broker.master_addr().map(str::to_owned))
+        .collect();
+    if let Some(state) = console
+        .local
+        .as_ref()
+        .filter(|state| masters.is_empty() && state.metadata.topics.get(topic).is_some())
+    {
+        masters.push(state.config.broker_addr());
+    }
+    Ok(masters)
+}
+
+/// The masters a new topic goes to: every master of this broker's cluster, or one broker set's.
+async fn masters_for(console: &Console, place: &str) -> Result<Vec<String>, String> {
+    let admin = console.admin().await?;
+    let cluster = &console.cluster;
+    let masters = match place.strip_prefix("broker:") {
+        Some(name) => admin
+            .masters(None)
+            .await
+            .map_err(|failure| failure.to_string())?
+            .into_iter()
+            .filter(|master| master.broker_name == name)
+            .map(|master| master.addr)
+            .collect::<Vec<_>>(),
+        None => admin
+            .masters(Some(cluster))
+            .await
+            .map_err(|failure| failure.to_string())?
+            .into_iter()
+            .map(|master| master.addr)
+            .collect(),
+    };
+    if masters.is_empty() {
+        return Err(format!("no master serves {place:?}: nothing was created"));
+    }
+    Ok(masters)
 }
 
 pub async fn create_topic(
@@ -95,12 +157,20 @@ pub async fn create_topic(
             "{topic:?} is not a topic name: 1 to 127 letters, digits, '_', '-', '%' or '|'."
         ));
     }
-    if console.state.metadata.topics.get(&topic).is_some() {
-        return bad_input(&format!(
-            "Topic {topic} exists already; change it on its page."
-        ));
+    match masters_having(&console, &topic).await {
+        Ok(having) if !having.is_empty() => {
+            return bad_input(&format!(
+                "Topic {topic} exists already; change it on its page."
+            ))
+        }
+        Ok(_) => {}
+        Err(failure) => return failed(&failure),
     }
-    match put_topic(&console, &topic, &form).await {
+    let outcome = match masters_for(&console, &form.place).await {
+        Ok(masters) => put_topic(&console, &topic, &form, &masters).await,
+        Err(failure) => Err(failure),
+    };
+    match outcome {
         Ok(()) => done(&format!("/topics/{}", url_encode(&topic)), "topic created"),
         Err(failure) => bad_input(&failure),
     }
@@ -115,10 +185,14 @@ pub async fn update_topic(
     if let Some(refusal) = console.refusal(&headers, &form.csrf) {
         return refusal;
     }
-    if console.state.metadata.topics.get(&topic).is_none() {
-        return error_page(StatusCode::NOT_FOUND, &format!("No topic {topic}."));
-    }
-    match put_topic(&console, &topic, &form).await {
+    let masters = match masters_having(&console, &topic).await {
+        Ok(masters) if masters.is_empty() => {
+            return error_page(StatusCode::NOT_FOUND, &format!("No topic {topic}."))
+        }
+        Ok(masters) => masters,
+        Err(failure) => return failed(&failure),
+    };
+    match put_topic(&console, &topic, &form, &masters).await {
         Ok(()) => done(&format!("/topics/{}", url_encode(&topic)), "topic updated"),
         Err(failure) => bad_input(&failure),
     }
@@ -146,7 +220,7 @@ pub async fn delete_topic(
     }
     let outcome = match console.admin().await {
         Ok(admin) => admin
-            .delete_topic(&console.state.config.broker_cluster_name, &topic)
+            .delete_topic(&console.cluster, &topic)
             .await
             .map_err(|failure| failure.to_string()),
         Err(failure) => Err(failure),
@@ -276,8 +350,12 @@ async fn move_group(
     at_ms: i64,
     action: &str,
 ) -> Response {
-    if console.state.metadata.topics.get(&form.topic).is_none() {
-        return bad_input(&format!("No topic {}.", form.topic));
+    match masters_having(console, &form.topic).await {
+        Ok(masters) if masters.is_empty() => {
+            return bad_input(&format!("No topic {}.", form.topic))
+        }
+        Ok(_) => {}
+        Err(failure) => return failed(&failure),
     }
     if form.confirm != "yes" {
         let movement = ProgressMove::Reset {

@@ -26,6 +26,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use tidemark_acl::AccessControl;
 use tidemark_broker::BrokerState;
 use tidemark_client::{Admin, ClientConfig};
 
@@ -34,9 +35,26 @@ use crate::trends::Trends;
 /// An operator account's access key and secret (a changed secret gets its own client).
 type AccountKey = (String, String);
 
+/// A console that runs on its own (`tidemark console`): what it needs to see the cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// The admin clients' settings: name servers, TLS, and the account the console's own
+    /// requests (its charts' sampling) sign with; an operator's requests sign as the operator.
+    pub client: ClientConfig,
+    /// The cluster new topics go to unless one broker set is chosen.
+    pub cluster: String,
+    /// The controllers' addresses, for the overview (controller mode).
+    pub controllers: Vec<String>,
+    /// Operators sign in with accounts of this ACL file (the cluster's); none: no sign-in.
+    pub acl: Option<Arc<AccessControl>>,
+    pub read_only: bool,
+}
+
 /// What every page and action needs.
 pub struct Console {
-    pub state: Arc<BrokerState>,
+    /// The broker serving the console, for its own figures; `None` for a console on its own,
+    /// which sees the cluster through admin requests only.
+    pub local: Option<Arc<BrokerState>>,
     pub trends: Arc<Trends>,
     /// Hidden in every form, checked on every POST.
     csrf_token: String,
@@ -47,6 +65,13 @@ pub struct Console {
     admins: tokio::sync::Mutex<HashMap<Option<AccountKey>, Arc<Admin>>>,
     /// The controllers' addresses (controller mode), for the overview.
     controllers: Vec<String>,
+    /// What admin clients are made from (the operator's credentials added).
+    client: ClientConfig,
+    /// The cluster new topics go to by default.
+    cluster: String,
+    acl: Option<Arc<AccessControl>>,
+    /// What the navigation names: the broker, or the cluster.
+    name: String,
 }
 
 impl std::fmt::Debug for Console {
@@ -74,26 +99,40 @@ fn random_token() -> String {
 }
 
 impl Console {
+    /// The console a broker serves.
     pub fn new(state: Arc<BrokerState>, trends: Arc<Trends>) -> Self {
         let controllers = if state.config.enable_controller_mode {
-            state
-                .config
-                .controller_addr
-                .split([';', ','])
-                .map(str::trim)
-                .filter(|addr| !addr.is_empty())
-                .map(str::to_owned)
-                .collect()
+            split_addresses(&state.config.controller_addr)
         } else {
             Vec::new()
         };
         Self {
             read_only: state.config.console_read_only,
-            state,
+            client: ClientConfig::new(&state.config.namesrv_addr),
+            cluster: state.config.broker_cluster_name.clone(),
+            acl: state.security.acl.clone(),
+            name: state.config.broker_name.clone(),
+            local: Some(state),
             trends,
             csrf_token: random_token(),
             admins: tokio::sync::Mutex::default(),
             controllers,
+        }
+    }
+
+    /// A console on its own, over the cluster `settings` name.
+    pub fn standalone(settings: ClusterSettings, trends: Arc<Trends>) -> Self {
+        Self {
+            local: None,
+            trends,
+            csrf_token: random_token(),
+            read_only: settings.read_only,
+            admins: tokio::sync::Mutex::default(),
+            controllers: settings.controllers,
+            client: settings.client,
+            name: format!("cluster {}", settings.cluster),
+            cluster: settings.cluster,
+            acl: settings.acl,
         }
     }
 
@@ -107,7 +146,8 @@ impl Console {
         if let Some(admin) = admins.get(&key) {
             return Ok(admin.clone());
         }
-        let mut config = ClientConfig::new(&self.state.config.namesrv_addr);
+        let mut config = self.client.clone();
+        // Signed as the operator, never as the console's own account.
         config.credentials = credentials;
         let admin = Arc::new(
             Admin::connect(config)
@@ -165,6 +205,15 @@ impl Console {
     }
 }
 
+/// `a;b,c` as addresses.
+pub fn split_addresses(text: &str) -> Vec<String> {
+    text.split([';', ','])
+        .map(str::trim)
+        .filter(|addr| !addr.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// `text` safe inside HTML text and attribute values.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -215,13 +264,19 @@ pub fn page(console: &Console, title: &str, body: &str) -> Html<String> {
     } else {
         ""
     };
+    // A console on its own has no broker metrics to link to.
+    let metrics = if console.local.is_some() {
+        "<a href=\"/metrics\">Metrics</a>"
+    } else {
+        ""
+    };
     Html(format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} · Tidemark</title>\
 <style>{STYLE}</style></head><body><nav><a href=\"/\">Tidemark {}</a><a href=\"/topics\">Topics</a>\
-<a href=\"/groups\">Consumer groups</a><a href=\"/messages\">Messages</a><a href=\"/metrics\">Metrics</a></nav>\
+<a href=\"/groups\">Consumer groups</a><a href=\"/messages\">Messages</a>{metrics}</nav>\
 <main><h1>{}{mode}</h1>{body}</main></body></html>",
         escape(title),
-        escape(&console.state.config.broker_name),
+        escape(&console.name),
         escape(title)
     ))
 }

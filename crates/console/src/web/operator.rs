@@ -1,7 +1,8 @@
-//! Who is using the console, when the broker checks ACL: an account of its ACL file, given
-//! by HTTP Basic authentication (access key as user, secret as password), or a white-listed
-//! address. The console's admin requests are then signed as that account, so the name server
-//! and the broker allow exactly what the account may do (mqadmin's rules, not the console's).
+//! Who is using the console, when it checks ACL (its broker does, or `tidemark console` was
+//! given `--acl-file`): an account of the ACL file, given by HTTP Basic authentication (access
+//! key as user, secret as password), or a white-listed address. The console's admin requests
+//! are then signed as that account, so the name server and the brokers allow exactly what the
+//! account may do (mqadmin's rules, not the console's).
 //! Send the console over TLS or keep it on a trusted network: Basic credentials are plain text.
 
 use std::net::SocketAddr;
@@ -55,7 +56,7 @@ pub(super) async fn authenticate(
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(acl) = console.state.security.acl.clone() else {
+    let Some(acl) = console.acl.clone() else {
         return OPERATOR.scope(None, next.run(request)).await;
     };
     let given = basic_credentials(request.headers());
@@ -77,7 +78,7 @@ pub(super) async fn authenticate(
         Err(reason) => {
             let mut response = error_page(
                 StatusCode::UNAUTHORIZED,
-                &format!("Sign in with an account of the broker's ACL file: {reason}"),
+                &format!("Sign in with an account of the cluster's ACL file: {reason}"),
             );
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -10,6 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use tidemark_broker::BrokerState;
 use tidemark_client::MessageExt;
 use tidemark_protocol::body::{perm, QueueProgressView};
 
@@ -86,7 +87,16 @@ pub(super) fn trend_pair(console: &Console, series: &Series, unit: &str) -> Stri
 }
 
 pub async fn overview(State(console): State<Arc<Console>>) -> Response {
-    let state = &console.state;
+    let mut body = match &console.local {
+        Some(state) => local_broker_html(state),
+        None => String::new(),
+    };
+    body.push_str(&super::cluster::cluster_html(&console).await);
+    page(&console, "Overview", &body).into_response()
+}
+
+/// The broker serving the console: its role, rates, topics, groups, connections and disk.
+fn local_broker_html(state: &BrokerState) -> String {
     let config = &state.config;
     let (put_tps, get_tps) = state
         .stats
@@ -94,7 +104,7 @@ pub async fn overview(State(console): State<Arc<Console>>) -> Response {
     let disk = state.log().disk_usage();
     let (log_min, log_written, _) = state.log().positions();
     let topics = state.metadata.topics.names();
-    let groups = local_groups(&console);
+    let groups = local_groups(state);
     let connections = state.clients.group_connections();
     let mut body = String::from("<table id=\"broker\">");
     for (name, value) in [
@@ -144,56 +154,33 @@ pub async fn overview(State(console): State<Arc<Console>>) -> Response {
         );
     }
     body.push_str("</table>");
-    body.push_str(&super::cluster::cluster_html(&console).await);
-    page(&console, "Overview", &body).into_response()
+    body
 }
 
 /// Every group with committed progress on this broker, sorted.
-/// Every group with committed progress on this broker, sorted.
-fn local_groups(console: &Console) -> Vec<String> {
-    let mut groups: Vec<String> = console
-        .state
+fn local_groups(state: &BrokerState) -> Vec<String> {
+    let mut groups: Vec<String> = state
         .metadata
         .topics
         .names()
         .iter()
-        .flat_map(|topic| console.state.progress.offsets.groups_of_topic(topic))
+        .flat_map(|topic| state.progress.offsets.groups_of_topic(topic))
         .collect();
     groups.sort();
     groups.dedup();
     groups
 }
 
-/// Groups RocketMQ creates for itself on every broker; not listed.
-const SYSTEM_GROUPS: [&str; 8] = [
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_ONSAPI_PULL",
-    "CID_RMQ_SYS_TRANS",
-];
-
 /// Every group with committed progress on this broker, and every group a master of the
 /// cluster has a subscription group for (RocketMQ's own left out), sorted.
 async fn all_groups(console: &Console) -> Vec<String> {
-    let mut groups = local_groups(console);
+    let mut groups = console
+        .local
+        .as_deref()
+        .map(local_groups)
+        .unwrap_or_default();
     if let Ok(admin) = console.admin().await {
-        for master in admin.masters(None).await.unwrap_or_default() {
-            let configured = admin.subscription_groups(&master.addr).await;
-            groups.extend(
-                configured
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|config| config.group_name)
-                    .filter(|group| {
-                        !SYSTEM_GROUPS.contains(&group.as_str())
-                            && !group.starts_with("CID_RMQ_SYS_")
-                    }),
-            );
-        }
+        groups.extend(crate::cluster_names::configured_groups(&admin).await);
     }
     groups.sort();
     groups.dedup();
@@ -235,10 +222,13 @@ async fn group_figures(console: &Console, group: &str) -> GroupFigures {
             .into_iter()
             .map(|(queue, view)| (queue.broker_name, view))
             .collect(),
-        _ => tidemark_broker::progress::group_progress(&console.state, group, None, now_ms())
-            .into_iter()
-            .map(|view| (console.state.config.broker_name.clone(), view))
-            .collect(),
+        _ => match &console.local {
+            Some(state) => tidemark_broker::progress::group_progress(state, group, None, now_ms())
+                .into_iter()
+                .map(|view| (state.config.broker_name.clone(), view))
+                .collect(),
+            None => Vec::new(),
+        },
     };
     let views = || queues.iter().map(|(_, view)| view);
     GroupFigures {
@@ -250,6 +240,29 @@ async fn group_figures(console: &Console, group: &str) -> GroupFigures {
         in_flight: views().filter_map(|queue| queue.pop_in_flight).sum(),
         queues,
     }
+}
+
+/// The group's online consumers as a broker of its retry topic knows them (any broker of the
+/// cluster), else as this one does.
+async fn members_of(
+    console: &Console,
+    group: &str,
+) -> Option<tidemark_protocol::body::ConsumerConnection> {
+    if let Ok(admin) = console.admin().await {
+        if let Ok(connection) = admin.consumer_connection(group).await {
+            return Some(connection);
+        }
+    }
+    console
+        .local
+        .as_ref()
+        .and_then(|state| state.clients.consumer_connection(group))
+}
+
+async fn online_consumers(console: &Console, group: &str) -> usize {
+    members_of(console, group)
+        .await
+        .map_or(0, |connection| connection.connection_set.len())
 }
 
 fn stuck_marker(count: usize) -> String {
@@ -267,7 +280,7 @@ pub async fn groups(State(console): State<Arc<Console>>) -> Response {
     let now = now_ms();
     for group in all_groups(&console).await {
         let figures = group_figures(&console, &group).await;
-        let online = console.state.clients.consumer_ids(&group).len();
+        let online = online_consumers(&console, &group).await;
         let _ = write!(
             body,
             "<tr><td><a href=\"/groups/{}\">{}</a></td><td class=\"n\">{online}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
@@ -295,7 +308,7 @@ pub async fn group(
     Query(notice): Query<Notice>,
 ) -> Response {
     let figures = group_figures(&console, &group).await;
-    let members = console.state.clients.consumer_connection(&group);
+    let members = members_of(&console, &group).await;
     if figures.queues.is_empty() && members.is_none() {
         return error_page(
             StatusCode::NOT_FOUND,
@@ -572,17 +585,19 @@ async fn retry_history(
     admin: &tidemark_client::Admin,
     message: &MessageExt,
 ) -> Vec<MessageExt> {
+    let groups = match admin.groups_consuming(&message.topic).await {
+        Ok(groups) => groups,
+        // No broker could be asked: this broker's groups of the topic.
+        Err(_) => console
+            .local
+            .as_ref()
+            .map(|state| state.progress.offsets.groups_of_topic(&message.topic))
+            .unwrap_or_default(),
+    };
     let mut history = Vec::new();
-    for group in console
-        .state
-        .progress
-        .offsets
-        .groups_of_topic(&message.topic)
-    {
+    for group in groups {
         for topic in [format!("%RETRY%{group}"), format!("%DLQ%{group}")] {
-            if console.state.metadata.topics.get(&topic).is_none() {
-                continue;
-            }
+            // Topics that do not exist answer with an error: nothing to add.
             if let Ok(found) = admin
                 .query_messages_by_key(&topic, &message.msg_id, true, 32, (0, i64::MAX))
                 .await

@@ -8,17 +8,66 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use tidemark_broker::BrokerState;
+
 use super::pages::{notice_html, now_ms, perm_text, topic_kind, trend_pair, Notice, FIVE_MINUTES};
 use super::{error_page, escape, page, url_encode, Console};
 use crate::trends::{svg, Series};
 
 pub async fn topics(State(console): State<Arc<Console>>, Query(notice): Query<Notice>) -> Response {
-    let state = &console.state;
+    let mut body = notice_html(&notice);
+    body.push_str("<table id=\"topics\"><tr><th>Topic</th><th>Kind</th><th>Queues (read / write)</th><th>Permission</th><th>Messages held</th><th>Stored since start</th><th>Put rate, 5 minutes</th></tr>");
+    let names = match &console.local {
+        Some(state) => local_rows(&console, state, &mut body),
+        None => Vec::new(),
+    };
+    // Topics the serving broker does not have (all of them for a console on its own): their
+    // figures are on their own page.
+    if let Ok(admin) = console.admin().await {
+        let now = now_ms();
+        for topic in admin.topic_list().await.unwrap_or_default() {
+            if names.contains(&topic) {
+                continue;
+            }
+            let _ = write!(
+                body,
+                "<tr><td><a href=\"/topics/{}\">{}</a></td><td>{}</td><td colspan=\"4\" class=\"muted\">on its page</td><td>{}</td></tr>",
+                url_encode(&topic),
+                escape(&topic),
+                topic_kind(&topic),
+                svg(
+                    &console.trends.points(&Series::TopicPutRate(topic.clone()), now, FIVE_MINUTES),
+                    now,
+                    FIVE_MINUTES,
+                    "msg/s"
+                )
+            );
+        }
+    }
+    body.push_str("</table>");
+    if !console.read_only {
+        let _ = write!(
+            body,
+            "<h2>Create a topic</h2><form method=\"post\" action=\"/topics\" id=\"create-topic\">{}\
+<label>Name <input name=\"topic\" required maxlength=\"127\"></label> \
+<label>Read queues <input name=\"read_queues\" type=\"number\" min=\"1\" max=\"1024\" value=\"8\"></label> \
+<label>Write queues <input name=\"write_queues\" type=\"number\" min=\"1\" max=\"1024\" value=\"8\"></label> \
+<label>Permission <select name=\"perm\"><option value=\"6\">read-write</option><option value=\"4\">read-only</option><option value=\"2\">write-only</option></select></label> \
+<label>On <select name=\"place\">{}</select></label> \
+<button type=\"submit\">Create</button></form>",
+            console.csrf_field(),
+            place_options(&console).await
+        );
+    }
+    page(&console, "Topics", &body).into_response()
+}
+
+/// The serving broker's topics, one row each with its figures; their names, sorted.
+fn local_rows(console: &Console, state: &BrokerState, body: &mut String) -> Vec<String> {
     let traffic = state.stats.traffic.snapshot();
     let mut names = state.metadata.topics.names();
     names.sort();
-    let mut body = notice_html(&notice);
-    body.push_str("<table id=\"topics\"><tr><th>Topic</th><th>Kind</th><th>Queues (read / write)</th><th>Permission</th><th>Messages held</th><th>Stored since start</th><th>Put rate, 5 minutes</th></tr>");
+    let now = now_ms();
     for topic in &names {
         let Some(config) = state.metadata.topics.get(topic) else {
             continue;
@@ -29,7 +78,6 @@ pub async fn topics(State(console): State<Arc<Console>>, Query(notice): Query<No
             })
             .sum();
         let stored = traffic.stored.get(topic).map_or(0, |flow| flow.messages);
-        let now = now_ms();
         let _ = write!(
             body,
             "<tr><td><a href=\"/topics/{}\">{}</a></td><td>{}</td><td class=\"n\">{} / {}</td><td>{}</td><td class=\"n\">{held}</td><td class=\"n\">{stored}</td><td>{}</td></tr>",
@@ -47,35 +95,7 @@ pub async fn topics(State(console): State<Arc<Console>>, Query(notice): Query<No
             )
         );
     }
-    // Topics only other brokers have: named, with their figures on their own page.
-    if let Ok(admin) = console.admin().await {
-        for topic in admin.topic_list().await.unwrap_or_default() {
-            if names.contains(&topic) {
-                continue;
-            }
-            let _ = write!(
-                body,
-                "<tr><td><a href=\"/topics/{}\">{}</a></td><td>{}</td><td colspan=\"5\" class=\"muted\">on other brokers</td></tr>",
-                url_encode(&topic),
-                escape(&topic),
-                topic_kind(&topic)
-            );
-        }
-    }
-    body.push_str("</table>");
-    if !console.read_only {
-        let _ = write!(
-            body,
-            "<h2>Create a topic</h2><form method=\"post\" action=\"/topics\" id=\"create-topic\">{}\
-<label>Name <input name=\"topic\" required maxlength=\"127\"></label> \
-<label>Read queues <input name=\"read_queues\" type=\"number\" min=\"1\" max=\"1024\" value=\"8\"></label> \
-<label>Write queues <input name=\"write_queues\" type=\"number\" min=\"1\" max=\"1024\" value=\"8\"></label> \
-<label>Permission <select name=\"perm\"><option value=\"6\">read-write</option><option value=\"4\">read-only</option><option value=\"2\">write-only</option></select></label> \
-<button type=\"submit\">Create</button></form>",
-            console.csrf_field()
-        );
-    }
-    page(&console, "Topics", &body).into_response()
+    names
 }
 
 pub async fn topic(
@@ -83,8 +103,10 @@ pub async fn topic(
     Path(topic): Path<String>,
     Query(notice): Query<Notice>,
 ) -> Response {
-    let state = &console.state;
-    let local = state.metadata.topics.get(&topic);
+    let local = console
+        .local
+        .as_ref()
+        .and_then(|state| state.metadata.topics.get(&topic));
     let admin = console.admin().await.ok();
     let route = match &admin {
         Some(admin) => admin.topic_route(&topic).await.ok().flatten(),
@@ -149,8 +171,14 @@ pub async fn topic(
                 );
             }
         }
-        // No broker could be asked: this broker's own queues.
+        // No broker could be asked: the serving broker's own queues.
         None => {
+            let Some(state) = &console.local else {
+                return error_page(
+                    StatusCode::BAD_GATEWAY,
+                    &format!("No broker answered about topic {topic}."),
+                );
+            };
             for queue in 0..read_queues.max(write_queues) {
                 let _ = write!(
                     body,
@@ -163,7 +191,18 @@ pub async fn topic(
         }
     }
     body.push_str("</table><h2>Consumer groups</h2><ul>");
-    for group in state.progress.offsets.groups_of_topic(&topic) {
+    let groups = match &admin {
+        Some(admin) => admin.groups_consuming(&topic).await.ok(),
+        None => None,
+    }
+    .or_else(|| {
+        console
+            .local
+            .as_ref()
+            .map(|state| state.progress.offsets.groups_of_topic(&topic))
+    })
+    .unwrap_or_default();
+    for group in groups {
         let _ = write!(
             body,
             "<li><a href=\"/groups/{}\">{}</a></li>",
@@ -189,4 +228,24 @@ pub async fn topic(
         );
     }
     page(&console, &format!("Topic {topic}"), &body).into_response()
+}
+
+/// Where a new topic may go: every master of this broker's cluster (the default), or one broker
+/// set's master.
+async fn place_options(console: &Console) -> String {
+    let cluster = &console.cluster;
+    let mut options = format!(
+        "<option value=\"cluster\">every broker set of {}</option>",
+        escape(cluster)
+    );
+    if let Ok(admin) = console.admin().await {
+        for master in admin.masters(None).await.unwrap_or_default() {
+            let _ = write!(
+                options,
+                "<option value=\"broker:{name}\">{name} only</option>",
+                name = escape(&master.broker_name)
+            );
+        }
+    }
+    options
 }

@@ -2,7 +2,7 @@
 //! (sendMessage, consumerProgress, topicStatus, clusterList, …). Listings print a table, or with
 //! `--json` one JSON line. They work against Tidemark and against Apache RocketMQ alike.
 
-mod addresses;
+pub(crate) mod addresses;
 mod cluster;
 mod consumer_status;
 mod controllers;
