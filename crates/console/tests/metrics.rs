@@ -167,7 +167,7 @@ fn pop(group: &str, max: i32) -> RemotingCommand {
 }
 
 /// The store's and the timer's gauges at rest: the timer message (due in two hours) is pending
-/// or not yet taken in, nothing is due, and the oldest message was stored in this test.
+/// under its real topic, nothing is due, and the oldest message was stored in this test.
 fn storage_and_timers(value: &dyn Fn(&str, &[String]) -> f64, node: &[&str]) {
     let plain: Vec<String> = node.iter().map(|l| (*l).to_owned()).collect();
     let mut disk = plain.clone();
@@ -179,12 +179,24 @@ fn storage_and_timers(value: &dyn Fn(&str, &[String]) -> f64, node: &[&str]) {
     assert!(value("rocketmq_storage_dispatch_behind_bytes", &disk) >= 0.0);
     let reserve = value("rocketmq_storage_message_reserve_time_milliseconds", &disk);
     assert!((0.0..120_000.0).contains(&reserve), "{reserve}");
-    assert_eq!(
-        value("tidemark_timer_pending_messages", &plain)
-            + value("rocketmq_timer_enqueue_lag", &plain),
-        1.0,
-        "the delayed message is pending or about to be taken in"
-    );
+    assert_eq!(value("tidemark_timer_pending_messages", &plain), 1.0);
+    assert_eq!(value("rocketmq_timer_enqueue_lag", &plain), 0.0);
+    let mut by_topic = plain.clone();
+    by_topic.push(format!("topic={TIMER_TOPIC}"));
+    assert_eq!(value("rocketmq_timing_messages", &by_topic), 1.0);
+    assert_eq!(value("rocketmq_timer_enqueue_total", &by_topic), 1.0);
+    assert_eq!(value("rocketmq_timer_dequeue_total", &by_topic), 0.0);
+    // Due in two hours: in the 4 h bound's period (after 1 h), no other.
+    for bound in ["5", "60", "300", "900", "3600", "14400", "28800", "86400"] {
+        let mut labels = plain.clone();
+        labels.push(format!("timer_bound_s={bound}"));
+        let expected = if bound == "14400" { 1.0 } else { 0.0 };
+        assert_eq!(
+            value("rocketmq_timer_message_snapshot", &labels),
+            expected,
+            "{bound}"
+        );
+    }
     assert_eq!(value("rocketmq_timer_dequeue_lag", &plain), 0.0);
     assert_eq!(
         value("rocketmq_timer_dequeue_latency_milliseconds", &plain),
@@ -473,8 +485,25 @@ async fn metrics_agree_with_consume_stats_under_load() {
         .expect("popped");
     assert_eq!(popped.response_code(), ResponseCode::Success);
 
-    // At rest: lag and time lag against the broker's own figures.
-    let body = get(&http_addr, "/metrics").await;
+    // At rest: lag and time lag against the broker's own figures, once the timer service has
+    // taken the timer message in (it is woken by the send; bounded wait).
+    let mut body = get(&http_addr, "/metrics").await;
+    for _ in 0..100 {
+        let pending = sample(
+            &parse(&body),
+            "tidemark_timer_pending_messages",
+            &[
+                "cluster=DefaultCluster",
+                "node_type=broker",
+                "node_id=broker-a",
+            ],
+        );
+        if pending == Some(1.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        body = get(&http_addr, "/metrics").await;
+    }
     let samples = parse(&body);
     assert_eq!(
         sample(

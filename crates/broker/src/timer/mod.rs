@@ -16,14 +16,17 @@
 mod apache;
 mod progress;
 mod replica;
+mod tally;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tidemark_protocol::message::{property, DecodeOptions, MessageRecord};
+use tidemark_protocol::message::{
+    properties_of, property, DecodeOptions, MessageRecord, Properties,
+};
 use tidemark_storage::io::Storage;
 use tidemark_storage::journal::{Journal, JournalError, JournalOptions, RecoveryReport};
 use tidemark_store::{NewMessage, QueueEntry, StoreError, TIMER_TOPIC};
@@ -32,6 +35,8 @@ use tracing::warn;
 
 pub use apache::ApacheCheckpoint;
 pub use progress::Delivered;
+use tally::PendingTopics;
+pub use tally::TopicTally;
 use tidemark_remoting::now_ms;
 
 use crate::lock_rank::{self, Rank, Ranked};
@@ -77,6 +82,8 @@ struct Pending {
     scanned_to_end: bool,
     /// The latest due time of a message delivered (what the hand-back to Apache must pass).
     latest_delivered_due: Option<i64>,
+    /// The real topic of each pending message.
+    topics: PendingTopics,
 }
 
 impl Timers {
@@ -98,6 +105,7 @@ impl Timers {
                     scanned,
                     scanned_to_end: false,
                     latest_delivered_due: None,
+                    topics: PendingTopics::default(),
                 }),
                 wake: Arc::default(),
                 outbox: None,
@@ -155,14 +163,30 @@ impl Timers {
         self.lock().due.range(..(now, i64::MAX)).count()
     }
 
+    /// Each real topic's pending timer messages and its entered and delivered counts.
+    pub fn topic_tallies(&self) -> BTreeMap<String, TopicTally> {
+        self.lock().topics.tallies()
+    }
+
+    /// Pending messages due within each of `bounds_ms` from `now` (cumulative: a message due
+    /// in 3 s counts for the 5 s bound and every larger one).
+    pub fn due_within(&self, now: i64, bounds_ms: &[i64]) -> Vec<usize> {
+        let inner = self.lock();
+        bounds_ms
+            .iter()
+            .map(|bound| inner.due.range(..(now + bound, i64::MAX)).count())
+            .collect()
+    }
+
     /// The earliest delivery time pending.
     pub fn next_due(&self) -> Option<i64> {
         self.lock().due.first().map(|(due, _)| *due)
     }
 
     /// Records a delivery (journaled under the lock, so the journal's order is the table's).
-    fn mark_delivered(&self, offset: i64) {
+    fn mark_delivered(&self, offset: i64, delivered: bool) {
         let mut inner = self.lock();
+        inner.topics.remove(offset, delivered);
         if inner.delivered.insert(offset) {
             let record = progress::delivered_record(offset);
             if let Some(outbox) = &self.outbox {
@@ -266,7 +290,7 @@ fn scan(log: &LogHandle, timers: &Timers) {
             Err(failure) => Err(failure),
         };
         match due {
-            Ok(Some(due)) => found.push((due, next)),
+            Ok(Some(due)) => found.push((due, next, real_topic(log, next))),
             Ok(None) => settled.push(next),
             Err(failure) => {
                 warn!(%failure, offset = next, "timer queue unreadable; will retry");
@@ -277,16 +301,31 @@ fn scan(log: &LogHandle, timers: &Timers) {
         read += 1;
     }
     for offset in settled {
-        timers.mark_delivered(offset);
+        timers.mark_delivered(offset, false);
     }
     let mut inner = timers.lock();
-    for entry in found {
-        if !inner.delivered.contains(entry.1) {
-            inner.due.insert(entry);
+    for (due, offset, topic) in found {
+        if !inner.delivered.contains(offset) {
+            inner.due.insert((due, offset));
+            if let Some(topic) = topic {
+                inner.topics.add(offset, &topic);
+            }
         }
     }
     inner.scanned = inner.scanned.max(next);
     inner.scanned_to_end = next >= end;
+}
+
+/// The real topic of the timer message at `offset` of the timer queue, for the per-topic
+/// figures; `None` when it cannot be read (it is then pending under no topic).
+fn real_topic(log: &LogHandle, offset: i64) -> Option<String> {
+    let entry = log.log().queue_entry(TIMER_TOPIC, 0, offset).ok()??;
+    let bytes = log
+        .log()
+        .read_record(entry.commit_log_offset as u64)
+        .ok()??;
+    let properties = Properties::parse(properties_of(&bytes)?);
+    properties.get(property::REAL_TOPIC).map(str::to_owned)
 }
 
 /// When the timer-queue entry at `offset` is due, or `None` when it needs no delivery: an
@@ -367,7 +406,7 @@ pub fn deliver_due(log: &LogHandle, timers: &Timers, now: i64) -> usize {
                 offset,
                 "timer message without a real topic, or gone; skipped"
             );
-            timers.mark_delivered(offset);
+            timers.mark_delivered(offset, false);
             continue;
         };
         if let Err(failure) = log.log().deliver_blocking(&message) {
@@ -375,7 +414,7 @@ pub fn deliver_due(log: &LogHandle, timers: &Timers, now: i64) -> usize {
             timers.lock().due.insert((now + RETRY_AFTER_MS, offset));
             return delivered;
         }
-        timers.mark_delivered(offset);
+        timers.mark_delivered(offset, true);
         delivered += 1;
     }
 }

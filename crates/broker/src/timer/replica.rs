@@ -105,13 +105,13 @@ mod tests {
         let mut master = open(master_dir.path());
         master.publish_to(outbox.clone());
         for offset in [0, 1, 2, 7] {
-            master.mark_delivered(offset);
+            master.mark_delivered(offset, true);
         }
         let _ = outbox.take_all();
         master.publish_whole();
-        master.mark_delivered(9);
+        master.mark_delivered(9, true);
         let replica = open(replica_dir.path());
-        replica.mark_delivered(4);
+        replica.mark_delivered(4, true);
         replica.lock().due.insert((1_000, 9));
         let records = outbox.take_all();
         assert_eq!(records.len(), 2, "a whole copy, then one delivery");

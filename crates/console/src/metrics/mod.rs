@@ -21,7 +21,7 @@ mod storage;
 type Labels = Vec<(String, String)>;
 pub(crate) type IntGauges = Family<Labels, Gauge>;
 type FloatGauges = Family<Labels, Gauge<f64, AtomicU64>>;
-type Counters = Family<Labels, Counter>;
+pub(crate) type Counters = Family<Labels, Counter>;
 
 pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs

@@ -7,7 +7,7 @@ use tidemark_broker::BrokerState;
 use tidemark_store::TIMER_TOPIC;
 
 use super::rocketmq5::Node;
-use super::{family, IntGauges};
+use super::{family, Counters, IntGauges};
 
 const LOCAL_DISK: [(&str, &str); 2] = [("storage_type", "local"), ("storage_medium", "disk")];
 
@@ -98,6 +98,52 @@ fn timers(registry: &mut Registry, state: &BrokerState, node: &Node, now_ms: i64
     for (name, help, value) in gauges {
         let family: IntGauges = family(registry, name, help);
         family.get_or_create(&labels).set(value);
+    }
+    timer_topics(registry, state, node, now_ms);
+}
+
+/// RocketMQ's default timer distribution bounds, seconds (`TimerMetrics.timerDist`).
+const TIMER_BOUNDS_S: [i64; 8] = [5, 60, 300, 900, 3_600, 14_400, 28_800, 86_400];
+
+/// The timer's figures by real topic, and the pending messages by how soon they are due.
+fn timer_topics(registry: &mut Registry, state: &BrokerState, node: &Node, now_ms: i64) {
+    let timing: IntGauges = family(
+        registry,
+        "rocketmq_timing_messages",
+        "RocketMQ 5: timer messages waiting for their delivery time, by real topic",
+    );
+    let entered: Counters = family(
+        registry,
+        "rocketmq_timer_enqueue",
+        "RocketMQ 5: timer messages taken in by the timer service since start, by real topic",
+    );
+    let left: Counters = family(
+        registry,
+        "rocketmq_timer_dequeue",
+        "RocketMQ 5: timer messages delivered to their real topic since start",
+    );
+    for (topic, tally) in state.timers.topic_tallies() {
+        let labels = node.labels(&[("topic", &topic)]);
+        timing
+            .get_or_create(&labels)
+            .set(saturating_i64(tally.pending));
+        entered.get_or_create(&labels).inc_by(tally.entered);
+        left.get_or_create(&labels).inc_by(tally.delivered);
+    }
+    let snapshot: IntGauges = family(
+        registry,
+        "rocketmq_timer_message_snapshot",
+        "RocketMQ 5: pending timer messages due within each bound (seconds) and after the one before it, up to 24 h",
+    );
+    let bounds_ms: Vec<i64> = TIMER_BOUNDS_S.iter().map(|s| s * 1_000).collect();
+    let within = state.timers.due_within(now_ms, &bounds_ms);
+    let mut before = 0;
+    for (bound, cumulative) in TIMER_BOUNDS_S.iter().zip(within) {
+        let bound_text = bound.to_string();
+        snapshot
+            .get_or_create(&node.labels(&[("timer_bound_s", &bound_text)]))
+            .set(saturating_i64(cumulative.saturating_sub(before) as u64));
+        before = cumulative;
     }
 }
 
