@@ -3,57 +3,27 @@ package grpcgo
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	"github.com/apache/rocketmq-clients/golang/v5/credentials"
-	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 )
 
 // TestGoFifoConsumption: the Go client's SimpleConsumer in an orderly group receives each
 // message group's messages in send order, exactly once, and never a message of a group whose
 // earlier message it holds unacknowledged.
 func TestGoFifoConsumption(t *testing.T) {
-	bin := os.Getenv("TIDEMARK_BIN")
-	if bin == "" {
-		t.Skip("set TIDEMARK_BIN: the test makes its group orderly with `tidemark admin`")
-	}
-	endpoint, srv := grpcEndpoint(t)
+	app := startDevApp(t, "the test makes its group orderly with `tidemark admin`", false)
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	defer cancel()
-	t.Cleanup(func() {
-		if t.Failed() && srv != nil {
-			t.Logf("server log tail:\n%s", srv.logTail(40))
-		}
-	})
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	topic := "go-fifo-" + suffix
 	group := "go-fifo-group-" + suffix
 	// RocketMQ 5: FIFO delivery is the consumer group's property, set by an admin.
-	if out, err := exec.Command(bin, "admin", "group-create", "-n", srv.namesrv,
-		"-c", "DefaultCluster", "-g", group, "--orderly").CombinedOutput(); err != nil {
-		t.Fatalf("tidemark admin group-create --orderly: %v\n%s", err, out)
-	}
-	_, port, err := net.SplitHostPort(endpoint)
-	if err != nil {
-		t.Fatalf("gRPC address %q: %v", endpoint, err)
-	}
-	plaintext := net.JoinHostPort(plaintextHost, port)
-	creds := &credentials.SessionCredentials{}
-	producer, err := rmq.NewProducer(&rmq.Config{Endpoint: plaintext, Credentials: creds},
-		rmq.WithTopics(topic))
-	if err != nil {
-		t.Fatalf("NewProducer: %v", err)
-	}
-	if err := producer.Start(); err != nil {
-		t.Fatalf("producer.Start: %v", err)
-	}
-	defer producer.GracefulStop()
+	app.admin("group-create", "-c", "DefaultCluster", "-g", group, "--orderly")
+	producer := app.producer(topic)
 
 	groups := []string{"order-a", "order-b", "order-c"}
 	const perGroup = 3
@@ -68,29 +38,14 @@ func TestGoFifoConsumption(t *testing.T) {
 		}
 	}
 
-	consumer, err := rmq.NewSimpleConsumer(&rmq.Config{Endpoint: plaintext, ConsumerGroup: group, Credentials: creds},
-		rmq.WithAwaitDuration(awaitDuration),
-		rmq.WithSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	if err != nil {
-		t.Fatalf("NewSimpleConsumer: %v", err)
-	}
-	if err := consumer.Start(); err != nil {
-		t.Fatalf("consumer.Start: %v", err)
-	}
-	defer consumer.GracefulStop()
+	consumer := app.simpleConsumer(group, topic, awaitDuration)
 
 	next := map[string]int{}       // per message group: the index expected next
 	held := map[string]bool{}      // groups with a received, unacknowledged message
 	var pending []*rmq.MessageView // received, not yet acknowledged
-	receive := func() []*rmq.MessageView {
+	receiveTwo := func() []*rmq.MessageView {
 		// Two at a time: more of a group than one receive takes, so holding them must block the rest.
-		views, err := consumer.Receive(ctx, 2, 20*time.Second)
-		if err != nil {
-			if status, ok := rmq.AsErrRpcStatus(err); ok && status.GetCode() == int32(v2.Code_MESSAGE_NOT_FOUND) {
-				return nil
-			}
-			t.Fatalf("Receive: %v", err)
-		}
+		views := receive(ctx, t, consumer, 2, 20*time.Second)
 		if os.Getenv("FIFO_DEBUG") != "" {
 			for _, v := range views {
 				t.Logf("  got %s (offset %d)", v.GetBody(), v.GetOffset())
@@ -120,7 +75,7 @@ func TestGoFifoConsumption(t *testing.T) {
 			t.Fatalf("received %v of %d per group after %d rounds", next, perGroup, rounds)
 		}
 		started := time.Now()
-		got := receive()
+		got := receiveTwo()
 		if os.Getenv("FIFO_DEBUG") != "" {
 			t.Logf("round %d: %d messages in %v", rounds, len(got), time.Since(started).Round(time.Millisecond))
 		}
@@ -133,7 +88,7 @@ func TestGoFifoConsumption(t *testing.T) {
 		// where its group stands.
 		var more []*rmq.MessageView
 		if rounds <= 3 {
-			more = receive()
+			more = receiveTwo()
 		}
 		for _, view := range more {
 			if g := view.GetMessageGroup(); g != nil && held[*g] {
@@ -153,7 +108,7 @@ func TestGoFifoConsumption(t *testing.T) {
 	t.Logf("FIFO: %d messages in %d groups received in order, exactly once, in %d rounds",
 		total(next), len(groups), rounds)
 	// Nothing comes again once everything is acknowledged.
-	if again := receive(); len(again) != 0 {
+	if again := receiveTwo(); len(again) != 0 {
 		t.Fatalf("received %d messages again after all were acknowledged (first %q)", len(again), again[0].GetBody())
 	}
 }

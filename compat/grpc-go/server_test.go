@@ -22,6 +22,7 @@ type server struct {
 	exited  chan struct{}
 	grpc    string
 	namesrv string // the name server's address, for `tidemark admin`
+	http    string // the console's address (127.0.0.1:port), when the test asked for it
 	stuck   string // the log tail when SIGTERM did not stop the server
 }
 
@@ -31,10 +32,17 @@ const stopGrace = 10 * time.Second
 // TIDEMARK_BIN (preferred), else TIDEMARK_GRPC_ADDR; it skips the test when neither is set.
 func grpcEndpoint(t *testing.T, extra ...string) (string, *server) {
 	t.Helper()
+	return launch(t, false, extra...)
+}
+
+// launch is grpcEndpoint that also serves the console when withHTTP: its port is chosen with
+// the others, so that a port taken meanwhile is retried like theirs.
+func launch(t *testing.T, withHTTP bool, extra ...string) (string, *server) {
+	t.Helper()
 	if bin := os.Getenv("TIDEMARK_BIN"); bin != "" {
 		var lastErr error
 		for attempt := 0; attempt < 3; attempt++ {
-			s, err := startServer(t, bin, extra...)
+			s, err := startServer(t, bin, withHTTP, extra...)
 			if err == nil {
 				t.Cleanup(func() { reportStop(t, s) })
 				return s.grpc, s
@@ -52,12 +60,12 @@ func grpcEndpoint(t *testing.T, extra ...string) (string, *server) {
 	return "", nil
 }
 
-func startServer(t *testing.T, bin string, extra ...string) (*server, error) {
+func startServer(t *testing.T, bin string, withHTTP bool, extra ...string) (*server, error) {
 	dir, err := os.MkdirTemp("", "tidemark-grpc-go-")
 	if err != nil {
 		return nil, err
 	}
-	namesrv, broker, grpcPort, err := freePorts()
+	namesrv, broker, grpcPort, httpPort, err := freePorts()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -73,6 +81,9 @@ func startServer(t *testing.T, bin string, extra ...string) (*server, error) {
 		"--namesrv-port", fmt.Sprint(namesrv),
 		"--broker-port", fmt.Sprint(broker),
 		"--grpc-port", fmt.Sprint(grpcPort)}, extra...)
+	if withHTTP {
+		args = append(args, "--http-port", fmt.Sprint(httpPort))
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
@@ -83,6 +94,9 @@ func startServer(t *testing.T, bin string, extra ...string) (*server, error) {
 	}
 	s := &server{cmd: cmd, dir: dir, logPath: logPath, exited: make(chan struct{}),
 		namesrv: fmt.Sprintf("127.0.0.1:%d", namesrv)}
+	if withHTTP {
+		s.http = fmt.Sprintf("127.0.0.1:%d", httpPort)
+	}
 	go func() {
 		cmd.Wait()
 		logFile.Close()
@@ -184,8 +198,8 @@ func (s *server) stop() string {
 }
 
 // freePorts picks a name server port, a broker port p whose p-2, p-1 and p+1 are free too,
-// and a gRPC port, all distinct.
-func freePorts() (namesrv, broker, grpcPort int, err error) {
+// a gRPC port and an HTTP port, all distinct.
+func freePorts() (namesrv, broker, grpcPort, httpPort int, err error) {
 	taken := map[int]bool{}
 	pick := func() (int, error) {
 		for i := 0; i < 50; i++ {
@@ -208,6 +222,9 @@ func freePorts() (namesrv, broker, grpcPort int, err error) {
 	if grpcPort, err = pick(); err != nil {
 		return
 	}
+	if httpPort, err = pick(); err != nil {
+		return
+	}
 	for i := 0; i < 50; i++ {
 		var p int
 		if p, err = pick(); err != nil {
@@ -217,10 +234,10 @@ func freePorts() (namesrv, broker, grpcPort int, err error) {
 			continue
 		}
 		if portFree(p-2) && portFree(p-1) && portFree(p+1) && portFree(p) {
-			return namesrv, p, grpcPort, nil
+			return namesrv, p, grpcPort, httpPort, nil
 		}
 	}
-	return 0, 0, 0, fmt.Errorf("no free broker port block")
+	return 0, 0, 0, 0, fmt.Errorf("no free broker port block")
 }
 
 func portFree(port int) bool {

@@ -5,18 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
-	"github.com/apache/rocketmq-clients/golang/v5/credentials"
-	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 )
 
 // TestGoSimpleConsumerShowsInConsumerStatusAndTheConsole: the Go client's SimpleConsumer holds
@@ -25,84 +20,24 @@ import (
 // answers for it) reports the two in flight, its receive and acknowledge rates and its kind;
 // the web console's group page shows the same client with the two held.
 func TestGoSimpleConsumerShowsInConsumerStatusAndTheConsole(t *testing.T) {
-	bin := os.Getenv("TIDEMARK_BIN")
-	if bin == "" {
-		t.Skip("set TIDEMARK_BIN: the test asks `tidemark admin` and the console about the consumer")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("a free port: %v", err)
-	}
-	httpPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	endpoint, srv := grpcEndpoint(t, "--http-port", strconv.Itoa(httpPort))
+	app := startDevApp(t, "the test asks `tidemark admin` and the console about the consumer", true)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() {
-		if t.Failed() && srv != nil {
-			t.Logf("server log tail:\n%s", srv.logTail(40))
-		}
-	})
-	admin := func(args ...string) []byte {
-		t.Helper()
-		full := append([]string{"admin"}, args...)
-		full = append(full, "-n", srv.namesrv)
-		out, err := exec.Command(bin, full...).Output()
-		if err != nil {
-			stderr := ""
-			if exit, ok := err.(*exec.ExitError); ok {
-				stderr = string(exit.Stderr)
-			}
-			t.Fatalf("tidemark %v: %v\n%s%s", full, err, out, stderr)
-		}
-		return out
-	}
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	topic := "go-status-" + suffix
 	group := "go-status-group-" + suffix
-	admin("topic-create", "-c", "DefaultCluster", "-t", topic, "-r", "1", "-w", "1")
-
-	_, port, err := net.SplitHostPort(endpoint)
-	if err != nil {
-		t.Fatalf("gRPC address %q: %v", endpoint, err)
-	}
-	plaintext := net.JoinHostPort(plaintextHost, port)
-	creds := &credentials.SessionCredentials{}
-	producer, err := rmq.NewProducer(&rmq.Config{Endpoint: plaintext, Credentials: creds},
-		rmq.WithTopics(topic))
-	if err != nil {
-		t.Fatalf("NewProducer: %v", err)
-	}
-	if err := producer.Start(); err != nil {
-		t.Fatalf("producer.Start: %v", err)
-	}
-	defer producer.GracefulStop()
+	app.admin("topic-create", "-c", "DefaultCluster", "-t", topic, "-r", "1", "-w", "1")
+	producer := app.producer(topic)
 	for i := 0; i < 3; i++ {
 		msg := &rmq.Message{Topic: topic, Body: []byte(strconv.Itoa(i))}
 		if _, err := producer.Send(ctx, msg); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
-	consumer, err := rmq.NewSimpleConsumer(&rmq.Config{Endpoint: plaintext, ConsumerGroup: group, Credentials: creds},
-		rmq.WithAwaitDuration(5*time.Second),
-		rmq.WithSubscriptionExpressions(map[string]*rmq.FilterExpression{topic: rmq.SUB_ALL}))
-	if err != nil {
-		t.Fatalf("NewSimpleConsumer: %v", err)
-	}
-	if err := consumer.Start(); err != nil {
-		t.Fatalf("consumer.Start: %v", err)
-	}
-	defer consumer.GracefulStop()
+	consumer := app.simpleConsumer(group, topic, 5*time.Second)
 	var held []*rmq.MessageView
 	for len(held) < 3 && ctx.Err() == nil {
-		views, err := consumer.Receive(ctx, 16, 60*time.Second)
-		if err != nil {
-			if status, ok := rmq.AsErrRpcStatus(err); ok && status.GetCode() == int32(v2.Code_MESSAGE_NOT_FOUND) {
-				continue
-			}
-			t.Fatalf("Receive: %v", err)
-		}
-		held = append(held, views...)
+		held = append(held, receive(ctx, t, consumer, 16, 60*time.Second)...)
 	}
 	if len(held) != 3 {
 		t.Fatalf("received %d of 3", len(held))
@@ -124,7 +59,7 @@ func TestGoSimpleConsumerShowsInConsumerStatusAndTheConsole(t *testing.T) {
 			ConsumeOKTPS float64 `json:"consumeOKTPS"`
 		} `json:"rates"`
 	}
-	out := admin("consumer-status", "-g", group, "--json")
+	out := app.admin("consumer-status", "-g", group, "--json")
 	if err := json.Unmarshal(out, &clients); err != nil {
 		t.Fatalf("consumer-status JSON: %v\n%s", err, out)
 	}
@@ -149,7 +84,7 @@ func TestGoSimpleConsumerShowsInConsumerStatusAndTheConsole(t *testing.T) {
 		t.Errorf("rates: %s", out)
 	}
 
-	page, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/groups/%s", httpPort, group))
+	page, err := http.Get(fmt.Sprintf("http://%s/groups/%s", app.srv.http, group))
 	if err != nil {
 		t.Fatalf("group page: %v", err)
 	}
