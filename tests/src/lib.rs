@@ -11,6 +11,7 @@ pub mod admin_cli;
 mod brokers;
 pub mod certs;
 pub mod controller_pair;
+pub mod counting;
 pub mod go_fault_client;
 pub mod netns;
 pub mod prometheus;

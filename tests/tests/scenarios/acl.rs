@@ -3,20 +3,17 @@
 //! rights, and a changed file taking effect while the server runs.
 
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_client::{
-    concurrent_fn, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer,
-    PushConsumer,
-};
+use tidemark_client::{ClientConfig, Message, Producer};
 use tidemark_protocol::headers::{
     GetMaxOffsetRequestHeader, OffsetResponseHeader, SendMessageRequestHeaderV2,
 };
 use tidemark_protocol::message::{encode_batch, BatchEntry, Properties};
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::Credentials;
+use tidemark_tests::counting::CountingConsumer;
 use tidemark_tests::{init_logging, tidemark_binary, wait_until, wait_until_async, DevServer};
 
 fn rules(white_list: &str) -> String {
@@ -113,22 +110,9 @@ async fn accounts_are_checked_on_every_path_and_the_file_reloads() {
         "{}",
         server.tail_text()
     );
-    let consumed = Arc::new(AtomicUsize::new(0));
-    let counter = consumed.clone();
-    let consumer = PushConsumer::builder("billing")
-        .client_config(client(&ns, alice))
-        .subscribe("orders", "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
-            counter.fetch_add(messages.len(), Ordering::SeqCst);
-            async { ConsumeStatus::Success }
-        }))
-        .await
-        .expect("consumer starts");
+    let consumer = CountingConsumer::start(client(&ns, alice), "billing", "orders").await;
     assert!(
-        wait_until(Duration::from_secs(30), || consumed.load(Ordering::SeqCst)
-            >= 1)
-        .await,
+        consumer.reaches(1).await,
         "alice's consumer in billing received nothing: {}",
         server.tail_text()
     );

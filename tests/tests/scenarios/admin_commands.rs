@@ -3,17 +3,13 @@
 //! the client's own view of the broker.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_client::{
-    concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
-    Producer, PushConsumer, SendResult,
-};
+use tidemark_client::{Admin, ClientConfig, Message, Producer, SendResult};
 use tidemark_protocol::json::{self, Value};
 use tidemark_tests::admin_cli::{admin, admin_json, int, rows, text};
-use tidemark_tests::{init_logging, unique, wait_until, wait_until_async, DevServer};
+use tidemark_tests::counting::CountingConsumer;
+use tidemark_tests::{init_logging, unique, wait_until_async, DevServer};
 
 async fn committed(admin: &Admin, group: &str, topic: &str) -> BTreeMap<i32, i64> {
     let stats = admin
@@ -271,23 +267,8 @@ async fn daily_admin_commands_do_what_they_say() {
 
     // A consumer group consumes everything; its connection shows while it is online.
     let group = unique("admin_group");
-    let consumed = Arc::new(AtomicUsize::new(0));
-    let counter = consumed.clone();
-    let consumer = PushConsumer::builder(&group)
-        .client_config(ClientConfig::new(&ns))
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
-            counter.fetch_add(messages.len(), Ordering::SeqCst);
-            async { ConsumeStatus::Success }
-        }))
-        .await
-        .expect("consumer");
-    assert!(
-        wait_until(Duration::from_secs(30), || consumed.load(Ordering::SeqCst)
-            >= 12)
-        .await
-    );
+    let consumer = CountingConsumer::start(ClientConfig::new(&ns), &group, &topic).await;
+    assert!(consumer.reaches(12).await);
     let connection = admin_json(&["consumer-connection"], &ns, &["-g", &group]).await;
     let clients = rows(connection.get("connections").expect("connections"));
     assert_eq!(clients.len(), 1, "{connection:?}");

@@ -4,18 +4,15 @@
 //! input over plain HTTP — no token, a foreign origin, markup in values — and read-only mode.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_client::{
     concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
     Producer, PushConsumer,
 };
+use tidemark_tests::counting::CountingConsumer;
 use tidemark_tests::webdriver::{csrf_token, http, Driver};
-use tidemark_tests::{
-    init_logging, tidemark_binary, unique, wait_for_route, wait_until, DevServer,
-};
+use tidemark_tests::{init_logging, tidemark_binary, unique, wait_for_route, DevServer};
 
 fn screenshots() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -79,23 +76,8 @@ async fn the_console_shows_and_steers_progress_in_a_browser() {
 
     // A group that consumed everything and left, to be reset.
     let done_group = unique("console_done");
-    let consumed = Arc::new(AtomicUsize::new(0));
-    let counter = consumed.clone();
-    let finished = PushConsumer::builder(&done_group)
-        .client_config(ClientConfig::new(&ns))
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
-            counter.fetch_add(messages.len(), Ordering::SeqCst);
-            async { ConsumeStatus::Success }
-        }))
-        .await
-        .expect("consumer");
-    assert!(
-        wait_until(Duration::from_secs(30), || consumed.load(Ordering::SeqCst)
-            >= 20)
-        .await
-    );
+    let finished = CountingConsumer::start(ClientConfig::new(&ns), &done_group, &topic).await;
+    assert!(finished.reaches(20).await);
     finished.shutdown().await;
     // A group blocked on one message while the rest complete.
     let stuck_group = unique("console_stuck");

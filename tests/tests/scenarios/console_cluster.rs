@@ -7,20 +7,16 @@
 //! `target/console-screenshots/` (the docs' pictures are these).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tidemark_client::{
-    concurrent_fn, Admin, ClientConfig, ConsumeFromWhere, ConsumeStatus, Message, MessageExt,
-    Producer, PushConsumer,
-};
+use tidemark_client::{Admin, ClientConfig, Message, Producer};
 use tidemark_protocol::body::TopicConfig;
+use tidemark_tests::counting::CountingConsumer;
 use tidemark_tests::replica_set::ReplicaSet;
 use tidemark_tests::webdriver::{csrf_token, http, Driver};
 use tidemark_tests::{
     free_port, init_logging, start_broker_process_on, start_namesrv, tidemark_binary, unique,
-    wait_until, wait_until_async, ServerProcess,
+    wait_until_async, ServerProcess,
 };
 
 fn screenshots() -> PathBuf {
@@ -140,23 +136,8 @@ async fn one_console_shows_and_steers_a_two_broker_cluster() {
             .expect("send");
     }
     let group = unique("cluster_group");
-    let consumed = Arc::new(AtomicUsize::new(0));
-    let counter = consumed.clone();
-    let consumer = PushConsumer::builder(&group)
-        .client_config(ClientConfig::new(&ns))
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
-            counter.fetch_add(messages.len(), Ordering::SeqCst);
-            async { ConsumeStatus::Success }
-        }))
-        .await
-        .expect("consumer");
-    assert!(
-        wait_until(Duration::from_secs(30), || consumed.load(Ordering::SeqCst)
-            >= 40)
-        .await
-    );
+    let consumer = CountingConsumer::start(ClientConfig::new(&ns), &group, &topic).await;
+    assert!(consumer.reaches(40).await);
     consumer.shutdown().await;
     for i in 0..20 {
         producer
@@ -256,22 +237,10 @@ async fn one_console_shows_and_steers_a_two_broker_cluster() {
         .await;
     browser.click("#create-topic button").await;
     browser.wait_for_title(&format!("Topic {only_b}")).await;
-    // Registered at broker-b's next name-server round (2 s here).
-    let mut placed: Vec<String> = Vec::new();
-    for _ in 0..60 {
-        if let Some(route) = admin.topic_route(&only_b).await.ok().flatten() {
-            placed = route
-                .queue_datas
-                .iter()
-                .map(|queue| queue.broker_name.clone())
-                .collect();
-            if !placed.is_empty() {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert_eq!(placed, vec!["broker-b".to_owned()]);
+    assert_eq!(
+        routed_brokers(&admin, &only_b).await,
+        vec!["broker-b".to_owned()]
+    );
     browser.close().await;
 
     standalone_console_sees_the_same(&ns, &admin, &group, &topic, &a_addrs, &b_addrs).await;
@@ -343,21 +312,28 @@ async fn standalone_console_sees_the_same(
     )
     .await;
     assert_eq!(status, 303, "{answer}");
-    let mut placed: Vec<String> = Vec::new();
-    for _ in 0..60 {
-        if let Some(route) = admin.topic_route(&only_a).await.ok().flatten() {
-            placed = route
-                .queue_datas
-                .iter()
-                .map(|queue| queue.broker_name.clone())
-                .collect();
-            if !placed.is_empty() {
-                break;
-            }
+    assert_eq!(
+        routed_brokers(admin, &only_a).await,
+        vec!["broker-a".to_owned()]
+    );
+}
+
+/// The brokers the name server routes `topic` to, once it routes it anywhere (a broker
+/// registers a new topic at its next round, 2 s here); empty when none did within 30 s.
+async fn routed_brokers(admin: &Admin, topic: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let route = admin.topic_route(topic).await.ok().flatten();
+        let brokers: Vec<String> = route
+            .iter()
+            .flat_map(|route| &route.queue_datas)
+            .map(|queue| queue.broker_name.clone())
+            .collect();
+        if !brokers.is_empty() || Instant::now() > deadline {
+            return brokers;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(placed, vec!["broker-a".to_owned()]);
 }
 
 /// The table row of `page` that holds `needle`.

@@ -6,7 +6,7 @@
 //! a broker set: the replicated state is read, and a killed slave and then a killed master
 //! raise the SyncStateSet and no-master alerts.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,9 +15,10 @@ use tidemark_client::{
     PushConsumer, SimpleConsumer,
 };
 use tidemark_tests::admin_cli::{admin_json, int, rows};
+use tidemark_tests::counting::CountingConsumer;
 use tidemark_tests::prometheus::{shipped_rules, Prometheus, Sample};
 use tidemark_tests::replica_set::{field, ReplicaSet};
-use tidemark_tests::{init_logging, unique, wait_until, DevServer};
+use tidemark_tests::{init_logging, unique, DevServer};
 
 const SETTLE: Duration = Duration::from_secs(30);
 
@@ -97,18 +98,7 @@ async fn prometheus_reads_every_family_of_a_dev_server_under_load() {
 
     // A push group that keeps up, and one whose every message fails straight to its DLQ.
     let group = unique("prom_push");
-    let consumed = Arc::new(AtomicUsize::new(0));
-    let counter = consumed.clone();
-    let pushing = PushConsumer::builder(&group)
-        .client_config(ClientConfig::new(&ns))
-        .subscribe(&topic, "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .start_concurrently(concurrent_fn(move |messages: Vec<MessageExt>| {
-            counter.fetch_add(messages.len(), Ordering::SeqCst);
-            async { ConsumeStatus::Success }
-        }))
-        .await
-        .expect("push consumer");
+    let pushing = CountingConsumer::start(ClientConfig::new(&ns), &group, &topic).await;
     let failing_group = unique("prom_failing");
     let failing = PushConsumer::builder(&failing_group)
         .client_config(ClientConfig::new(&ns))
@@ -253,12 +243,9 @@ async fn prometheus_reads_every_family_of_a_dev_server_under_load() {
     sending.store(false, Ordering::SeqCst);
     let sent = load.await.expect("load task") + 1;
     assert!(
-        wait_until(Duration::from_secs(30), || consumed.load(Ordering::SeqCst)
-            as u64
-            >= sent)
-        .await,
+        pushing.reaches(sent as usize).await,
         "the push group consumed {} of {sent}",
-        consumed.load(Ordering::SeqCst)
+        pushing.consumed()
     );
     pushing.shutdown().await;
     for i in 0..25 {

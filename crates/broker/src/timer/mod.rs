@@ -283,14 +283,16 @@ fn scan(log: &LogHandle, timers: &Timers) {
         if next >= end {
             break;
         }
-        let due = match log.log().queue_entry(TIMER_TOPIC, 0, next) {
-            Ok(Some(entry)) if !entry.is_hole() => due_time(log, timers, next, entry),
-            Ok(Some(_)) => Ok(None),
+        let (due, stored_at) = match log.log().queue_entry(TIMER_TOPIC, 0, next) {
+            Ok(Some(entry)) if !entry.is_hole() => {
+                (due_time(log, timers, next, entry), entry.commit_log_offset)
+            }
+            Ok(Some(_)) => (Ok(None), 0),
             Ok(None) => break,
-            Err(failure) => Err(failure),
+            Err(failure) => (Err(failure), 0),
         };
         match due {
-            Ok(Some(due)) => found.push((due, next, real_topic(log, next))),
+            Ok(Some(due)) => found.push((due, next, real_topic(log, stored_at))),
             Ok(None) => settled.push(next),
             Err(failure) => {
                 warn!(%failure, offset = next, "timer queue unreadable; will retry");
@@ -316,14 +318,10 @@ fn scan(log: &LogHandle, timers: &Timers) {
     inner.scanned_to_end = next >= end;
 }
 
-/// The real topic of the timer message at `offset` of the timer queue, for the per-topic
-/// figures; `None` when it cannot be read (it is then pending under no topic).
-fn real_topic(log: &LogHandle, offset: i64) -> Option<String> {
-    let entry = log.log().queue_entry(TIMER_TOPIC, 0, offset).ok()??;
-    let bytes = log
-        .log()
-        .read_record(entry.commit_log_offset as u64)
-        .ok()??;
+/// The real topic of the timer message stored at commit-log offset `stored_at`, for the
+/// per-topic figures; `None` when it cannot be read (it is then pending under no topic).
+fn real_topic(log: &LogHandle, stored_at: i64) -> Option<String> {
+    let bytes = log.log().read_record(stored_at as u64).ok()??;
     let properties = Properties::parse(properties_of(&bytes)?);
     properties.get(property::REAL_TOPIC).map(str::to_owned)
 }

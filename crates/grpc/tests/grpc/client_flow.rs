@@ -147,12 +147,6 @@ async fn a_client_sends_receives_and_acknowledges_over_grpc() {
         assert_eq!(digest.checksum, md5_hex);
         assert_eq!(system.tag.as_deref(), Some("TagA"));
     }
-    let handle = |m: &Message| {
-        m.system_properties
-            .as_ref()
-            .and_then(|s| s.receipt_handle.clone())
-            .expect("handle")
-    };
     // Acknowledge "one"; extend "two"; leave "three" to come back.
     let one = first.iter().find(|m| m.body == b"one").expect("one");
     let two = first.iter().find(|m| m.body == b"two").expect("two");

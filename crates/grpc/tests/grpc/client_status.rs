@@ -12,14 +12,6 @@ use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::RemotingClient;
 
-fn handle(message: &Message) -> String {
-    message
-        .system_properties
-        .as_ref()
-        .and_then(|system| system.receipt_handle.clone())
-        .expect("receipt handle")
-}
-
 async fn running_info(server: &Server, group: &str, client_id: &str) -> ConsumerRunningInfo {
     let remoting = RemotingClient::new(Default::default(), None);
     let request = RemotingCommand::request_with_header(

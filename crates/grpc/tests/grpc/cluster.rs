@@ -91,14 +91,6 @@ async fn stored(remoting: &RemotingClient, broker: &str, topic: &str) -> i64 {
     total
 }
 
-fn handle(message: &Message) -> String {
-    message
-        .system_properties
-        .as_ref()
-        .and_then(|system| system.receipt_handle.clone())
-        .expect("receipt handle")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_gateway_serves_every_broker_of_the_cluster() {
     let (namesrv, _namesrv_stop) = start_namesrv().await;

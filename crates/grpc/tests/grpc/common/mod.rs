@@ -192,6 +192,15 @@ pub async fn ack(
         .into_inner()
 }
 
+/// The receipt handle a received message is acknowledged with.
+pub fn handle(message: &Message) -> String {
+    message
+        .system_properties
+        .as_ref()
+        .and_then(|system| system.receipt_handle.clone())
+        .expect("receipt handle")
+}
+
 pub fn resource(name: &str) -> Resource {
     Resource {
         resource_namespace: String::new(),
