@@ -405,3 +405,107 @@ async fn an_operators_reset_and_its_history_survive_a_failover_and_can_be_undone
     assert_eq!(kinds, ["reset", "restore"]);
     println!("an operator's reset, its history entry and its undo all held across A's SIGKILL");
 }
+
+/// Found by the chaos harness (`tidemark-chaos`, seed 303): an operator's reset sent to a
+/// master while it was paused sits in its socket; when the master resumes it runs the reset
+/// before it learns that the controllers elected B meanwhile. Nobody confirms that reset (B
+/// no longer follows A), so the group's consumers must not hear of it: told, they replayed
+/// everything they had committed on B. The reset's answer says it did not take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_run_by_a_master_deposed_while_paused_reaches_no_consumer() {
+    use tidemark_protocol::headers::ResetOffsetRequestHeader;
+    use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+    use tidemark_remoting::RemotingClient;
+    use tidemark_tests::replica_set::view_of;
+
+    if against_apache() {
+        eprintln!("skipped: starts Tidemark controllers and brokers itself");
+        return;
+    }
+    let Setup {
+        pair,
+        namesrv,
+        topic,
+        group,
+        producer,
+    } = setup("PausedReset").await;
+    let sent = send(&producer, &topic, "m", 100).await;
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let consuming = consumer(&namesrv, &group, &topic, &seen).await;
+    let committed_all = wait_until(Duration::from_secs(60), || {
+        seen.lock().expect("lock").len() >= sent.len()
+    })
+    .await;
+    assert!(committed_all, "the group never consumed the 100");
+    assert!(
+        tidemark_tests::wait_until_async(Duration::from_secs(30), || async {
+            committed(&namesrv, &group, &topic)
+                .await
+                .is_some_and(|offsets| offsets.values().sum::<i64>() == 100)
+        })
+        .await,
+        "A never answered the group's commits of all 100"
+    );
+
+    pair.a.signal("STOP");
+    let remoting = RemotingClient::new(Default::default(), None);
+    let request = RemotingCommand::request_with_header(
+        RequestCode::InvokeBrokerToResetOffset,
+        &ResetOffsetRequestHeader {
+            topic: topic.clone(),
+            group: group.clone(),
+            timestamp: 0,
+            is_force: true,
+            queue_id: None,
+            offset: None,
+        },
+    );
+    let a_addr = pair.a_addr.clone();
+    let reset = tokio::spawn(async move {
+        remoting
+            .invoke(&a_addr, request, Duration::from_secs(40))
+            .await
+    });
+    let controller = pair.controller.clone();
+    let b_addr = pair.b_addr.clone();
+    assert!(
+        tidemark_tests::wait_until_async(Duration::from_secs(30), || {
+            let (controller, b_addr) = (controller.clone(), b_addr.clone());
+            async move {
+                tokio::task::spawn_blocking(move || view_of(&controller).master() == Some(&b_addr))
+                    .await
+                    .unwrap_or(false)
+            }
+        })
+        .await,
+        "the controller never elected B while A was paused"
+    );
+    pair.a.signal("CONT");
+    let answer = tokio::time::timeout(Duration::from_secs(40), reset)
+        .await
+        .expect("A answered the reset within 40 s")
+        .expect("reset task")
+        .expect("A answered");
+    assert_ne!(
+        answer.response_code(),
+        ResponseCode::Success,
+        "a deposed master confirmed a reset: {:?}",
+        answer.remark
+    );
+    // A notice would have reached the consumer at once; give it five seconds to show.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    consuming.shutdown().await;
+    producer.shutdown().await;
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(
+        seen.len(),
+        sent.len(),
+        "the consumer replayed {} messages after the deposed master's reset",
+        seen.len() - sent.len()
+    );
+    println!(
+        "a reset run by a deposed master: answered {:?} ({:?}); the group replayed nothing",
+        answer.response_code(),
+        answer.remark
+    );
+}

@@ -283,6 +283,7 @@ pub(super) async fn update_offset(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
+    let made_as = state.role.now();
     let (topic, group, queue_id) = (&header.topic, &header.consumer_group, header.queue_id);
     let committer = if request
         .ext_fields
@@ -368,6 +369,7 @@ pub(super) async fn update_offset(
         state.log(),
         &state.progress_stream,
         published_through,
+        made_as,
     )
     .await
     {

@@ -106,15 +106,28 @@ pub(crate) fn success() -> RemotingCommand {
 /// An operator's change of progress (a reset, restore, clone, deletion) is answered as a
 /// commit is: once the replicas a SYNC send waits for hold it and its history entry, so a
 /// failover right after the answer neither undoes it nor forgets who made it. A failed change
-/// is answered at once.
-async fn operator_change_replicated(
+/// is answered at once. The role is taken before the change runs: a master deposed meanwhile
+/// does not confirm it.
+async fn operator_change(
     state: &BrokerState,
+    change: impl std::future::Future<Output = RemotingCommand>,
+) -> RemotingCommand {
+    let made_as = state.role.now();
+    let answer = change.await;
+    confirm_operator_change(state, made_as, answer).await
+}
+
+/// The second half of [`operator_change`], for a handler that has more to do once the change
+/// is confirmed (telling the group's clients).
+pub(super) async fn confirm_operator_change(
+    state: &BrokerState,
+    made_as: crate::role::RoleNow,
     answer: RemotingCommand,
 ) -> RemotingCommand {
     if answer.response_code() != ResponseCode::Success {
         return answer;
     }
-    progress_stream::once_replicated(state.log(), &state.progress_stream, answer).await
+    progress_stream::once_replicated(state.log(), &state.progress_stream, made_as, answer).await
 }
 
 /// Whether `request` asked to be held until something arrives: a pull with the suspend flag, a
@@ -190,8 +203,13 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetConsumerListByGroup => consumer::consumer_list(&state, &request),
                 RequestCode::QueryConsumerOffset => {
                     let answer = consumer::query_offset(&state, &channel, &request);
-                    progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
-                        .await
+                    progress_stream::once_replicated(
+                        state.log(),
+                        &state.progress_stream,
+                        state.role.now(),
+                        answer,
+                    )
+                    .await
                 }
                 RequestCode::UpdateConsumerOffset => {
                     consumer::update_offset(&state, &channel, &request).await
@@ -213,8 +231,7 @@ impl RequestHandler for BrokerHandler {
                     admin_lists::create_groups(&state, &request).await
                 }
                 RequestCode::DeleteTopicInBroker => {
-                    let answer = admin::delete_topic(&state, &channel, &request).await;
-                    operator_change_replicated(&state, answer).await
+                    operator_change(&state, admin::delete_topic(&state, &channel, &request)).await
                 }
                 RequestCode::GetAllTopicConfig => admin::all_topic_config(&state),
                 RequestCode::GetTopicConfig => admin::topic_config(&state, &request),
@@ -228,18 +245,31 @@ impl RequestHandler for BrokerHandler {
                     admin::create_subscription_group(&state, &request).await
                 }
                 RequestCode::DeleteSubscriptionGroup => {
-                    let answer = admin::delete_subscription_group(&state, &channel, &request).await;
-                    operator_change_replicated(&state, answer).await
+                    operator_change(
+                        &state,
+                        admin::delete_subscription_group(&state, &channel, &request),
+                    )
+                    .await
                 }
                 RequestCode::GetConsumeStats => {
                     let answer = consume_stats::consume_stats(&state, &request);
-                    progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
-                        .await
+                    progress_stream::once_replicated(
+                        state.log(),
+                        &state.progress_stream,
+                        state.role.now(),
+                        answer,
+                    )
+                    .await
                 }
                 RequestCode::GetBrokerConsumeStats => {
                     let answer = consume_stats::broker_consume_stats(&state, &request);
-                    progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
-                        .await
+                    progress_stream::once_replicated(
+                        state.log(),
+                        &state.progress_stream,
+                        state.role.now(),
+                        answer,
+                    )
+                    .await
                 }
                 RequestCode::GetProducerConnectionList => {
                     admin::producer_connections(&state, &request)
@@ -275,36 +305,44 @@ impl RequestHandler for BrokerHandler {
                 }
                 RequestCode::GetConsumerProgress => {
                     let answer = admin::consumer_progress(&state, &request);
-                    progress_stream::once_replicated(state.log(), &state.progress_stream, answer)
-                        .await
+                    progress_stream::once_replicated(
+                        state.log(),
+                        &state.progress_stream,
+                        state.role.now(),
+                        answer,
+                    )
+                    .await
                 }
+                // Both wait for the replicas themselves: clients are told only after that.
                 RequestCode::RestoreProgress => {
-                    let answer =
-                        restore_progress::restore_progress(&state, &channel, &request).await;
-                    operator_change_replicated(&state, answer).await
+                    restore_progress::restore_progress(&state, &channel, &request).await
                 }
                 RequestCode::PlanProgressMove => {
                     progress_plan::plan_progress_move(&state, &request)
                 }
                 RequestCode::GetDeadLetters => dead_letters::list(&state, &request),
                 RequestCode::ResendDeadLetters => {
-                    let answer = dead_letters::resend(&state, &channel, &request).await;
-                    operator_change_replicated(&state, answer).await
+                    operator_change(&state, dead_letters::resend(&state, &channel, &request)).await
                 }
                 RequestCode::ReplayRetries => {
-                    let answer = dead_letters::replay_retries(&state, &channel, &request).await;
-                    operator_change_replicated(&state, answer).await
+                    operator_change(
+                        &state,
+                        dead_letters::replay_retries(&state, &channel, &request),
+                    )
+                    .await
                 }
                 RequestCode::GetProgressHistory => {
                     progress_history::progress_history(&state, &request)
                 }
                 RequestCode::CloneGroupOffset => {
-                    let answer = clone_offset::clone_group_offset(&state, &channel, &request).await;
-                    operator_change_replicated(&state, answer).await
+                    operator_change(
+                        &state,
+                        clone_offset::clone_group_offset(&state, &channel, &request),
+                    )
+                    .await
                 }
                 RequestCode::InvokeBrokerToResetOffset => {
-                    let answer = reset_offset::reset_offset(&state, &channel, &request).await;
-                    operator_change_replicated(&state, answer).await
+                    reset_offset::reset_offset(&state, &channel, &request).await
                 }
                 RequestCode::GetConsumerConnectionList => {
                     admin::consumer_connections(&state, &request)

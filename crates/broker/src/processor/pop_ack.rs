@@ -9,6 +9,7 @@
 //! does nothing. Where Tidemark differs: changing the invisibility of a message that is not in
 //! flight does nothing either (RocketMQ would schedule one more delivery of it).
 
+use crate::role::RoleNow;
 use std::sync::Arc;
 
 use tidemark_protocol::body::BatchAckMessageRequestBody;
@@ -93,6 +94,7 @@ fn finish_one(
 
 async fn settle(
     state: &BrokerState,
+    made_as: RoleNow,
     journaled: Journaled,
     key: &QueueKey,
 ) -> Option<RemotingCommand> {
@@ -105,8 +107,13 @@ async fn settle(
     crate::pop::commit_floor(&state.pop, &state.progress.offsets, &state.log(), key);
     // On a SYNC master, acknowledged once the in-sync replicas have it, like a commit.
     let through = state.progress_stream.outbox().last_pushed();
-    match crate::progress_stream::wait_replicated(state.log(), &state.progress_stream, through)
-        .await
+    match crate::progress_stream::wait_replicated(
+        state.log(),
+        &state.progress_stream,
+        through,
+        made_as,
+    )
+    .await
     {
         ResponseCode::Success => None,
         code => Some(error(
@@ -117,6 +124,7 @@ async fn settle(
 }
 
 pub(super) async fn ack(state: &Arc<BrokerState>, request: &RemotingCommand) -> RemotingCommand {
+    let made_as = state.role.now();
     let header = match request.decode_header::<AckMessageRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
@@ -144,13 +152,16 @@ pub(super) async fn ack(state: &Arc<BrokerState>, request: &RemotingCommand) -> 
         Ok(journaled) => journaled,
         Err(answer) => return answer,
     };
-    settle(state, journaled, &key).await.unwrap_or_else(success)
+    settle(state, made_as, journaled, &key)
+        .await
+        .unwrap_or_else(success)
 }
 
 pub(super) async fn batch_ack(
     state: &Arc<BrokerState>,
     request: &RemotingCommand,
 ) -> RemotingCommand {
+    let made_as = state.role.now();
     let body = match BatchAckMessageRequestBody::from_json_bytes(&request.body) {
         Ok(body) => body,
         Err(failure) => {
@@ -185,7 +196,7 @@ pub(super) async fn batch_ack(
         }
     }
     if let Some((journaled, key)) = last {
-        if let Some(answer) = settle(state, journaled, &key).await {
+        if let Some(answer) = settle(state, made_as, journaled, &key).await {
             return answer;
         }
         // Every queue the batch touched: the last record covers the earlier ones.

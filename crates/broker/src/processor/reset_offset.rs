@@ -17,7 +17,8 @@ use crate::state::BrokerState;
 
 /// INVOKE_BROKER_TO_RESET_OFFSET: an operator moves a group's progress on a topic to a time
 /// (−1: the end) or, from 5.x admins, to an explicit offset. The broker applies it to its own
-/// table (fenced against stale commits, see `offsets`) and tells the group's clients with
+/// table (fenced against stale commits, see `offsets`), answers once the replicas a SYNC send
+/// waits for hold it, and only then tells the group's clients with
 /// RESET_CONSUMER_CLIENT_OFFSET, as RocketMQ 4.9 does; unlike 4.9 it also resets an offline group
 /// (4.9 answers CONSUMER_NOT_ONLINE, and the admin then falls back to plain commits, which
 /// Tidemark's forward-only rule would refuse).
@@ -30,6 +31,10 @@ pub(super) async fn reset_offset(
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
     };
+    let made_as = state.role.now();
+    if let Some(refusal) = refuse_on_slave(state) {
+        return refusal;
+    }
     let targets = match targets(state, &header) {
         Ok(targets) => targets,
         Err(refusal) => return refusal,
@@ -104,8 +109,28 @@ pub(super) async fn reset_offset(
         offset: None,
         ..header.clone()
     };
-    tell_clients(state, &notice, &body);
-    success().with_body(body.to_json_bytes())
+    // Clients hear of it only once the in-sync replicas hold it: a deposed master that runs a
+    // reset queued while it was paused is never confirmed, and its notice would replay what
+    // the group had already committed on the real master.
+    let answer =
+        super::confirm_operator_change(state, made_as, success().with_body(body.to_json_bytes()))
+            .await;
+    if answer.response_code() == ResponseCode::Success {
+        tell_clients(state, &notice, &body);
+    }
+    answer
+}
+
+/// A slave's progress follows its master's: an operator's move there would be overwritten, and
+/// the clients it told would replay for nothing (a master deposed while paused runs the moves
+/// queued meanwhile once it learns of it).
+pub(super) fn refuse_on_slave(state: &BrokerState) -> Option<RemotingCommand> {
+    state.role.is_slave().then(|| {
+        error(
+            ResponseCode::ServiceNotAvailable,
+            "this broker is a slave: consumer progress is moved on the master",
+        )
+    })
 }
 
 /// Where a reset moves one queue of the group.

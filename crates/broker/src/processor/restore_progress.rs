@@ -59,6 +59,10 @@ pub(super) async fn restore_progress(
     if header.dry_run.unwrap_or(false) {
         return success().with_body(plan.to_json_bytes());
     }
+    let made_as = state.role.now();
+    if let Some(refusal) = super::reset_offset::refuse_on_slave(state) {
+        return refusal;
+    }
     match apply(
         state,
         channel,
@@ -68,10 +72,22 @@ pub(super) async fn restore_progress(
     )
     .await
     {
-        Ok(entry) => {
+        Ok((entry, notices)) => {
             plan.applied = true;
             plan.entry = i64::try_from(entry).unwrap_or(i64::MAX);
-            success().with_body(plan.to_json_bytes())
+            // Told only once the in-sync replicas hold it (see `reset_offset`).
+            let answer = super::confirm_operator_change(
+                state,
+                made_as,
+                success().with_body(plan.to_json_bytes()),
+            )
+            .await;
+            if answer.response_code() == ResponseCode::Success {
+                for (notice, offsets) in notices {
+                    tell_clients(state, &notice, &offsets);
+                }
+            }
+            answer
         }
         Err(reason) => error(ResponseCode::SystemError, reason),
     }
@@ -116,15 +132,15 @@ fn targets(
     Ok(targets)
 }
 
-/// Moves every queue of `plan`, records the restore, waits until both are durable and tells
-/// the group's clients; returns the history entry's id.
+/// Moves every queue of `plan`, records the restore and waits until both are durable; returns
+/// the history entry's id and, per topic, the notice for the group's clients.
 async fn apply(
     state: &BrokerState,
     channel: &Channel,
     request: &RemotingCommand,
     group: &str,
     plan: &[ProgressPlanLine],
-) -> Result<u64, String> {
+) -> Result<(u64, Vec<(ResetOffsetRequestHeader, MessageQueueOffsets)>), String> {
     let now = now_ms();
     let mut journaled = Journaled::Nothing;
     let mut pop_journaled = Journaled::Nothing;
@@ -171,16 +187,19 @@ async fn apply(
     };
     durable.map_err(|failure| format!("restore applied but not durable: {failure}"))?;
     tracing::info!(%group, entry, queues = plan.len(), "consumer offsets restored by an operator");
-    for (topic, offset_table) in by_topic {
-        let notice = ResetOffsetRequestHeader {
-            topic: topic.to_owned(),
-            group: group.to_owned(),
-            timestamp: now,
-            is_force: true,
-            queue_id: None,
-            offset: None,
-        };
-        tell_clients(state, &notice, &MessageQueueOffsets { offset_table });
-    }
-    Ok(entry)
+    let notices = by_topic
+        .into_iter()
+        .map(|(topic, offset_table)| {
+            let notice = ResetOffsetRequestHeader {
+                topic: topic.to_owned(),
+                group: group.to_owned(),
+                timestamp: now,
+                is_force: true,
+                queue_id: None,
+                offset: None,
+            };
+            (notice, MessageQueueOffsets { offset_table })
+        })
+        .collect();
+    Ok((entry, notices))
 }

@@ -32,6 +32,7 @@ use crate::message_log::{LogHandle, MessageLog};
 use crate::parts::Progress;
 use crate::pop::PopTable;
 use crate::progress_record::ProgressOutbox;
+use crate::role::RoleNow;
 
 /// What the publisher and the follower touch: the log they append to and read, the stream's
 /// outbox and signal, and the tables whose changes travel in it.
@@ -73,17 +74,36 @@ impl ProgressStream {
 }
 
 /// What a synchronous commit answers after waiting for its replicas: success, or the code a
-/// SYNC send would get (the commit is stored on this broker either way). Only a SYNC master
-/// waits; `seq` is the outbox position that holds the commit. With no replica to wait for
+/// SYNC send would get (the commit is stored on this broker either way). Only a change made
+/// while this broker was a SYNC master waits (`made_as`: the role when the change was
+/// applied); `seq` is the outbox position that holds the commit. With no replica to wait for
 /// (none connected, or one too far behind, which the controllers drop from the set) it is
 /// success: the change stands on this broker as a SYNC send's message does, and a consumer
 /// that could not commit or read offsets while a slave is down would stop.
+///
+/// A change made as master by a broker that follows another master by the time it would be
+/// answered is never success: the new master need not have it (a master deposed while paused
+/// runs the requests queued meanwhile, and may learn of its deposition in the middle of one).
 pub(crate) async fn wait_replicated(
     log: MessageLog<'_>,
     stream: &ProgressStream,
     seq: u64,
+    made_as: RoleNow,
 ) -> ResponseCode {
-    if !log.role.now().waits_for_slaves() {
+    let code = wait_for_replicas(log, stream, seq, made_as).await;
+    if code == ResponseCode::Success && !made_as.is_slave() && log.role.now().is_slave() {
+        return ResponseCode::SlaveNotAvailable;
+    }
+    code
+}
+
+async fn wait_for_replicas(
+    log: MessageLog<'_>,
+    stream: &ProgressStream,
+    seq: u64,
+    made_as: RoleNow,
+) -> ResponseCode {
+    if !made_as.waits_for_slaves() {
         return ResponseCode::Success;
     }
     let live = log.live.get();
@@ -119,10 +139,11 @@ pub(crate) async fn wait_replicated(
 pub(crate) async fn once_replicated(
     log: MessageLog<'_>,
     stream: &ProgressStream,
+    made_as: RoleNow,
     answer: tidemark_protocol::RemotingCommand,
 ) -> tidemark_protocol::RemotingCommand {
     let through = stream.outbox().last_pushed();
-    match wait_replicated(log, stream, through).await {
+    match wait_replicated(log, stream, through, made_as).await {
         ResponseCode::Success => answer,
         code => tidemark_protocol::RemotingCommand::response(
             code,
