@@ -238,7 +238,12 @@ pub fn view_of(controllers: &str) -> SetView {
     if !output.status.success() {
         return SetView::default();
     }
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    parse_view(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// The view `tidemark admin controller-status -b NAME --json` printed: its leaders table,
+/// then its replicas table, one JSON array a line.
+pub fn parse_view(text: &str) -> SetView {
     let mut tables = text
         .lines()
         .filter(|line| !line.trim().is_empty())
