@@ -160,7 +160,7 @@ impl Drop for GoFaultClient {
 }
 
 /// The fault client, built once per test process into the workspace's `target/`.
-fn binary() -> PathBuf {
+pub fn binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {

@@ -28,6 +28,8 @@ pub enum SendMode {
     Batch,
     /// To the one queue its key maps to, in sequence: the orderly workload.
     Ordered,
+    /// A sync send by Apache's Go client (rocketmq-client-go v2).
+    GoSync,
 }
 
 /// A queue as clients name it.
@@ -91,13 +93,26 @@ pub struct Op {
 #[derive(Debug, Clone)]
 pub struct Recorder {
     start: Instant,
+    /// The same moment on the wall clock, in Unix microseconds: for clients in other
+    /// processes, which report wall-clock times.
+    start_unix_us: i64,
     ops: Arc<Mutex<Vec<Op>>>,
 }
 
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
 impl Recorder {
-    pub fn new(start: Instant) -> Recorder {
+    pub fn new() -> Recorder {
+        let start_unix_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_micros() as i64);
         Recorder {
-            start,
+            start: Instant::now(),
+            start_unix_us,
             ops: Arc::default(),
         }
     }
@@ -107,9 +122,25 @@ impl Recorder {
         self.start.elapsed().as_secs_f64() * 1e3
     }
 
+    /// A wall-clock time in Unix microseconds as milliseconds of the run.
+    pub fn ms_of_unix_us(&self, unix_us: i64) -> f64 {
+        (unix_us - self.start_unix_us) as f64 / 1e3
+    }
+
     /// Records an operation invoked at `invoked_ms` that completed now.
     pub fn complete(&self, process: &str, invoked_ms: f64, outcome: Outcome, kind: Kind) {
-        let completed_ms = self.now();
+        self.complete_at(process, invoked_ms, self.now(), outcome, kind);
+    }
+
+    /// Records an operation with both its times given.
+    pub fn complete_at(
+        &self,
+        process: &str,
+        invoked_ms: f64,
+        completed_ms: f64,
+        outcome: Outcome,
+        kind: Kind,
+    ) {
         let mut ops = self
             .ops
             .lock()

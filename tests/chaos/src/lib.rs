@@ -6,6 +6,7 @@
 
 pub mod checker;
 pub mod cluster;
+pub mod go_app;
 pub mod history;
 pub mod nemesis;
 pub mod report;

@@ -32,6 +32,9 @@ enum Command {
         seconds: u64,
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Only these faults (comma-separated; default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        faults: Vec<FaultKind>,
     },
     /// Checks a run's history again and rewrites its summary and chart (after a change to the
     /// checker or the report).
@@ -105,9 +108,19 @@ fn recheck(dir: &std::path::Path) -> Result<bool, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { seed, seconds, out } => {
+        Command::Run {
+            seed,
+            seconds,
+            out,
+            faults,
+        } => {
             let out = out.unwrap_or_else(Cluster::log_dir);
-            one(seed.unwrap_or_else(clock_seed), seconds, &out, &ALL_FAULTS)
+            let faults = if faults.is_empty() {
+                ALL_FAULTS.to_vec()
+            } else {
+                faults
+            };
+            one(seed.unwrap_or_else(clock_seed), seconds, &out, &faults)
         }
         Command::Recheck { dir } => recheck(&dir),
         Command::Soak {

@@ -2,13 +2,15 @@
 //! the time it started, was healed and the cluster settled again.
 //!
 //! Not here, and why: a lossy or delayed link (this kernel has no `netem`; a slow link is a
-//! token bucket instead), a full disk and clock jumps (to come).
+//! token bucket instead), a full disk and clock jumps (to come). A crashed consumer is the Go
+//! application's SIGKILL.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{Cluster, BROKER_SETS, CLIENT_HOST, CONTROLLER_HOSTS, NAMESRV_HOSTS};
+use crate::go_app::GoApp;
 use crate::history::Recorder;
 
 /// xorshift64*: reproducible choices from the seed.
@@ -35,7 +37,7 @@ impl Choices {
 }
 
 /// What a fault does; the targets are resolved when it starts (the master at that moment).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
     KillMaster,
@@ -53,9 +55,11 @@ pub enum FaultKind {
     ClientsFromMaster,
     /// What reaches a master is limited to 300 kbit/s.
     SlowMaster,
+    /// The Go application (producer and consumer) SIGKILLed, started again when healed.
+    KillApp,
 }
 
-pub const ALL_FAULTS: [FaultKind; 10] = [
+pub const ALL_FAULTS: [FaultKind; 11] = [
     FaultKind::KillMaster,
     FaultKind::KillSlave,
     FaultKind::PauseMaster,
@@ -66,6 +70,7 @@ pub const ALL_FAULTS: [FaultKind; 10] = [
     FaultKind::ControllerMinority,
     FaultKind::ClientsFromMaster,
     FaultKind::SlowMaster,
+    FaultKind::KillApp,
 ];
 
 impl FaultKind {
@@ -101,12 +106,14 @@ enum Undo {
     Continue(String),
     Heal(Vec<(String, String)>),
     Unthrottle(String),
+    RestartApp,
 }
 
 /// Applies `kind` now; returns the hosts it acted on and how to undo it (`None` when the
 /// cluster offers no target, e.g. no master to kill).
 fn apply(
     cluster: &mut Cluster,
+    app: &mut Option<GoApp>,
     kind: FaultKind,
     choices: &mut Choices,
 ) -> Option<(Vec<String>, Undo)> {
@@ -175,6 +182,10 @@ fn apply(
             cut_all(cluster, &cut);
             (vec![host], Undo::Heal(cut))
         }
+        FaultKind::KillApp => {
+            app.as_mut()?.kill();
+            (vec![CLIENT_HOST.to_owned()], Undo::RestartApp)
+        }
         FaultKind::SlowMaster => {
             let host = cluster.master_of(set.0)?;
             cluster.hosts.throttle(&host, Some("300kbit"));
@@ -190,7 +201,7 @@ fn cut_all(cluster: &Cluster, pairs: &[(String, String)]) {
     }
 }
 
-fn undo(cluster: &mut Cluster, undo: Undo) {
+fn undo(cluster: &mut Cluster, app: &mut Option<GoApp>, undo: Undo) {
     match undo {
         Undo::Restart(host) => {
             if let Some(process) = cluster.processes.get_mut(&host) {
@@ -208,6 +219,11 @@ fn undo(cluster: &mut Cluster, undo: Undo) {
             }
         }
         Undo::Unthrottle(host) => cluster.hosts.throttle(&host, None),
+        Undo::RestartApp => {
+            if let Some(failure) = app.as_mut().and_then(|app| app.restart().err()) {
+                eprintln!("chaos: the Go application did not start again: {failure}");
+            }
+        }
     }
 }
 
@@ -216,6 +232,7 @@ fn undo(cluster: &mut Cluster, undo: Undo) {
 /// second one during the first; then healed, and the next waits until the cluster is whole.
 pub fn run(
     cluster: &mut Cluster,
+    app: &mut Option<GoApp>,
     faults: &[FaultKind],
     seed: u64,
     until_ms: f64,
@@ -235,7 +252,7 @@ pub fn run(
         let mut in_force = Vec::new();
         for (index, kind) in [Some(first), second].into_iter().flatten().enumerate() {
             let started_ms = recorder.now();
-            let Some((targets, how)) = apply(cluster, kind, &mut choices) else {
+            let Some((targets, how)) = apply(cluster, app, kind, &mut choices) else {
                 continue;
             };
             if kind == FaultKind::PauseMaster {
@@ -269,7 +286,7 @@ pub fn run(
         }
         std::thread::sleep(hold);
         for (index, how) in in_force.into_iter().rev() {
-            undo(cluster, how);
+            undo(cluster, app, how);
             log[index].healed_ms = Some(recorder.now());
         }
         let settled = cluster.settled().ok().map(|_| recorder.now());

@@ -17,6 +17,7 @@ use tidemark_client::{
 use tidemark_protocol::body::MessageQueue;
 
 use crate::checker::Expectations;
+use crate::go_app::{GO_GROUP, GO_TOPIC};
 use crate::history::{ordered_value, Kind, Outcome, QueueRef, Recorder, SendMode};
 
 pub const QUEUE_TOPIC: &str = "chaos-queue";
@@ -39,6 +40,7 @@ pub fn expectations() -> Expectations {
             (GROUP_ONE.into(), QUEUE_TOPIC.into()),
             (GROUP_TWO.into(), QUEUE_TOPIC.into()),
             (GROUP_ORDERLY.into(), ORDERED_TOPIC.into()),
+            (GO_GROUP.into(), GO_TOPIC.into()),
         ],
         orderly_groups: [GROUP_ORDERLY.to_owned()].into(),
         // The Rust client moves a send that waited 0.5 s off a master that does not answer.
@@ -476,6 +478,7 @@ pub async fn run(
     let admin = Admin::connect(client_config(&namesrv)).await?;
     read_log(&admin, QUEUE_TOPIC, &recorder).await?;
     read_log(&admin, ORDERED_TOPIC, &recorder).await?;
+    read_log(&admin, GO_TOPIC, &recorder).await?;
     admin.shutdown().await;
     Ok(())
 }

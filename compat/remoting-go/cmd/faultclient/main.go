@@ -5,6 +5,11 @@
 // Stdout carries one event per line: "ready", "acked <body> <offsetMsgId>",
 // "delivered <queueId> <body>" and "stopped-sending". Stdin accepts "stop-sending"; its EOF
 // (or SIGINT/SIGTERM) shuts both clients down and exits 0.
+//
+// With -history the send and delivery lines are a history instead, every time in Unix
+// microseconds: "send <body> <invoked>" before a send, "sent <body> ok|unknown <completed>
+// <broker> <queueId> <queueOffset>" after it (broker "-" and -1s when it failed), and
+// "deliver <at> <broker> <queueId> <queueOffset> <body>". Bodies are -prefix and a number.
 package main
 
 import (
@@ -46,11 +51,13 @@ func (e *events) emit(fields ...string) {
 }
 
 func main() {
-	namesrv := flag.String("namesrv", "", "name server host:port (required)")
+	namesrv := flag.String("namesrv", "", "name server host:port[;host:port...] (required)")
 	topic := flag.String("topic", "FaultTopic", "topic to send to and consume from")
 	group := flag.String("group", "fault-consumer", "consumer group")
 	producerGroup := flag.String("producer-group", "fault-producer", "producer group")
 	intervalMs := flag.Int("interval-ms", 20, "pause between sends, ms")
+	history := flag.Bool("history", false, "report sends and deliveries as a timed history")
+	prefix := flag.String("prefix", "go-", "what every body starts with")
 	logPath := flag.String("log", filepath.Join(os.TempDir(),
 		fmt.Sprintf("tidemark-faultclient-%d.log", os.Getpid())), "file for the Go client's own log")
 	flag.Parse()
@@ -67,7 +74,7 @@ func main() {
 	}
 
 	out := &events{w: bufio.NewWriter(os.Stdout)}
-	resolver := primitive.NewPassthroughResolver([]string{*namesrv})
+	resolver := primitive.NewPassthroughResolver(strings.Split(*namesrv, ";"))
 
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithGroupName(*group),
@@ -81,11 +88,16 @@ func main() {
 	err = c.Subscribe(*topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
 		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			for _, m := range msgs {
-				queueID := -1
+				queueID, broker := -1, "-"
 				if m.Queue != nil {
-					queueID = m.Queue.QueueId
+					queueID, broker = m.Queue.QueueId, m.Queue.BrokerName
 				}
-				out.emit("delivered", strconv.Itoa(queueID), string(m.Body))
+				if *history {
+					out.emit("deliver", micros(), broker, strconv.Itoa(queueID),
+						strconv.FormatInt(m.QueueOffset, 10), string(m.Body))
+				} else {
+					out.emit("delivered", strconv.Itoa(queueID), string(m.Body))
+				}
 			}
 			return consumer.ConsumeSuccess, nil
 		})
@@ -120,7 +132,7 @@ func main() {
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		sendLoop(p, *topic, time.Duration(*intervalMs)*time.Millisecond, stop, out)
+		sendLoop(p, *topic, *prefix, *history, time.Duration(*intervalMs)*time.Millisecond, stop, out)
 	}()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -151,18 +163,38 @@ func main() {
 	}
 }
 
-// sendLoop sends go-0, go-1, ... one at a time until stop is closed. Every attempt uses up a
-// number, so a gap in the acked bodies shows exactly which sends failed.
-func sendLoop(p rocketmq.Producer, topic string, interval time.Duration, stop <-chan struct{}, out *events) {
+// micros is the time now in Unix microseconds, as the history reports it.
+func micros() string {
+	return strconv.FormatInt(time.Now().UnixMicro(), 10)
+}
+
+// sendLoop sends <prefix>0, <prefix>1, ... one at a time until stop is closed. Every attempt
+// uses up a number, so a gap in the acked bodies shows exactly which sends failed.
+func sendLoop(p rocketmq.Producer, topic, prefix string, history bool, interval time.Duration,
+	stop <-chan struct{}, out *events) {
 	for n := 0; ; n++ {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		body := "go-" + strconv.Itoa(n)
+		body := prefix + strconv.Itoa(n)
 		pause := interval
+		if history {
+			out.emit("send", body, micros())
+		}
 		res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(body)))
+		if history {
+			outcome, broker, queue, offset := "unknown", "-", "-1", "-1"
+			if err == nil && res.Status == primitive.SendOK {
+				outcome = "ok"
+				if res.MessageQueue != nil {
+					broker, queue = res.MessageQueue.BrokerName, strconv.Itoa(res.MessageQueue.QueueId)
+				}
+				offset = strconv.FormatInt(res.QueueOffset, 10)
+			}
+			out.emit("sent", body, outcome, micros(), broker, queue, offset)
+		}
 		switch {
 		case err != nil:
 			fmt.Fprintf(os.Stderr, "faultclient: send %s: %v\n", body, err)
@@ -170,7 +202,7 @@ func sendLoop(p rocketmq.Producer, topic string, interval time.Duration, stop <-
 		case res.Status != primitive.SendOK:
 			fmt.Fprintf(os.Stderr, "faultclient: send %s: status %d\n", body, res.Status)
 			pause += failurePause
-		default:
+		case !history:
 			out.emit("acked", body, res.OffsetMsgID)
 		}
 		select {
