@@ -416,7 +416,6 @@ async fn a_reset_run_by_a_master_deposed_while_paused_reaches_no_consumer() {
     use tidemark_protocol::headers::ResetOffsetRequestHeader;
     use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
     use tidemark_remoting::RemotingClient;
-    use tidemark_tests::replica_set::view_of;
 
     if against_apache() {
         eprintln!("skipped: starts Tidemark controllers and brokers itself");
@@ -466,20 +465,7 @@ async fn a_reset_run_by_a_master_deposed_while_paused_reaches_no_consumer() {
             .invoke(&a_addr, request, Duration::from_secs(40))
             .await
     });
-    let controller = pair.controller.clone();
-    let b_addr = pair.b_addr.clone();
-    assert!(
-        tidemark_tests::wait_until_async(Duration::from_secs(30), || {
-            let (controller, b_addr) = (controller.clone(), b_addr.clone());
-            async move {
-                tokio::task::spawn_blocking(move || view_of(&controller).master() == Some(&b_addr))
-                    .await
-                    .unwrap_or(false)
-            }
-        })
-        .await,
-        "the controller never elected B while A was paused"
-    );
+    wait_for_b_elected(&pair).await;
     pair.a.signal("CONT");
     let answer = tokio::time::timeout(Duration::from_secs(40), reset)
         .await
@@ -507,5 +493,136 @@ async fn a_reset_run_by_a_master_deposed_while_paused_reaches_no_consumer() {
         "a reset run by a deposed master: answered {:?} ({:?}); the group replayed nothing",
         answer.response_code(),
         answer.remark
+    );
+}
+
+/// Found by the fault harness (`tidemark-chaos`): a POP sent to a master while it was paused
+/// sits in its socket; the group meanwhile receives and acknowledges every message on B, the
+/// replica elected in its place. When A resumes it runs the pop before it learns of the
+/// election, and handed out again what the group had acknowledged on B. A pop is now answered
+/// only once the in-sync replicas hold its records, which B, no longer following A, never
+/// confirms: A hands out nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_run_by_a_master_deposed_while_paused_hands_out_nothing() {
+    use tidemark_protocol::headers::PopMessageRequestHeader;
+    use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
+    use tidemark_remoting::RemotingClient;
+
+    if against_apache() {
+        eprintln!("skipped: starts Tidemark controllers and brokers itself");
+        return;
+    }
+    let Setup {
+        pair,
+        namesrv,
+        topic,
+        group,
+        producer,
+    } = setup("PausedPop").await;
+    // On both replicas at once: B must serve the topic the moment it is elected.
+    for addr in [&pair.a_addr, &pair.b_addr] {
+        let created = std::process::Command::new(tidemark_tests::tidemark_binary())
+            .args([
+                "admin",
+                "topic-create",
+                "-n",
+                &namesrv,
+                "-b",
+                addr,
+                "-t",
+                &topic,
+            ])
+            .args(["-r", "4", "-w", "4"])
+            .output()
+            .expect("run tidemark admin");
+        assert!(
+            created.status.success(),
+            "topic-create on {addr}: {}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+    }
+    let sent = send(&producer, &topic, "m", 20).await;
+
+    pair.a.signal("STOP");
+    let remoting = RemotingClient::new(Default::default(), None);
+    let request = RemotingCommand::request_with_header(
+        RequestCode::PopMessage,
+        &PopMessageRequestHeader {
+            consumer_group: group.clone(),
+            topic: topic.clone(),
+            queue_id: -1,
+            max_msg_nums: 32,
+            invisible_time: 60_000,
+            // Long enough that A, resumed, still serves it rather than answering it late.
+            poll_time: 50_000,
+            born_time: tidemark_remoting::now_ms(),
+            init_mode: 0,
+            exp_type: Some("TAG".into()),
+            exp: Some("*".into()),
+            order: Some(false),
+            attempt_id: None,
+            broker_name: None,
+        },
+    );
+    let a_addr = pair.a_addr.clone();
+    let queued = tokio::spawn(async move {
+        remoting
+            .invoke(&a_addr, request, Duration::from_secs(55))
+            .await
+    });
+    wait_for_b_elected(&pair).await;
+    // The group takes and acknowledges everything on B.
+    let consumer = pop_consumer(&namesrv, &group, &topic).await;
+    let mut acked = BTreeSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    while acked.len() < sent.len() && std::time::Instant::now() < deadline {
+        for received in consumer.receive(32).await.unwrap_or_default() {
+            if consumer.ack(&received).await.is_ok() {
+                acked.insert(String::from_utf8_lossy(&received.message.body).into_owned());
+            }
+        }
+    }
+    assert_eq!(acked, sent, "the group acknowledged everything on B");
+
+    pair.a.signal("CONT");
+    let answer = tokio::time::timeout(Duration::from_secs(60), queued)
+        .await
+        .expect("A answered the pop within 60 s")
+        .expect("pop task")
+        .expect("A answered");
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    assert!(
+        answer.body.is_empty() || answer.response_code() != ResponseCode::Success,
+        "a deposed master handed out {} bytes of messages the group had acknowledged on B \
+         ({:?} {:?})",
+        answer.body.len(),
+        answer.response_code(),
+        answer.remark
+    );
+    println!(
+        "a pop run by a deposed master: answered {:?} ({:?}), nothing handed out",
+        answer.response_code(),
+        answer.remark
+    );
+}
+
+/// Waits (up to 30 s) until the controller names B master (A paused or gone).
+async fn wait_for_b_elected(pair: &Pair) {
+    let controller = pair.controller.clone();
+    let b_addr = pair.b_addr.clone();
+    assert!(
+        tidemark_tests::wait_until_async(Duration::from_secs(30), || {
+            let (controller, b_addr) = (controller.clone(), b_addr.clone());
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    tidemark_tests::replica_set::view_of(&controller).master() == Some(&b_addr)
+                })
+                .await
+                .unwrap_or(false)
+            }
+        })
+        .await,
+        "the controller never elected B while A was paused"
     );
 }

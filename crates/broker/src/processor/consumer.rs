@@ -285,7 +285,13 @@ pub(super) async fn update_offset(
     };
     let made_as = state.role.now();
     let (topic, group, queue_id) = (&header.topic, &header.consumer_group, header.queue_id);
-    let committer = if request
+    let committer = if made_as.is_slave() {
+        // A slave's progress follows its master's stream. A client's commit here (its route
+        // still names this broker as master, or it reads from a slave) is progress passed on:
+        // taken as a rewind it would raise the queue's reset epoch, outrank every newer offset
+        // the master streams, and be what this replica answers once elected.
+        Committer::Progress
+    } else if request
         .ext_fields
         .get(tidemark_protocol::acked::FORWARD_ONLY_FIELD)
         .is_some()

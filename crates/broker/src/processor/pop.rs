@@ -3,6 +3,7 @@
 //! in flight (`crate::pop`) before answering, so a crash after the answer cannot hand the same
 //! message out again.
 
+use crate::role::RoleNow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -372,6 +373,28 @@ async fn settle(state: &BrokerState, batch: &mut Batch) -> Result<(), RemotingCo
     Ok(())
 }
 
+/// Hands nothing out before the in-sync replicas hold the pop's records, as a commit or an
+/// acknowledgement waits: a master deposed while paused runs the pops queued for it when it
+/// resumes, and would hand out again what the group acknowledged on its successor. Nobody
+/// confirms such a pop; its messages stay invisible here and come back in their time.
+async fn confirmed(state: &BrokerState, made_as: RoleNow) -> Result<(), RemotingCommand> {
+    let through = state.progress_stream.outbox().last_pushed();
+    match crate::progress_stream::wait_replicated(
+        state.log(),
+        &state.progress_stream,
+        through,
+        made_as,
+    )
+    .await
+    {
+        ResponseCode::Success => Ok(()),
+        code => Err(error(
+            code,
+            "messages popped here are not yet confirmed by the in-sync replicas; none handed out",
+        )),
+    }
+}
+
 fn expression_of(
     state: &BrokerState,
     exp_type: Option<&str>,
@@ -413,6 +436,7 @@ pub(super) async fn pop(state: &Arc<BrokerState>, request: &RemotingCommand) -> 
             format!("invisible time {} is not positive", header.invisible_time),
         );
     }
+    let made_as = state.role.now();
     let (topic, _) = match check_topic_and_group(
         state,
         &header.consumer_group,
@@ -464,6 +488,9 @@ pub(super) async fn pop(state: &Arc<BrokerState>, request: &RemotingCommand) -> 
             return answer;
         }
         if !batch.messages.is_empty() {
+            if let Err(answer) = confirmed(state, made_as).await {
+                return answer;
+            }
             return respond(state, &ask, now, batch);
         }
         let left = deadline - now_ms();

@@ -189,3 +189,41 @@ async fn a_pull_held_across_a_reset_is_sent_to_the_reset_offset() {
     let header: PullMessageResponseHeader = answer.decode_header().expect("pull header");
     assert_eq!(header.next_begin_offset, 0);
 }
+
+/// Found by the fault harness (`tidemark-chaos`): a master isolated from everyone was deposed;
+/// back as a slave it still got the orderly consumer's commit of where the new master had
+/// restarted it (lower than what the isolated master held). Taken as the current consumer's
+/// deliberate rewind, it raised the queue's reset epoch on the slave, so every newer offset
+/// the master streamed lost to it, and the slave answered the old offset once elected. On a
+/// slave a client's commit only ever moves forward.
+#[tokio::test]
+async fn a_slave_takes_no_clients_commit_as_a_rewind() {
+    use tidemark_broker::role::RoleNow;
+    use tidemark_broker::BrokerRole;
+
+    let broker = HandlerHarness::open(|_| {}).await;
+    let consumer = broker.connect();
+    send_messages(&consumer, 10).await;
+    consumer.succeeds(heartbeat()).await;
+    consumer.succeeds(commit_request(8)).await;
+    assert_eq!(consumer.stored().await, 8);
+    // Pulling the queue makes this connection its current consumer.
+    consumer.call(pull_request(8, None, 0)).await;
+    // On the master its lower commit is a deliberate rewind (a lite pull consumer's seek).
+    consumer.succeeds(commit_request(6)).await;
+    assert_eq!(consumer.stored().await, 6);
+    consumer.succeeds(commit_request(8)).await;
+
+    broker.state.role.set(RoleNow {
+        role: BrokerRole::Slave,
+        broker_id: 1,
+    });
+    consumer.succeeds(commit_request(3)).await;
+    assert_eq!(
+        consumer.stored().await,
+        8,
+        "a slave took the consumer's lower commit as a rewind"
+    );
+    consumer.succeeds(commit_request(9)).await;
+    assert_eq!(consumer.stored().await, 9, "forward progress is kept");
+}

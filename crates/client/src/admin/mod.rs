@@ -97,9 +97,7 @@ impl Admin {
         if let Some(topic) = topic {
             readers.extend(self.readers_of(topic).await?);
         }
-        readers.sort_by(|a, b| a.broker_name.cmp(&b.broker_name).then(a.addr.cmp(&b.addr)));
-        readers.dedup_by(|a, b| a.broker_name == b.broker_name);
-        Ok(readers)
+        Ok(one_per_broker(readers))
     }
 
     /// The client ids of the group's online consumers (Java `examineConsumerConnectionInfo`,
@@ -357,6 +355,20 @@ pub struct BrokerReader {
     pub is_master: bool,
 }
 
+/// One reader per broker name, its master where either route named it: the two routes are
+/// fetched one after the other, and during a failover one may name the new master while the
+/// other still has only a slave standing in, whose progress may be older.
+fn one_per_broker(mut readers: Vec<BrokerReader>) -> Vec<BrokerReader> {
+    readers.sort_by(|a, b| {
+        a.broker_name
+            .cmp(&b.broker_name)
+            .then(b.is_master.cmp(&a.is_master))
+            .then(a.addr.cmp(&b.addr))
+    });
+    readers.dedup_by(|later, kept| later.broker_name == kept.broker_name);
+    readers
+}
+
 /// The group admin tools read messages as (Java's `MixAll.TOOLS_CONSUMER_GROUP`).
 const TOOLS_CONSUMER_GROUP: &str = "TOOLS_CONSUMER";
 
@@ -376,5 +388,39 @@ fn tools_pull(queue: &MessageQueue, offset: i64, max: i32) -> PullMessageRequest
         expression_type: Some("TAG".to_owned()),
         max_msg_bytes: None,
         broker_name: Some(queue.broker_name.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(broker: &str, addr: &str, is_master: bool) -> BrokerReader {
+        BrokerReader {
+            broker_name: broker.into(),
+            addr: addr.into(),
+            is_master,
+        }
+    }
+
+    #[test]
+    fn a_broker_is_read_on_its_master_when_either_route_names_it() {
+        let readers = one_per_broker(vec![
+            // The retry topic's route: a slave standing in (its address sorts first).
+            reader("a", "10.0.0.1:10911", false),
+            reader("b", "10.0.0.9:10911", true),
+            // The topic's route: the new master.
+            reader("a", "10.0.0.2:10911", true),
+            reader("b", "10.0.0.9:10911", true),
+        ]);
+        assert_eq!(
+            readers,
+            vec![
+                reader("a", "10.0.0.2:10911", true),
+                reader("b", "10.0.0.9:10911", true)
+            ]
+        );
+        let only_slave = one_per_broker(vec![reader("a", "10.0.0.1:10911", false)]);
+        assert_eq!(only_slave, vec![reader("a", "10.0.0.1:10911", false)]);
     }
 }
