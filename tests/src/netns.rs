@@ -178,6 +178,40 @@ impl Hosts {
     }
 }
 
+/// Removes the namespaces of runs whose process is gone (a harness stopped by a signal never
+/// dropped its [`Hosts`]), killing what still runs in them; returns their names.
+pub fn remove_orphans() -> Vec<String> {
+    let Ok(output) = Command::new("ip").args(["netns", "list"]).output() else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        // tm<pid>-<n>-<host>
+        let owner = name
+            .strip_prefix("tm")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        let Some(owner) = owner else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{owner}")).exists() {
+            continue;
+        }
+        if let Ok(pids) = Command::new("ip").args(["netns", "pids", name]).output() {
+            for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        if ip(&["netns", "del", name]).is_ok() {
+            removed.push(name.to_owned());
+        }
+    }
+    removed
+}
+
 /// Moves the calling thread into the network namespace at `path`.
 fn enter(path: &str) {
     use rustix::thread::{move_into_link_name_space, LinkNameSpaceType};

@@ -10,6 +10,7 @@
 //!   is exact across failover: a new master knows every commit the old one answered with);
 //! - an orderly group gets each key's values in the order they were acknowledged, none
 //!   skipped and come later;
+//! - a POP group is never handed a value again once it acknowledged it in time;
 //! - a broker set that lost its master acknowledges sends again within a bound.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -66,6 +67,13 @@ pub enum Anomaly {
         key: String,
         delivered: (u64, u64),
         missing: u64,
+    },
+    /// A POP group was handed a value again after it acknowledged it in time.
+    PopAckedRedelivered {
+        group: String,
+        value: String,
+        ack: u64,
+        delivery: u64,
     },
     /// A broker set acknowledged no send for `ms` after a fault took its master at `at_ms`.
     Unavailable {
@@ -130,6 +138,16 @@ impl fmt::Display for Anomaly {
                 "order violation: {group} got {key}'s value {} (op {}) before its acknowledged \
                  value {missing}",
                 delivered.1, delivered.0
+            ),
+            Anomaly::PopAckedRedelivered {
+                group,
+                value,
+                ack,
+                delivery,
+            } => write!(
+                f,
+                "POP acknowledged value redelivered: {group} got {value} (op {delivery}) after \
+                 acknowledging it within its invisibility (op {ack})"
             ),
             Anomaly::Unavailable { fault, at_ms, ms } => write!(
                 f,
@@ -291,11 +309,32 @@ fn check_deliveries(
             acked_seqs.entry(key).or_default().insert(seq);
         }
     }
+    // Per (group, value): the POP acknowledgement that settled it.
+    let mut pop_acked: BTreeMap<(&str, &str), u64> = BTreeMap::new();
     for op in ops {
+        if let Kind::PopAck {
+            group,
+            value,
+            visible_until_ms,
+        } = &op.kind
+        {
+            if op.outcome == Outcome::Ok && op.completed_ms < *visible_until_ms {
+                pop_acked.entry((group, value)).or_insert(op.id);
+            }
+            continue;
+        }
         let Kind::Deliver { group, value, .. } = &op.kind else {
             continue;
         };
         verdict.counts.deliveries += 1;
+        if let Some(ack) = pop_acked.get(&(group.as_str(), value.as_str())) {
+            verdict.anomalies.push(Anomaly::PopAckedRedelivered {
+                group: group.clone(),
+                value: value.clone(),
+                ack: *ack,
+                delivery: op.id,
+            });
+        }
         if !sent.contains_key(value.as_str()) {
             verdict.anomalies.push(Anomaly::Unexpected {
                 value: value.clone(),

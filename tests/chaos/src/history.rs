@@ -66,6 +66,20 @@ pub enum Kind {
         queue: QueueRef,
         offset: i64,
     },
+    /// A POP consumer acknowledged a value it received; `visible_until_ms`: when the receipt
+    /// it acknowledged with would have expired (an acknowledgement that completes later may
+    /// come too late: the message is handed out again).
+    PopAck {
+        group: String,
+        value: String,
+        visible_until_ms: f64,
+    },
+    /// A POP consumer kept a received value invisible longer.
+    ChangeInvisible {
+        group: String,
+        value: String,
+        visible_until_ms: f64,
+    },
     /// An operator moved a group's progress (a reset or a skip): offsets may go back, and
     /// values come again, from here on.
     ProgressMoved { group: String, topic: String },

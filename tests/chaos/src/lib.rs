@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod go_app;
 pub mod history;
 pub mod nemesis;
+pub mod pop_workload;
 pub mod report;
 pub mod run;
 pub mod workload;

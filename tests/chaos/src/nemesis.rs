@@ -5,6 +5,7 @@
 //! token bucket instead), a full disk and clock jumps (to come). A crashed consumer is the Go
 //! application's SIGKILL.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -99,131 +100,175 @@ pub struct FaultRecord {
     pub overlapped: bool,
 }
 
-/// A fault in force: what to undo.
-#[derive(Debug)]
-enum Undo {
-    Restart(String),
-    Continue(String),
-    Heal(Vec<(String, String)>),
-    Unthrottle(String),
-    RestartApp,
+/// One thing a fault does to the cluster. Faults may overlap and hit the same thing (two cuts
+/// of one pair, a kill of a host already down): each is done when the first fault takes it
+/// and undone when the last one lets it go.
+#[derive(Debug, Clone)]
+enum Action {
+    /// SIGKILL a server; restarted when undone.
+    Down(String),
+    /// SIGSTOP a server; SIGCONT when undone.
+    Pause(String),
+    /// No packet between two hosts.
+    Cut(String, String),
+    /// What reaches a host limited.
+    Slow(String),
+    /// The Go application SIGKILLed; started again when undone.
+    AppDown,
 }
 
-/// Applies `kind` now; returns the hosts it acted on and how to undo it (`None` when the
-/// cluster offers no target, e.g. no master to kill).
-fn apply(
-    cluster: &mut Cluster,
-    app: &mut Option<GoApp>,
-    kind: FaultKind,
-    choices: &mut Choices,
-) -> Option<(Vec<String>, Undo)> {
-    let set = BROKER_SETS[choices.below(BROKER_SETS.len() as u64) as usize];
-    let pairs = |host: &str, others: &[&str]| -> Vec<(String, String)> {
-        others
-            .iter()
-            .filter(|other| **other != host)
-            .map(|other| (host.to_owned(), (*other).to_owned()))
-            .collect()
-    };
-    let (targets, undo) = match kind {
-        FaultKind::KillMaster => {
-            let host = cluster.master_of(set.0)?;
-            cluster.processes.get_mut(&host)?.kill();
-            (vec![host.clone()], Undo::Restart(host))
+impl Action {
+    fn key(&self) -> String {
+        match self {
+            Action::Down(host) => format!("down {host}"),
+            Action::Pause(host) => format!("pause {host}"),
+            Action::Cut(a, b) if a <= b => format!("cut {a} {b}"),
+            Action::Cut(a, b) => format!("cut {b} {a}"),
+            Action::Slow(host) => format!("slow {host}"),
+            Action::AppDown => "app down".into(),
         }
-        FaultKind::KillSlave => {
-            let master = cluster.master_of(set.0)?;
-            let host = set.1.iter().find(|host| **host != master)?.to_string();
-            cluster.processes.get_mut(&host)?.kill();
-            (vec![host.clone()], Undo::Restart(host))
-        }
-        FaultKind::PauseMaster => {
-            let host = cluster.master_of(set.0)?;
-            cluster.processes.get(&host)?.signal("STOP");
-            (vec![host.clone()], Undo::Continue(host))
-        }
-        FaultKind::KillControllerLeader => {
-            let host = cluster.controller_leader()?;
-            cluster.processes.get_mut(&host)?.kill();
-            (vec![host.clone()], Undo::Restart(host))
-        }
-        FaultKind::KillNamesrv => {
-            let host = NAMESRV_HOSTS[choices.below(2) as usize].to_owned();
-            cluster.processes.get_mut(&host)?.kill();
-            (vec![host.clone()], Undo::Restart(host))
-        }
-        FaultKind::MasterFromControllers => {
-            let host = cluster.master_of(set.0)?;
-            let cut = pairs(&host, &CONTROLLER_HOSTS);
-            cut_all(cluster, &cut);
-            (vec![host], Undo::Heal(cut))
-        }
-        FaultKind::IsolateBroker => {
-            let host = set.1[choices.below(2) as usize].to_owned();
-            let everyone: Vec<String> = cluster.processes.keys().cloned().collect();
-            let everyone: Vec<&str> = everyone
-                .iter()
-                .map(String::as_str)
-                .chain([CLIENT_HOST])
-                .collect();
-            let cut = pairs(&host, &everyone);
-            cut_all(cluster, &cut);
-            (vec![host], Undo::Heal(cut))
-        }
-        FaultKind::ControllerMinority => {
-            let host = cluster.controller_leader()?;
-            let cut = pairs(&host, &CONTROLLER_HOSTS);
-            cut_all(cluster, &cut);
-            (vec![host], Undo::Heal(cut))
-        }
-        FaultKind::ClientsFromMaster => {
-            let host = cluster.master_of(set.0)?;
-            let cut = vec![(host.clone(), CLIENT_HOST.to_owned())];
-            cut_all(cluster, &cut);
-            (vec![host], Undo::Heal(cut))
-        }
-        FaultKind::KillApp => {
-            app.as_mut()?.kill();
-            (vec![CLIENT_HOST.to_owned()], Undo::RestartApp)
-        }
-        FaultKind::SlowMaster => {
-            let host = cluster.master_of(set.0)?;
-            cluster.hosts.throttle(&host, Some("300kbit"));
-            (vec![host.clone()], Undo::Unthrottle(host))
-        }
-    };
-    Some((targets, undo))
-}
-
-fn cut_all(cluster: &Cluster, pairs: &[(String, String)]) {
-    for (a, b) in pairs {
-        cluster.hosts.cut(a, b);
     }
 }
 
-fn undo(cluster: &mut Cluster, app: &mut Option<GoApp>, undo: Undo) {
-    match undo {
-        Undo::Restart(host) => {
-            if let Some(process) = cluster.processes.get_mut(&host) {
-                process.restart();
+/// The cluster and what the faults in force hold of it.
+struct Injector<'a> {
+    cluster: &'a mut Cluster,
+    app: &'a mut Option<GoApp>,
+    held: BTreeMap<String, usize>,
+}
+
+impl Injector<'_> {
+    fn take(&mut self, action: &Action) {
+        let count = self.held.entry(action.key()).or_default();
+        *count += 1;
+        if *count > 1 {
+            return;
+        }
+        let cluster = &mut *self.cluster;
+        match action {
+            Action::Down(host) => {
+                if let Some(process) = cluster.processes.get_mut(host) {
+                    process.kill();
+                }
+            }
+            Action::Pause(host) => {
+                if let Some(process) = cluster.processes.get(host) {
+                    process.signal("STOP");
+                }
+            }
+            Action::Cut(a, b) => cluster.hosts.cut(a, b),
+            Action::Slow(host) => cluster.hosts.throttle(host, Some("300kbit")),
+            Action::AppDown => {
+                if let Some(app) = self.app.as_mut() {
+                    app.kill();
+                }
             }
         }
-        Undo::Continue(host) => {
-            if let Some(process) = cluster.processes.get(&host) {
-                process.signal("CONT");
+    }
+
+    fn release(&mut self, action: &Action) {
+        let key = action.key();
+        let Some(count) = self.held.get_mut(&key) else {
+            return;
+        };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        self.held.remove(&key);
+        let cluster = &mut *self.cluster;
+        match action {
+            Action::Down(host) => {
+                if let Some(process) = cluster.processes.get_mut(host) {
+                    process.restart();
+                }
+            }
+            Action::Pause(host) => {
+                if let Some(process) = cluster.processes.get(host) {
+                    process.signal("CONT");
+                }
+            }
+            Action::Cut(a, b) => cluster.hosts.heal(a, b),
+            Action::Slow(host) => cluster.hosts.throttle(host, None),
+            Action::AppDown => {
+                let restarted = self.app.as_mut().map(GoApp::restart);
+                if let Some(Err(failure)) = restarted {
+                    eprintln!("chaos: the Go application did not start again: {failure}");
+                }
             }
         }
-        Undo::Heal(pairs) => {
-            for (a, b) in pairs {
-                cluster.hosts.heal(&a, &b);
+    }
+
+    /// What `kind` does now, with its targets resolved (`None` when the cluster offers none,
+    /// e.g. no master to kill).
+    fn plan(&self, kind: FaultKind, choices: &mut Choices) -> Option<(Vec<String>, Vec<Action>)> {
+        let cluster = &*self.cluster;
+        let set = BROKER_SETS[choices.below(BROKER_SETS.len() as u64) as usize];
+        let cut_from = |host: &str, others: &[&str]| -> Vec<Action> {
+            others
+                .iter()
+                .filter(|other| **other != host)
+                .map(|other| Action::Cut(host.to_owned(), (*other).to_owned()))
+                .collect()
+        };
+        let planned = match kind {
+            FaultKind::KillMaster => {
+                let host = cluster.master_of(set.0)?;
+                (vec![host.clone()], vec![Action::Down(host)])
             }
-        }
-        Undo::Unthrottle(host) => cluster.hosts.throttle(&host, None),
-        Undo::RestartApp => {
-            if let Some(failure) = app.as_mut().and_then(|app| app.restart().err()) {
-                eprintln!("chaos: the Go application did not start again: {failure}");
+            FaultKind::KillSlave => {
+                let master = cluster.master_of(set.0)?;
+                let host = set.1.iter().find(|host| **host != master)?.to_string();
+                (vec![host.clone()], vec![Action::Down(host)])
             }
-        }
+            FaultKind::PauseMaster => {
+                let host = cluster.master_of(set.0)?;
+                (vec![host.clone()], vec![Action::Pause(host)])
+            }
+            FaultKind::KillControllerLeader => {
+                let host = cluster.controller_leader()?;
+                (vec![host.clone()], vec![Action::Down(host)])
+            }
+            FaultKind::KillNamesrv => {
+                let host = NAMESRV_HOSTS[choices.below(2) as usize].to_owned();
+                (vec![host.clone()], vec![Action::Down(host)])
+            }
+            FaultKind::MasterFromControllers => {
+                let host = cluster.master_of(set.0)?;
+                let cuts = cut_from(&host, &CONTROLLER_HOSTS);
+                (vec![host], cuts)
+            }
+            FaultKind::IsolateBroker => {
+                let host = set.1[choices.below(2) as usize].to_owned();
+                let everyone: Vec<&str> = cluster
+                    .processes
+                    .keys()
+                    .map(String::as_str)
+                    .chain([CLIENT_HOST])
+                    .collect();
+                let cuts = cut_from(&host, &everyone);
+                (vec![host], cuts)
+            }
+            FaultKind::ControllerMinority => {
+                let host = cluster.controller_leader()?;
+                let cuts = cut_from(&host, &CONTROLLER_HOSTS);
+                (vec![host], cuts)
+            }
+            FaultKind::ClientsFromMaster => {
+                let host = cluster.master_of(set.0)?;
+                let cuts = vec![Action::Cut(host.clone(), CLIENT_HOST.to_owned())];
+                (vec![host], cuts)
+            }
+            FaultKind::KillApp => {
+                self.app.as_ref()?;
+                (vec![CLIENT_HOST.to_owned()], vec![Action::AppDown])
+            }
+            FaultKind::SlowMaster => {
+                let host = cluster.master_of(set.0)?;
+                (vec![host.clone()], vec![Action::Slow(host)])
+            }
+        };
+        Some(planned)
     }
 }
 
@@ -239,6 +284,11 @@ pub fn run(
     recorder: &Recorder,
 ) -> Vec<FaultRecord> {
     let mut choices = Choices::new(seed);
+    let mut injector = Injector {
+        cluster,
+        app,
+        held: BTreeMap::new(),
+    };
     let mut log: Vec<FaultRecord> = Vec::new();
     while recorder.now() < until_ms {
         std::thread::sleep(choices.seconds(2, 5));
@@ -252,9 +302,12 @@ pub fn run(
         let mut in_force = Vec::new();
         for (index, kind) in [Some(first), second].into_iter().flatten().enumerate() {
             let started_ms = recorder.now();
-            let Some((targets, how)) = apply(cluster, app, kind, &mut choices) else {
+            let Some((targets, how)) = injector.plan(kind, &mut choices) else {
                 continue;
             };
+            for action in &how {
+                injector.take(action);
+            }
             if kind == FaultKind::PauseMaster {
                 hold += Duration::from_secs(3);
             }
@@ -286,10 +339,12 @@ pub fn run(
         }
         std::thread::sleep(hold);
         for (index, how) in in_force.into_iter().rev() {
-            undo(cluster, app, how);
+            for action in how.iter().rev() {
+                injector.release(action);
+            }
             log[index].healed_ms = Some(recorder.now());
         }
-        let settled = cluster.settled().ok().map(|_| recorder.now());
+        let settled = injector.cluster.settled().ok().map(|_| recorder.now());
         for record in log.iter_mut().filter(|record| record.settled_ms.is_none()) {
             record.settled_ms = settled;
         }

@@ -1,8 +1,8 @@
 //! The queue workload, on the client host: producers that send unique values (sync, async,
 //! batch, and in sequence per key to a fixed queue), consumer groups that record every
 //! delivery (two concurrent groups, one of them with two members that rebalance, and an
-//! orderly group), an operator who rewinds group one now and then, and a watcher that records
-//! each group's committed offsets as the masters answer them. At the end it drains, reads
+//! orderly group; a POP group in `pop_workload`), an operator who rewinds group one now and
+//! then, and a watcher that records each group's committed offsets as the masters answer them. At the end it drains, reads
 //! every queue whole and returns.
 
 use std::collections::BTreeMap;
@@ -19,6 +19,7 @@ use tidemark_protocol::body::MessageQueue;
 use crate::checker::Expectations;
 use crate::go_app::{GO_GROUP, GO_TOPIC};
 use crate::history::{ordered_value, Kind, Outcome, QueueRef, Recorder, SendMode};
+use crate::pop_workload::{self, POP_GROUP};
 
 pub const QUEUE_TOPIC: &str = "chaos-queue";
 pub const ORDERED_TOPIC: &str = "chaos-ordered";
@@ -33,9 +34,9 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long the end waits for every group to catch up.
 const DRAIN_WAIT: Duration = Duration::from_secs(60);
 
-/// What the checker expects of this workload.
-pub fn expectations() -> Expectations {
-    Expectations {
+/// What the checker expects of this workload (`pop`: whether the POP group ran).
+pub fn expectations(pop: bool) -> Expectations {
+    let mut expected = Expectations {
         subscriptions: vec![
             (GROUP_ONE.into(), QUEUE_TOPIC.into()),
             (GROUP_TWO.into(), QUEUE_TOPIC.into()),
@@ -45,7 +46,13 @@ pub fn expectations() -> Expectations {
         orderly_groups: [GROUP_ORDERLY.to_owned()].into(),
         // The Rust client moves a send that waited 0.5 s off a master that does not answer.
         moved_after_ms: 500.0,
+    };
+    if pop {
+        expected
+            .subscriptions
+            .push((POP_GROUP.into(), QUEUE_TOPIC.into()));
     }
+    expected
 }
 
 fn client_config(namesrv: &str) -> ClientConfig {
@@ -326,6 +333,39 @@ async fn rewind_now_and_then(namesrv: String, recorder: Recorder, stop: Arc<Atom
     }
 }
 
+/// The moves the brokers' progress history says they made for group one, each as an operation
+/// at the moment it was applied: a reset whose answer was lost (a partition, a timeout) may
+/// still have been applied, seconds after the operator gave up on it.
+async fn record_applied_moves(admin: &Admin, recorder: &Recorder) -> Result<(), ClientError> {
+    for broker in admin.progress_history(GROUP_ONE, None, false).await? {
+        for entry in broker.entries {
+            if !matches!(entry.kind.as_str(), "reset" | "skip" | "restore" | "clone") {
+                continue;
+            }
+            let applied = recorder.ms_of_unix_us(entry.time_ms.saturating_mul(1000));
+            for topic in entry
+                .queues
+                .iter()
+                .map(|queue| queue.topic.clone())
+                .collect::<std::collections::BTreeSet<_>>()
+            {
+                // Applied within a few milliseconds of the time it was recorded with.
+                recorder.complete_at(
+                    &format!("history/{}", broker.broker_name),
+                    applied,
+                    applied + 50.0,
+                    Outcome::Ok,
+                    Kind::ProgressMoved {
+                        group: GROUP_ONE.into(),
+                        topic,
+                    },
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reads every group's committed offsets every 300 ms until `stop`; records each that changed.
 async fn watch_commits(namesrv: String, recorder: Recorder, stop: Arc<AtomicBool>) {
     let mut last: BTreeMap<(String, QueueRef), i64> = BTreeMap::new();
@@ -345,7 +385,7 @@ async fn read_commits(
     recorder: &Recorder,
     last: &mut BTreeMap<(String, QueueRef), i64>,
 ) {
-    for (group, topic) in expectations().subscriptions {
+    for (group, topic) in expectations(true).subscriptions {
         let invoked = recorder.now();
         let reading = tokio::time::timeout(SEND_TIMEOUT, admin.consume_stats(&group, Some(&topic)));
         let Ok(Ok(stats)) = reading.await else {
@@ -375,8 +415,48 @@ async fn read_commits(
     }
 }
 
+/// Waits (up to 60 s) until the route of `topic` names a master for every broker set: a name
+/// server restarted by a fault knows a broker only from its next registration (every 30 s),
+/// and a read of the route it answers meanwhile would skip that broker's queues.
+async fn wait_for_masters(
+    admin: &Admin,
+    topic: &str,
+    brokers: &[String],
+) -> Result<(), ClientError> {
+    let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
+    loop {
+        let route = admin.topic_route(topic).await.ok().flatten();
+        let missing: Vec<&String> = brokers
+            .iter()
+            .filter(|name| {
+                !route.as_ref().is_some_and(|route| {
+                    route.broker_datas.iter().any(|broker| {
+                        &broker.broker_name == *name && broker.master_addr().is_some()
+                    })
+                })
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+                reason: format!("no master of {missing:?} routed within 60 s"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Every queue of `topic` read whole from its master, one `LogRead` per queue.
-async fn read_log(admin: &Admin, topic: &str, recorder: &Recorder) -> Result<(), ClientError> {
+async fn read_log(
+    admin: &Admin,
+    topic: &str,
+    brokers: &[String],
+    recorder: &Recorder,
+) -> Result<(), ClientError> {
+    wait_for_masters(admin, topic, brokers).await?;
     let invoked = recorder.now();
     let mut queues: BTreeMap<QueueRef, Vec<(i64, String)>> = BTreeMap::new();
     admin
@@ -399,8 +479,8 @@ async fn read_log(admin: &Admin, topic: &str, recorder: &Recorder) -> Result<(),
 }
 
 /// Whether every group has had every acknowledged value of its topic.
-fn caught_up(recorder: &Recorder) -> bool {
-    crate::checker::check(&recorder.snapshot(), &expectations())
+fn caught_up(recorder: &Recorder, pop: bool) -> bool {
+    crate::checker::check(&recorder.snapshot(), &expectations(pop))
         .anomalies
         .iter()
         .all(|anomaly| !matches!(anomaly, crate::checker::Anomaly::NeverDelivered { .. }))
@@ -411,6 +491,7 @@ fn caught_up(recorder: &Recorder) -> bool {
 pub async fn run(
     namesrv: String,
     brokers: Vec<String>,
+    pop: bool,
     recorder: Recorder,
     stop: Arc<AtomicBool>,
 ) -> Result<(), ClientError> {
@@ -420,6 +501,11 @@ pub async fn run(
         concurrent_member(&namesrv, GROUP_TWO, "m1", recorder.clone()).await?,
         orderly_member(&namesrv, recorder.clone()).await?,
     ];
+    let pop_enabled = pop;
+    let pop = match pop {
+        true => Some(pop_workload::start(client_config(&namesrv), QUEUE_TOPIC).await?),
+        false => None,
+    };
     let producers = [
         producer(&namesrv, "chaos-p-sync").await?,
         producer(&namesrv, "chaos-p-async").await?,
@@ -445,7 +531,7 @@ pub async fn run(
     ));
     senders.spawn(send_ordered(
         producers[3].clone(),
-        brokers,
+        brokers.clone(),
         recorder.clone(),
         sending.clone(),
     ));
@@ -460,15 +546,25 @@ pub async fn run(
         recorder.clone(),
         watching.clone(),
     ));
+    let popping = pop.map(|pop| {
+        tokio::spawn(pop_workload::consume(
+            pop,
+            recorder.clone(),
+            watching.clone(),
+        ))
+    });
     while senders.join_next().await.is_some() {}
     let drained = tokio::time::Instant::now() + DRAIN_WAIT;
-    while !caught_up(&recorder) && tokio::time::Instant::now() < drained {
+    while !caught_up(&recorder, pop_enabled) && tokio::time::Instant::now() < drained {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // Time for the last commits to be reported and read.
     tokio::time::sleep(Duration::from_secs(2)).await;
     watching.store(true, Ordering::Relaxed);
     let _ = watcher.await;
+    if let Some(popping) = popping {
+        let _ = popping.await;
+    }
     for member in &members {
         member.shutdown().await;
     }
@@ -476,9 +572,10 @@ pub async fn run(
         producer.shutdown().await;
     }
     let admin = Admin::connect(client_config(&namesrv)).await?;
-    read_log(&admin, QUEUE_TOPIC, &recorder).await?;
-    read_log(&admin, ORDERED_TOPIC, &recorder).await?;
-    read_log(&admin, GO_TOPIC, &recorder).await?;
+    record_applied_moves(&admin, &recorder).await?;
+    for topic in [QUEUE_TOPIC, ORDERED_TOPIC, GO_TOPIC] {
+        read_log(&admin, topic, &brokers, &recorder).await?;
+    }
     admin.shutdown().await;
     Ok(())
 }

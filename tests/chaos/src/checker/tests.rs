@@ -376,3 +376,41 @@ fn a_set_silent_past_the_bound_after_losing_its_master_is_unavailable() {
     ];
     assert_eq!(check_availability(&story.0, &pair), vec![]);
 }
+
+#[test]
+fn a_value_a_pop_group_acknowledged_in_time_must_not_come_again() {
+    let mut story = Story::default();
+    story.send(Outcome::Ok, SendMode::Sync, &["s0", "s1"], "t");
+    story.deliver("pop", "s0", "t", 0);
+    story.deliver("pop", "s1", "t", 1);
+    // s0 acknowledged within its invisibility; s1's acknowledgement came after its receipt
+    // had expired (at 2 ms): it may come again.
+    let ack = story.push(
+        Outcome::Ok,
+        Kind::PopAck {
+            group: "pop".into(),
+            value: "s0".into(),
+            visible_until_ms: 1000.0,
+        },
+    );
+    story.push(
+        Outcome::Ok,
+        Kind::PopAck {
+            group: "pop".into(),
+            value: "s1".into(),
+            visible_until_ms: 2.0,
+        },
+    );
+    story.deliver("pop", "s1", "t", 1);
+    let again = story.deliver("pop", "s0", "t", 0);
+    story.log("t", &["s0", "s1"]);
+    assert_eq!(
+        check(&story.0, &expect(&[("pop", "t")], &[])).anomalies,
+        vec![Anomaly::PopAckedRedelivered {
+            group: "pop".into(),
+            value: "s0".into(),
+            ack,
+            delivery: again
+        }]
+    );
+}
