@@ -113,10 +113,35 @@ async fn fetch(client: &RemotingClient, master: &str, code: RequestCode) -> Fetc
     }
 }
 
+/// Whether this broker still follows `master`. A step's answer can come long after it was
+/// asked for — a paused master answers what sat in its socket when it resumes — and by then
+/// this broker may be master itself: what the old master had would overwrite newer state.
+fn still_following(sync: &SlaveSync, master: &str) -> bool {
+    sync.role.is_slave() && sync.master.broker_addr().as_deref() == Some(master)
+}
+
+/// [`fetch`], answered only while this broker still follows `master`.
+async fn fetch_for_slave(
+    sync: &SlaveSync,
+    client: &RemotingClient,
+    master: &str,
+    code: RequestCode,
+) -> Fetched {
+    let fetched = fetch(client, master, code).await;
+    if still_following(sync, master) {
+        fetched
+    } else {
+        debug!(%master, ?code, "no longer following that master; its answer is dropped");
+        Fetched::Unreachable
+    }
+}
+
 /// One round; each step stands alone (a failed one does not stop the others).
 pub(crate) async fn sync_all(sync: &SlaveSync, client: &RemotingClient, master: &str) {
     let mut master_streams = false;
-    if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllTopicConfig).await {
+    if let Fetched::Body(body) =
+        fetch_for_slave(sync, client, master, RequestCode::GetAllTopicConfig).await
+    {
         match TopicConfigSerializeWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
                 master_streams = wrapper.topic_config_table.contains_key(PROGRESS_TOPIC);
@@ -127,17 +152,18 @@ pub(crate) async fn sync_all(sync: &SlaveSync, client: &RemotingClient, master: 
     }
     // The master answers SYSTEM_ERROR while it has no offsets at all: nothing to merge then,
     // but the slave may still hold progress the master should learn.
-    let master_offsets = match fetch(client, master, RequestCode::GetAllConsumerOffset).await {
-        Fetched::Body(body) => match ConsumerOffsetWrapper::from_json_bytes(&body) {
-            Ok(wrapper) => Some(ConsumerOffsetTable::from_wrapper(&wrapper)),
-            Err(error) => {
-                warn!(%error, "master's consumer offsets unreadable");
-                None
-            }
-        },
-        Fetched::Refused => Some(ConsumerOffsetTable::default()),
-        Fetched::Unreachable => None,
-    };
+    let master_offsets =
+        match fetch_for_slave(sync, client, master, RequestCode::GetAllConsumerOffset).await {
+            Fetched::Body(body) => match ConsumerOffsetWrapper::from_json_bytes(&body) {
+                Ok(wrapper) => Some(ConsumerOffsetTable::from_wrapper(&wrapper)),
+                Err(error) => {
+                    warn!(%error, "master's consumer offsets unreadable");
+                    None
+                }
+            },
+            Fetched::Refused => Some(ConsumerOffsetTable::default()),
+            Fetched::Unreachable => None,
+        };
     let ahead = match master_offsets {
         Some(master_offsets) if master_streams => sync.progress.offsets.ahead_of(&master_offsets),
         Some(master_offsets) => sync.progress.offsets.merge_from_master(&master_offsets),
@@ -173,7 +199,9 @@ pub(crate) async fn sync_all(sync: &SlaveSync, client: &RemotingClient, master: 
         sync_pop_state(sync, client, master).await;
     }
 
-    if let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllDelayOffset).await {
+    if let Fetched::Body(body) =
+        fetch_for_slave(sync, client, master, RequestCode::GetAllDelayOffset).await
+    {
         match DelayOffsetWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
                 // Written by the persister's next tick, like every other change.
@@ -182,8 +210,13 @@ pub(crate) async fn sync_all(sync: &SlaveSync, client: &RemotingClient, master: 
             Err(error) => warn!(%error, "master's delay offsets unreadable"),
         }
     }
-    if let Fetched::Body(body) =
-        fetch(client, master, RequestCode::GetAllSubscriptionGroupConfig).await
+    if let Fetched::Body(body) = fetch_for_slave(
+        sync,
+        client,
+        master,
+        RequestCode::GetAllSubscriptionGroupConfig,
+    )
+    .await
     {
         match SubscriptionGroupWrapper::from_json_bytes(&body) {
             Ok(wrapper) => {
@@ -200,7 +233,9 @@ pub(crate) async fn sync_all(sync: &SlaveSync, client: &RemotingClient, master: 
 /// check-point and ack messages in the replicated log. A master that does not know the request
 /// (Apache RocketMQ, an older Tidemark) refuses it and the step is skipped.
 async fn sync_pop_state(sync: &SlaveSync, client: &RemotingClient, master: &str) {
-    let Fetched::Body(body) = fetch(client, master, RequestCode::GetAllPopState).await else {
+    let Fetched::Body(body) =
+        fetch_for_slave(sync, client, master, RequestCode::GetAllPopState).await
+    else {
         return;
     };
     let bytes = body.len();

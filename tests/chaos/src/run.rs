@@ -27,8 +27,7 @@ pub struct RunOptions {
     pub faults: Vec<FaultKind>,
     /// Where the run's directory is made.
     pub out: PathBuf,
-    /// Whether the POP group runs (see the fault analysis page for why CI's run leaves it out
-    /// for now).
+    /// Whether the POP group runs.
     pub pop: bool,
 }
 

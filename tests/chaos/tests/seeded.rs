@@ -20,10 +20,7 @@ fn fixed_seeds_end_without_an_anomaly() {
             duration: Duration::from_secs(30),
             faults: ALL_FAULTS.to_vec(),
             out: Cluster::log_dir(),
-            // Left out until the anomaly it finds is fixed: a POP group handed a value again
-            // on the new master, right when the paused old master comes back (see the fault
-            // analysis page, "Open"). `tidemark-chaos run` and `soak` run it.
-            pop: false,
+            pop: true,
         };
         let outcome = match run(&options) {
             Ok(outcome) => outcome,
