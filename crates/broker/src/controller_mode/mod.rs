@@ -474,12 +474,15 @@ pub(crate) async fn reconcile_with_master(state: &Arc<BrokerState>) -> Result<()
         })
         .collect();
     let following = state.clone();
-    let cut = tokio::task::spawn_blocking(move || {
+    let (cut, forfeited) = tokio::task::spawn_blocking(move || {
         let cut = following.log().follow_history(&remote)?;
         if cut > 0 {
             crate::progress_stream::after_log_cut(&following.progress_replication());
         }
-        Ok::<_, tidemark_store::StoreError>(cut)
+        // What this broker changed as a master the new one may never have had, as with the
+        // log: its own rewinds lose their precedence, and the master's tables decide.
+        let forfeited = following.progress.offsets.forfeit_rewinds();
+        Ok::<_, tidemark_store::StoreError>((cut, forfeited))
     })
     .await
     .map_err(|error| error.to_string())?
@@ -488,6 +491,12 @@ pub(crate) async fn reconcile_with_master(state: &Arc<BrokerState>) -> Result<()
         warn!(
             cut,
             "cut this log back to where it agrees with the new master"
+        );
+    }
+    if forfeited > 0 {
+        info!(
+            queues = forfeited,
+            "the master's progress decides over this broker's own resets"
         );
     }
     Ok(())

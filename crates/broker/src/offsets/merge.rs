@@ -39,6 +39,35 @@ impl ConsumerOffsetTable {
         (self.ahead_of(master), changed)
     }
 
+    /// A replica about to follow a master gives up what made its own rewinds win: every
+    /// queue's reset epoch goes back to 0, and a reset's fence and pull redirect go with it.
+    /// A master deposed while paused may apply a reset queued meanwhile after the election
+    /// (it answers it with an error, but the change stands in its table), stamped later than
+    /// anything the new master did; kept, it would outrank the new master's offsets in every
+    /// merge, and the replica elected again would answer that unconfirmed rewind. After this,
+    /// the master's copies decide: a newer epoch wins, the same (0) keeps the larger offset.
+    /// Returns the queues changed.
+    pub(super) fn forfeit_rewinds(&mut self) -> Vec<(String, String, i32)> {
+        let mut changed = Vec::new();
+        for (topic, groups) in &mut self.topics {
+            for (group, queues) in groups {
+                for (&queue_id, progress) in queues {
+                    if progress.reset_epoch == 0
+                        && progress.fence.is_none()
+                        && progress.pull_redirect.is_none()
+                    {
+                        continue;
+                    }
+                    progress.reset_epoch = 0;
+                    progress.fence = None;
+                    progress.pull_redirect = None;
+                    changed.push((topic.clone(), group.clone(), queue_id));
+                }
+            }
+        }
+        changed
+    }
+
     /// The queues where this table is ahead of `master` under the same reset epoch (or has an
     /// entry the master lacks), sorted.
     pub fn ahead_of(&self, master: &ConsumerOffsetTable) -> Vec<AheadOfMaster> {

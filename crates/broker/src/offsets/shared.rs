@@ -437,6 +437,25 @@ impl ConsumerOffsets {
         self.move_replica_position(&mut inner, position);
     }
 
+    /// [`ConsumerOffsetTable::forfeit_rewinds`], journaled: before a replica follows a master
+    /// (controller mode), so the master's whole tables, published when it connects, decide.
+    /// Returns how many queues changed. Blocking (journal appends).
+    pub fn forfeit_rewinds(&self) -> usize {
+        let mut inner = self.lock();
+        let changed = inner.table.forfeit_rewinds();
+        for (topic, group, queue_id) in &changed {
+            let record = inner
+                .table
+                .entry(topic, group, *queue_id)
+                .map(|entry| queue_progress_record(&entry));
+            self.journal_here(record);
+        }
+        if !changed.is_empty() {
+            inner.revision += 1;
+        }
+        changed.len()
+    }
+
     /// Queues every queue's progress for the replicas, under the table's lock so the copy sits
     /// in the stream where the table was; returns how many entries. A replica merges them like
     /// any change (what it holds and the master does not stays).

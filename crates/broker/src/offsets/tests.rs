@@ -396,6 +396,52 @@ fn a_replica_merges_its_masters_stream_and_keeps_its_place() {
     assert_eq!(replica.replica_position(), 2);
 }
 
+/// Found by the fault harness (seed 1796665858614440553): a master deposed while paused ran a
+/// reset queued meanwhile after the election. The reset stood in its table stamped later than
+/// anything the new master did, so the new master's offsets never replaced it, and once
+/// elected again it answered the rewind. A replica that starts following gives its own
+/// rewinds up first; the new master's copies then decide.
+#[test]
+fn a_deposed_masters_own_reset_gives_way_to_the_new_masters_offsets() {
+    let table = || {
+        let offsets = ConsumerOffsets::in_memory(ConsumerOffsetTable::new());
+        offsets.apply_replicated(&[progress_record("g", 858, 0, &[])], 1, 1_000);
+        offsets
+    };
+    let replay = |replica: &ConsumerOffsets| {
+        // The new master's whole tables, published when this replica connects.
+        replica.apply_replicated(&[progress_record("g", 858, 0, &[])], 2, 9_000);
+        replica.query("T", "g", 0)
+    };
+
+    let kept = table();
+    kept.reset("T", "g", 0, 505, 5_000);
+    assert_eq!(
+        replay(&kept),
+        Some(505),
+        "without giving up its reset, the deposed master keeps the rewind"
+    );
+
+    let deposed = table();
+    deposed.reset("T", "g", 0, 505, 5_000);
+    assert_eq!(deposed.forfeit_rewinds(), 1);
+    assert_eq!(
+        replay(&deposed),
+        Some(858),
+        "the new master's offset decides"
+    );
+    assert_eq!(
+        deposed.take_pull_redirect("T", "g", 0, 858),
+        None,
+        "no pull is sent back to the forfeited reset's offset"
+    );
+    // A reset the new master made itself still wins, backwards.
+    deposed.apply_replicated(&[progress_record("g", 100, 7_000, &[])], 3, 9_500);
+    assert_eq!(deposed.query("T", "g", 0), Some(100));
+    assert_eq!(deposed.forfeit_rewinds(), 1);
+    assert_eq!(deposed.forfeit_rewinds(), 0, "nothing left to give up");
+}
+
 #[test]
 fn the_replica_position_survives_the_journal_and_its_snapshot() {
     use tidemark_storage::journal::JournalCodec;
