@@ -14,6 +14,7 @@ pub mod controller_pair;
 pub mod counting;
 pub mod go_fault_client;
 pub mod netns;
+pub mod offsets;
 pub mod prometheus;
 pub mod replica_set;
 pub mod webdriver;

@@ -9,9 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tidemark_protocol::headers::{
-    OffsetResponseHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
-};
+use tidemark_protocol::headers::UpdateConsumerOffsetRequestHeader;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
 use tidemark_remoting::{ClientConfig, RemotingClient};
 use tidemark_tests::{init_logging, unique, DevServer};
@@ -43,27 +41,10 @@ async fn query(
     group: &str,
     queue_id: i32,
 ) -> i64 {
-    let request = RemotingCommand::request_with_header(
-        RequestCode::QueryConsumerOffset,
-        &QueryConsumerOffsetRequestHeader {
-            consumer_group: group.to_owned(),
-            topic: topic.to_owned(),
-            queue_id,
-            set_zero_if_not_found: Some(false),
-            broker_name: None,
-        },
-    );
-    let response = client
-        .invoke(broker, request, WAIT)
+    tidemark_tests::offsets::stored_offset(client, broker, group, topic, queue_id, WAIT)
         .await
-        .expect("query answered");
-    if response.response_code() != ResponseCode::Success {
-        return 0;
-    }
-    response
-        .decode_header::<OffsetResponseHeader>()
-        .expect("offset header")
-        .offset
+        .expect("query answered")
+        .unwrap_or(0)
 }
 
 /// What one queue's committer did in a round.

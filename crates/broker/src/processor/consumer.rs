@@ -284,6 +284,7 @@ pub(super) async fn update_offset(
         Err(failure) => return bad_header(failure),
     };
     let made_as = state.role.now();
+    let since = crate::progress_stream::Since::now(&state.progress_stream);
     let (topic, group, queue_id) = (&header.topic, &header.consumer_group, header.queue_id);
     let committer = if made_as.is_slave() {
         // A slave's progress follows its master's stream. A client's commit here (its route
@@ -362,9 +363,9 @@ pub(super) async fn update_offset(
     if request.is_oneway() {
         return success();
     }
-    // Taken after the commit: it covers the commit's own record, or — when it changed
-    // nothing — the record that set the value it confirmed.
-    let published_through = state.progress_stream.outbox().last_pushed();
+    // Taken after the commit: it covers the commit's own record and the one that set the
+    // value it confirmed, or — when it changed nothing — a barrier of its own.
+    let published_through = since.through(&state.progress_stream, made_as);
     if let Err(failure) = state.progress.durable(journaled, recorded).await {
         return error(
             ResponseCode::SystemError,

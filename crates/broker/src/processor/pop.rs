@@ -387,7 +387,10 @@ async fn confirmed(state: &BrokerState, made_as: RoleNow) -> Result<(), Remoting
     )
     .await
     {
-        ResponseCode::Success => Ok(()),
+        ResponseCode::Success => {
+            tracing::debug!(through, ?made_as, "pop confirmed");
+            Ok(())
+        }
         code => Err(error(
             code,
             "messages popped here are not yet confirmed by the in-sync replicas; none handed out",

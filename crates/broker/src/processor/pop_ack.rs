@@ -1,14 +1,15 @@
 //! ACK_MESSAGE (200051), BATCH_ACK_MESSAGE (200151) and CHANGE_MESSAGE_INVISIBLETIME (200053):
 //! a popped message is finished, or stays invisible longer. Each is answered once it is
-//! durable in the POP journal, so an acknowledgement the client saw survives a crash, and an
-//! acknowledgement on a SYNC master once its in-sync replicas have it (`progress_stream`), so
-//! it survives a failover too.
+//! durable in the POP journal, so what the client saw survives a crash, and on a SYNC master
+//! once its in-sync replicas have it (`progress_stream`), so it survives a failover too — one
+//! that changed nothing included (`progress_stream::Since`).
 //!
 //! Answers follow RocketMQ: an acknowledgement of a message that is no longer in flight under
 //! that receipt (already finished, its invisibility changed, or visible again) is SUCCESS and
 //! does nothing. Where Tidemark differs: changing the invisibility of a message that is not in
 //! flight does nothing either (RocketMQ would schedule one more delivery of it).
 
+use crate::progress_stream::Since;
 use crate::role::RoleNow;
 use std::sync::Arc;
 
@@ -74,6 +75,7 @@ fn finish_one(
     orderly: bool,
 ) -> Result<Journaled, RemotingCommand> {
     let (outcome, journaled) = state.pop.finish(key, offset, receipt_pop_time);
+    tracing::debug!(group = %key.group, topic = %key.topic, queue = key.queue_id, offset, receipt_pop_time, ?outcome, "acknowledgement");
     match outcome {
         Finish::Finished(_) if orderly => state
             .held_pulls
@@ -94,7 +96,7 @@ fn finish_one(
 
 async fn settle(
     state: &BrokerState,
-    made_as: RoleNow,
+    (made_as, since): (RoleNow, Since),
     journaled: Journaled,
     key: &QueueKey,
 ) -> Option<RemotingCommand> {
@@ -105,8 +107,9 @@ async fn settle(
         ));
     }
     crate::pop::commit_floor(&state.pop, &state.progress.offsets, &state.log(), key);
-    // On a SYNC master, acknowledged once the in-sync replicas have it, like a commit.
-    let through = state.progress_stream.outbox().last_pushed();
+    // On a SYNC master, acknowledged once the in-sync replicas have it, like a commit; one
+    // that finished nothing waits for a barrier (a deposed master must not answer it).
+    let through = since.through(&state.progress_stream, made_as);
     match crate::progress_stream::wait_replicated(
         state.log(),
         &state.progress_stream,
@@ -115,7 +118,10 @@ async fn settle(
     )
     .await
     {
-        ResponseCode::Success => None,
+        ResponseCode::Success => {
+            tracing::debug!(through, ?made_as, "acknowledgement confirmed");
+            None
+        }
         code => Some(error(
             code,
             "acknowledgement recorded here, not yet confirmed by the in-sync replicas",
@@ -124,7 +130,7 @@ async fn settle(
 }
 
 pub(super) async fn ack(state: &Arc<BrokerState>, request: &RemotingCommand) -> RemotingCommand {
-    let made_as = state.role.now();
+    let made_as = (state.role.now(), Since::now(&state.progress_stream));
     let header = match request.decode_header::<AckMessageRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
@@ -161,7 +167,7 @@ pub(super) async fn batch_ack(
     state: &Arc<BrokerState>,
     request: &RemotingCommand,
 ) -> RemotingCommand {
-    let made_as = state.role.now();
+    let made_as = (state.role.now(), Since::now(&state.progress_stream));
     let body = match BatchAckMessageRequestBody::from_json_bytes(&request.body) {
         Ok(body) => body,
         Err(failure) => {
@@ -242,6 +248,8 @@ pub(super) async fn change_invisible_time(
         );
     }
     let key = QueueKey::new(&header.consumer_group, &header.topic, header.queue_id);
+    let made_as = state.role.now();
+    let since = Since::now(&state.progress_stream);
     let now = now_ms();
     let visible_at = now.saturating_add(header.invisible_time);
     // Orderly receipts keep their pop time (the old receipt stays valid); others get a new one.
@@ -261,6 +269,22 @@ pub(super) async fn change_invisible_time(
         return error(
             ResponseCode::SystemError,
             format!("invisibility change not recorded durably: {failure}"),
+        );
+    }
+    // Like an acknowledgement: a new master without the change would hand the message out
+    // at its old time, while the client counts on the new one.
+    let through = since.through(&state.progress_stream, made_as);
+    let code = crate::progress_stream::wait_replicated(
+        state.log(),
+        &state.progress_stream,
+        through,
+        made_as,
+    )
+    .await;
+    if code != ResponseCode::Success {
+        return error(
+            code,
+            "invisibility change recorded here, not yet confirmed by the in-sync replicas",
         );
     }
     RemotingCommand::response(ResponseCode::Success, None).with_header(

@@ -31,6 +31,10 @@ pub(crate) const STREAM_HISTORY: u8 = 6;
 /// Progress history, whole: a marker (the next id) that empties a replica's history before
 /// the master's kept entries follow as [`STREAM_HISTORY`] records.
 pub(crate) const STREAM_HISTORY_WHOLE: u8 = 7;
+/// Nothing to apply: a record a request that changed nothing waits for, so its answer, too,
+/// comes only once the replicas follow this master (`progress_stream::Since`). Older replicas
+/// skip it as a stream they do not know.
+pub(crate) const STREAM_BARRIER: u8 = 8;
 
 const FORMAT: u8 = 1;
 

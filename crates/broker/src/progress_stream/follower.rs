@@ -11,8 +11,8 @@ use tracing::{debug, warn};
 
 use super::ProgressReplication;
 use crate::progress_record::{
-    decode_batch, PROGRESS_TOPIC, STREAM_CONSUMER_OFFSETS, STREAM_HISTORY, STREAM_HISTORY_WHOLE,
-    STREAM_POP, STREAM_POP_WHOLE, STREAM_TIMERS, STREAM_TIMERS_WHOLE,
+    decode_batch, PROGRESS_TOPIC, STREAM_BARRIER, STREAM_CONSUMER_OFFSETS, STREAM_HISTORY,
+    STREAM_HISTORY_WHOLE, STREAM_POP, STREAM_POP_WHOLE, STREAM_TIMERS, STREAM_TIMERS_WHOLE,
 };
 
 /// Messages read per store call.
@@ -133,6 +133,7 @@ pub(crate) fn catch_up(parts: &ProgressReplication) -> Result<usize, StoreError>
                                 STREAM_HISTORY | STREAM_HISTORY_WHOLE => {
                                     history.push((stream, bytes.to_vec()))
                                 }
+                                STREAM_BARRIER => {}
                                 other => debug!(
                                     stream = other,
                                     "progress stream this broker does not know; skipped"

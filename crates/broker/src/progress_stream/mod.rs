@@ -73,6 +73,35 @@ impl ProgressStream {
     }
 }
 
+/// Where a request's wait for the replicas ends, taken when the request begins. Once its
+/// change is applied, the wait covers the stream's last record — which must be one pushed
+/// after the request began. A request that recorded nothing (an acknowledgement of what is no
+/// longer in flight, a commit below the stored offset) would otherwise wait for records its
+/// replicas confirmed long ago, and a master deposed without knowing it yet (paused, or cut
+/// off while the controllers elected another) would answer it SUCCESS at once, though the new
+/// master may hold the opposite; it pushes a barrier record of its own instead, which no
+/// replica of a deposed master confirms.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Since(u64);
+
+impl Since {
+    pub(crate) fn now(stream: &ProgressStream) -> Since {
+        Since(stream.outbox().last_pushed())
+    }
+
+    /// The record to wait for: the last one pushed, or a barrier when none was since
+    /// [`Since::now`] and the change was made as a master that waits for replicas.
+    pub(crate) fn through(self, stream: &ProgressStream, made_as: RoleNow) -> u64 {
+        let last = stream.outbox().last_pushed();
+        if last > self.0 || !made_as.waits_for_slaves() {
+            return last;
+        }
+        stream
+            .outbox()
+            .push(crate::progress_record::STREAM_BARRIER, Vec::new())
+    }
+}
+
 /// What a synchronous commit answers after waiting for its replicas: success, or the code a
 /// SYNC send would get (the commit is stored on this broker either way). Only a change made
 /// while this broker was a SYNC master waits (`made_as`: the role when the change was
@@ -124,6 +153,7 @@ async fn wait_for_replicas(
             timeout,
         )
         .await;
+    tracing::debug!(seq, end, ?waited, "progress change waited for the replicas");
     match waited {
         ReplicaWait::Replicated | ReplicaWait::SlaveNotAvailable => ResponseCode::Success,
         ReplicaWait::Timeout => ResponseCode::FlushSlaveTimeout,
