@@ -11,12 +11,14 @@
 //! - an orderly group gets each key's values in the order they were acknowledged, none
 //!   skipped and come later;
 //! - a POP group is never handed a value again once it acknowledged it in time;
+//! - a committed transaction is a write like any acknowledged send; a rolled-back one is never
+//!   stored or delivered;
 //! - a broker set that lost its master acknowledges sends again within a bound.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::history::{ordered_parts, Kind, Op, Outcome, QueueRef};
+use crate::history::{ordered_parts, transaction_commits, Kind, Op, Outcome, QueueRef};
 use crate::nemesis::FaultRecord;
 
 /// Which groups consume which topics, and which of those groups are orderly.
@@ -74,6 +76,12 @@ pub enum Anomaly {
         value: String,
         ack: u64,
         delivery: u64,
+    },
+    /// A value whose transaction was rolled back was stored or delivered (`op`: the log read
+    /// or the delivery).
+    RolledBackVisible {
+        value: String,
+        op: u64,
     },
     /// A broker set acknowledged no send for `ms` after a fault took its master at `at_ms`.
     Unavailable {
@@ -148,6 +156,10 @@ impl fmt::Display for Anomaly {
                 f,
                 "POP acknowledged value redelivered: {group} got {value} (op {delivery}) after \
                  acknowledging it within its invisibility (op {ack})"
+            ),
+            Anomaly::RolledBackVisible { value, op } => write!(
+                f,
+                "rolled-back transaction visible: {value} was stored or delivered (op {op})"
             ),
             Anomaly::Unavailable { fault, at_ms, ms } => write!(
                 f,
@@ -229,8 +241,9 @@ fn sent_values(ops: &[&Op], counts: &mut Counts) -> BTreeMap<String, Sent> {
         };
         let label = format!("{mode:?} {:?}", op.outcome).to_lowercase();
         *counts.sends.entry(label).or_default() += 1;
-        let acked = op.outcome == Outcome::Ok;
         for value in values {
+            // A transaction is acknowledged as a write only when it commits.
+            let acked = op.outcome == Outcome::Ok && transaction_commits(value) != Some(false);
             if acked {
                 counts.values_acknowledged += 1;
             }
@@ -264,6 +277,12 @@ fn check_log(
                     .push((queue.clone(), *offset));
                 if !sent.contains_key(value.as_str()) {
                     verdict.anomalies.push(Anomaly::Unexpected {
+                        value: value.clone(),
+                        op: op.id,
+                    });
+                }
+                if transaction_commits(value) == Some(false) {
+                    verdict.anomalies.push(Anomaly::RolledBackVisible {
                         value: value.clone(),
                         op: op.id,
                     });
@@ -337,6 +356,12 @@ fn check_deliveries(
         }
         if !sent.contains_key(value.as_str()) {
             verdict.anomalies.push(Anomaly::Unexpected {
+                value: value.clone(),
+                op: op.id,
+            });
+        }
+        if transaction_commits(value) == Some(false) {
+            verdict.anomalies.push(Anomaly::RolledBackVisible {
                 value: value.clone(),
                 op: op.id,
             });

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tidemark_tests::netns::Hosts;
+
+use crate::disks::Disks;
 use tidemark_tests::replica_set::{parse_view, SetView};
 use tidemark_tests::{tidemark_binary, ServerProcess};
 
@@ -26,11 +28,12 @@ pub const NO_NAMESPACES: &str = "cannot create network namespaces here";
 /// How long setting up or settling may take before the run gives up.
 const SETTLE_WAIT: Duration = Duration::from_secs(90);
 
-/// Every process of the cluster by host name. Fields drop in order: processes, then their
-/// files, then the namespaces they ran in.
+/// Every process of the cluster by host name. Fields drop in order: processes, then the
+/// brokers' disks, then their files, then the namespaces they ran in.
 #[derive(Debug)]
 pub struct Cluster {
     pub processes: BTreeMap<String, ServerProcess>,
+    disks: Disks,
     dir: tempfile::TempDir,
     pub hosts: Hosts,
 }
@@ -50,6 +53,7 @@ impl Cluster {
         let dir = tempfile::tempdir().map_err(|error| format!("temp dir: {error}"))?;
         let mut cluster = Cluster {
             processes: BTreeMap::new(),
+            disks: Disks::default(),
             dir,
             hosts,
         };
@@ -67,6 +71,8 @@ impl Cluster {
         }
         for (name, replicas) in BROKER_SETS {
             for host in replicas {
+                let store = cluster.dir.path().join(host);
+                cluster.disks.mount(&store)?;
                 let args = cluster.broker_args(name, host);
                 cluster.spawn(label, host, args, "tidemark broker ready");
             }
@@ -115,7 +121,9 @@ impl Cluster {
              listen_port = {BROKER_PORT}\ngrpc_listen_port = 0\n\
              namesrv_addr = \"{}\"\nstore_path_root_dir = \"{}\"\n\
              enable_controller_mode = true\ncontroller_addr = \"{}\"\n\
-             slave_sync_interval_ms = 1000\n",
+             slave_sync_interval_ms = 1000\n\
+             transaction_timeout = 2000\ntransaction_check_interval = 2000\n\
+             mapped_file_size_commit_log = 67108864\n",
             self.namesrv_addrs(),
             self.dir.path().join(host).display(),
             self.controller_addrs()
@@ -248,6 +256,16 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// Fills the disk of broker `host` (see [`disks`](crate::disks)).
+    pub fn fill_disk(&self, host: &str) -> Result<(), String> {
+        crate::disks::fill(&self.dir.path().join(host))
+    }
+
+    /// Gives broker `host` its disk back.
+    pub fn free_disk(&self, host: &str) -> Result<(), String> {
+        crate::disks::free(&self.dir.path().join(host))
     }
 
     /// Where the run's processes keep their files.

@@ -30,6 +30,9 @@ pub enum SendMode {
     Ordered,
     /// A sync send by Apache's Go client (rocketmq-client-go v2).
     GoSync,
+    /// A transaction: its half message, settled as the value says ([`transaction_commits`]).
+    /// Acknowledged means committed; a rolled-back value must never be stored.
+    Transaction,
 }
 
 /// A queue as clients name it.
@@ -190,6 +193,21 @@ pub fn ordered_parts(value: &str) -> Option<(&str, u64)> {
     let rest = value.strip_prefix("o-")?;
     let (key, seq) = rest.rsplit_once('-')?;
     Some((key, seq.parse().ok()?))
+}
+
+/// How a transactional value is settled, from its name: `tc<n>` and `tuc<n>` (left unknown,
+/// then committed at the check-back) commit, `tr<n>` and `tur<n>` roll back; `None` for a
+/// value that is not a transaction's.
+pub fn transaction_commits(value: &str) -> Option<bool> {
+    let kind = value.trim_end_matches(|c: char| c.is_ascii_digit());
+    if kind.len() == value.len() {
+        return None;
+    }
+    match kind {
+        "tc" | "tuc" => Some(true),
+        "tr" | "tur" => Some(false),
+        _ => None,
+    }
 }
 
 /// The value the ordered workload sends as `seq` of `key`.

@@ -6,10 +6,12 @@
 
 pub mod checker;
 pub mod cluster;
+pub mod disks;
 pub mod go_app;
 pub mod history;
 pub mod nemesis;
 pub mod pop_workload;
 pub mod report;
 pub mod run;
+pub mod tx_workload;
 pub mod workload;

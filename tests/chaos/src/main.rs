@@ -43,8 +43,8 @@ enum Command {
         /// The run's directory (`target/chaos/seed-N`).
         dir: PathBuf,
     },
-    /// Removes what runs stopped by a signal left: their network namespaces and the servers
-    /// still running in them.
+    /// Removes what runs stopped by a signal left: their network namespaces, the servers
+    /// still running in them, and the brokers' disks.
     Cleanup,
     /// Runs with fresh seeds until `hours` are up.
     Soak {
@@ -134,6 +134,8 @@ fn main() -> ExitCode {
         Command::Cleanup => {
             let removed = tidemark_tests::netns::remove_orphans();
             println!("removed {} namespaces: {removed:?}", removed.len());
+            let unmounted = tidemark_chaos::disks::unmount_orphans();
+            println!("unmounted {} broker disks: {unmounted:?}", unmounted.len());
             Ok(true)
         }
         Command::Soak {

@@ -58,9 +58,11 @@ pub enum FaultKind {
     SlowMaster,
     /// The Go application (producer and consumer) SIGKILLed, started again when healed.
     KillApp,
+    /// A broker's disk (master or slave) full but for a few pages.
+    DiskFull,
 }
 
-pub const ALL_FAULTS: [FaultKind; 11] = [
+pub const ALL_FAULTS: [FaultKind; 12] = [
     FaultKind::KillMaster,
     FaultKind::KillSlave,
     FaultKind::PauseMaster,
@@ -72,6 +74,7 @@ pub const ALL_FAULTS: [FaultKind; 11] = [
     FaultKind::ClientsFromMaster,
     FaultKind::SlowMaster,
     FaultKind::KillApp,
+    FaultKind::DiskFull,
 ];
 
 impl FaultKind {
@@ -115,6 +118,8 @@ enum Action {
     Slow(String),
     /// The Go application SIGKILLed; started again when undone.
     AppDown,
+    /// A broker's disk filled; emptied when undone.
+    DiskFull(String),
 }
 
 impl Action {
@@ -126,6 +131,7 @@ impl Action {
             Action::Cut(a, b) => format!("cut {b} {a}"),
             Action::Slow(host) => format!("slow {host}"),
             Action::AppDown => "app down".into(),
+            Action::DiskFull(host) => format!("disk full {host}"),
         }
     }
 }
@@ -163,6 +169,11 @@ impl Injector<'_> {
                     app.kill();
                 }
             }
+            Action::DiskFull(host) => {
+                if let Err(failure) = cluster.fill_disk(host) {
+                    eprintln!("chaos: {failure}");
+                }
+            }
         }
     }
 
@@ -194,6 +205,11 @@ impl Injector<'_> {
                 let restarted = self.app.as_mut().map(GoApp::restart);
                 if let Some(Err(failure)) = restarted {
                     eprintln!("chaos: the Go application did not start again: {failure}");
+                }
+            }
+            Action::DiskFull(host) => {
+                if let Err(failure) = cluster.free_disk(host) {
+                    eprintln!("chaos: {failure}");
                 }
             }
         }
@@ -266,6 +282,10 @@ impl Injector<'_> {
             FaultKind::SlowMaster => {
                 let host = cluster.master_of(set.0)?;
                 (vec![host.clone()], vec![Action::Slow(host)])
+            }
+            FaultKind::DiskFull => {
+                let host = set.1[choices.below(2) as usize].to_owned();
+                (vec![host.clone()], vec![Action::DiskFull(host)])
             }
         };
         Some(planned)

@@ -1,9 +1,9 @@
 //! The queue workload, on the client host: producers that send unique values (sync, async,
-//! batch, and in sequence per key to a fixed queue), consumer groups that record every
-//! delivery (two concurrent groups, one of them with two members that rebalance, and an
-//! orderly group; a POP group in `pop_workload`), an operator who rewinds group one now and
-//! then, and a watcher that records each group's committed offsets as the masters answer them. At the end it drains, reads
-//! every queue whole and returns.
+//! batch, in sequence per key to a fixed queue, and in transactions: `tx_workload`), consumer
+//! groups that record every delivery (two concurrent groups, one of them with two members that
+//! rebalance, and an orderly group; a POP group in `pop_workload`), an operator who rewinds
+//! group one now and then, and a watcher that records each group's committed offsets as the
+//! masters answer them. At the end it drains, reads every queue whole and returns.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +20,7 @@ use crate::checker::Expectations;
 use crate::go_app::{GO_GROUP, GO_TOPIC};
 use crate::history::{ordered_value, Kind, Outcome, QueueRef, Recorder, SendMode};
 use crate::pop_workload::{self, POP_GROUP};
+use crate::tx_workload;
 
 pub const QUEUE_TOPIC: &str = "chaos-queue";
 pub const ORDERED_TOPIC: &str = "chaos-ordered";
@@ -512,8 +513,15 @@ pub async fn run(
         producer(&namesrv, "chaos-p-batch").await?,
         producer(&namesrv, "chaos-p-ordered").await?,
     ];
+    let transactions = tx_workload::start(client_config(&namesrv)).await?;
     let sending = stop.clone();
     let mut senders = tokio::task::JoinSet::new();
+    senders.spawn(tx_workload::send(
+        transactions.clone(),
+        QUEUE_TOPIC,
+        recorder.clone(),
+        sending.clone(),
+    ));
     senders.spawn(send_sync(
         producers[0].clone(),
         recorder.clone(),
@@ -571,6 +579,8 @@ pub async fn run(
     for producer in &producers {
         producer.shutdown().await;
     }
+    // Last: the drain above waited for the check-backs it answers.
+    transactions.shutdown().await;
     let admin = Admin::connect(client_config(&namesrv)).await?;
     record_applied_moves(&admin, &recorder).await?;
     for topic in [QUEUE_TOPIC, ORDERED_TOPIC, GO_TOPIC] {

@@ -414,3 +414,42 @@ fn a_value_a_pop_group_acknowledged_in_time_must_not_come_again() {
         }]
     );
 }
+
+#[test]
+fn a_committed_transaction_is_a_write_and_a_rolled_back_one_is_never_seen() {
+    let mut story = Story::default();
+    let committed = story.send(Outcome::Ok, SendMode::Transaction, &["tc0"], "t");
+    story.send(Outcome::Ok, SendMode::Transaction, &["tr1"], "t");
+    story.send(Outcome::Ok, SendMode::Transaction, &["tuc2"], "t");
+    story.send(Outcome::Ok, SendMode::Transaction, &["tur3"], "t");
+    story.deliver("g", "tuc2", "t", 0);
+    let delivered = story.deliver("g", "tur3", "t", 1);
+    let read = story.log("t", &["tuc2", "tur3"]);
+    let verdict = check(&story.0, &expect(&[("g", "t")], &[]));
+    assert_eq!(
+        verdict.anomalies,
+        vec![
+            Anomaly::RolledBackVisible {
+                value: "tur3".into(),
+                op: read
+            },
+            Anomaly::LostWrite {
+                value: "tc0".into(),
+                send: committed
+            },
+            Anomaly::RolledBackVisible {
+                value: "tur3".into(),
+                op: delivered
+            },
+            Anomaly::NeverDelivered {
+                group: "g".into(),
+                value: "tc0".into(),
+                send: committed
+            },
+        ]
+    );
+    assert_eq!(verdict.counts.values_acknowledged, 2, "the two that commit");
+    assert!(verdict.anomalies[0]
+        .to_string()
+        .contains("rolled-back transaction visible"));
+}
