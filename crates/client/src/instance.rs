@@ -84,6 +84,8 @@ pub(crate) struct ClientInstance {
     consumers: Mutex<Vec<ConsumerData>>,
     /// When a heartbeat was last sent out of turn (see [`heartbeat_now`](Self::heartbeat_now)).
     unscheduled_heartbeat_ms: std::sync::atomic::AtomicI64,
+    /// Brokers that answered a heartbeat of this client (so know its groups).
+    heard_by: Mutex<BTreeSet<String>>,
     broker_watch: broker_watch::BrokerWatch,
     shutdown: CancellationToken,
 }
@@ -113,6 +115,7 @@ impl ClientInstance {
             producer_groups: Mutex::new(BTreeSet::new()),
             consumers: Mutex::new(Vec::new()),
             unscheduled_heartbeat_ms: std::sync::atomic::AtomicI64::new(0),
+            heard_by: Mutex::new(BTreeSet::new()),
             broker_watch: broker_watch::BrokerWatch::default(),
             shutdown: CancellationToken::new(),
         })
@@ -154,6 +157,12 @@ impl ClientInstance {
     /// Routes broker requests (rebalance notices, offset resets) to `target`.
     pub fn serve_broker_requests(&self, target: Weak<dyn BrokerRequests>) {
         let _ = self.router.target.set(target);
+    }
+
+    /// Whether brokers must know this client before they can serve it: it has consumers, or a
+    /// producer that answers the brokers' requests (transaction check-backs).
+    fn must_be_known(&self) -> bool {
+        !lock(&self.consumers).is_empty() || self.router.target.get().is_some()
     }
 
     pub fn register_producer(&self, group: &str) {
@@ -286,9 +295,11 @@ impl ClientInstance {
         if merged.changed {
             self.broker_watch.announce_change();
         }
-        if merged.added && !lock(&self.consumers).is_empty() {
-            // A consumer must be known to a broker before it can rebalance or pull there; do not
-            // leave that to the next heartbeat period.
+        if (merged.added || merged.changed) && self.must_be_known() {
+            // A consumer must be known to a broker before it can rebalance or pull there, and a
+            // transactional producer before the broker can ask it about a half message (a new
+            // master, after a failover, too): do not leave that to the next heartbeat period,
+            // which is longer than a broker keeps checking back at the shortest settings.
             self.send_heartbeats().await;
         }
         Ok(Some(route))
@@ -384,13 +395,31 @@ impl ClientInstance {
             .map(|(_, _, addr)| addr.to_owned())
             .collect();
         for addr in targets {
-            let request = RemotingCommand::request(RequestCode::HeartBeat).with_body(body.clone());
-            match self.call(&addr, request).await {
-                Ok(response) if response.response_code() == ResponseCode::Success => {}
-                Ok(response) => warn!(%addr, code = ?response.response_code(), "heartbeat refused"),
-                Err(error) => debug!(%addr, %error, "heartbeat failed"),
-            }
+            self.heartbeat_to(&addr, body.clone()).await;
         }
+    }
+
+    /// One HEART_BEAT to `addr`; remembers that it answered.
+    async fn heartbeat_to(&self, addr: &str, body: Bytes) {
+        let request = RemotingCommand::request(RequestCode::HeartBeat).with_body(body);
+        match self.call(addr, request).await {
+            Ok(response) if response.response_code() == ResponseCode::Success => {
+                lock(&self.heard_by).insert(addr.to_owned());
+            }
+            Ok(response) => warn!(%addr, code = ?response.response_code(), "heartbeat refused"),
+            Err(error) => debug!(%addr, %error, "heartbeat failed"),
+        }
+    }
+
+    /// Sends `addr` this client's heartbeat now unless it already answered one: a broker that
+    /// stored a transaction's half must know the producer before it checks back (a new topic's
+    /// first send, a new master after a failover — the periodic heartbeat is 30 s away).
+    pub(crate) async fn make_known_to(&self, addr: &str) {
+        if lock(&self.heard_by).contains(addr) {
+            return;
+        }
+        let body = Bytes::from(self.heartbeat_data().to_json_bytes());
+        self.heartbeat_to(addr, body).await;
     }
 
     // --- requests --------------------------------------------------------------------------

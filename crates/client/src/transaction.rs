@@ -132,6 +132,10 @@ impl TransactionProducer {
     /// broker's check-back.
     pub async fn send_in_transaction(&self, message: Message) -> Result<TransactionSendResult> {
         let sent = send_half(&self.core, message.clone()).await?;
+        if let Some(addr) = self.core.instance.master_addr(&sent.queue.broker_name) {
+            // Before the local transaction: should its outcome be lost, the broker asks us.
+            self.core.instance.make_known_to(&addr).await;
+        }
         let state = if sent.status == SendStatus::SendOk {
             self.checker.listener.execute(&message, &sent).await
         } else {

@@ -374,3 +374,75 @@ fn own_test(test: &str) -> String {
         .map_or("", |(_, module)| module);
     format!("{module}::{test}")
 }
+
+/// Found by the fault harness (`tidemark-chaos`): a transactional producer was known to the
+/// brokers only from its first periodic heartbeat, 30 s after it started — and to a new master
+/// only from the next one after a failover. Until then every check-back found no producer
+/// online; at the shortest settings a half was checked its 15 times and dropped before the
+/// producer was ever asked. A client that answers brokers' requests now sends its heartbeat as
+/// soon as its routes name a broker or master it did not know.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_transactional_producer_is_asked_back_at_once() {
+    if against_apache() {
+        eprintln!("skipped: uses tidemark dev's transaction flags");
+        return;
+    }
+    init_logging();
+    let server = DevServer::start(
+        "tx-first-check",
+        &[
+            "--transaction-check-interval-ms",
+            "1000",
+            "--transaction-timeout-ms",
+            "1000",
+        ],
+    );
+    let namesrv = server.namesrv_addr();
+    let topic = unique("TxFirst");
+    let delivered: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = delivered.clone();
+    let consumer = PushConsumer::builder(unique("TxFirstConsumers"))
+        .namesrv_addr(namesrv.clone())
+        .subscribe(topic.as_str(), "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .start_concurrently(tidemark_client::concurrent_fn(
+            move |messages: Vec<MessageExt>| {
+                let sink = sink.clone();
+                async move {
+                    let mut delivered = sink.lock().expect("lock");
+                    for message in messages {
+                        delivered.push(String::from_utf8_lossy(&message.body).into_owned());
+                    }
+                    ConsumeStatus::Success
+                }
+            },
+        ))
+        .await
+        .expect("consumer");
+    // The default heartbeat period (30 s): longer than the 15 checks a second take.
+    let producer = tidemark_client::Producer::builder(unique("TxFirstProducers"))
+        .namesrv_addr(namesrv)
+        .start_transactional(Arc::new(ByBody))
+        .await
+        .expect("transactional producer");
+    let body = "tx-0-unknown-commit";
+    let sent = producer
+        .send_in_transaction(Message::new(topic.as_str(), body))
+        .await
+        .expect("the half is stored");
+    assert_eq!(sent.state, LocalTransactionState::Unknown);
+    let arrived = wait_until(Duration::from_secs(12), || {
+        delivered
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|got| got == body)
+    })
+    .await;
+    producer.shutdown().await;
+    consumer.shutdown().await;
+    assert!(
+        arrived,
+        "the check-back never committed the first transaction of a new producer"
+    );
+}
