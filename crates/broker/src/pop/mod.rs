@@ -70,7 +70,7 @@ pub struct PopPlan {
 pub enum Finish {
     /// The message was in flight under this receipt: it is finished.
     Finished(InFlight),
-    /// In flight under a newer receipt (its invisibility was changed): nothing done.
+    /// An orderly offset handed out again since this receipt: nothing done.
     StaleReceipt,
     /// Not in flight: already finished, or visible again and taken by the revive service.
     NotInFlight,
@@ -311,7 +311,14 @@ impl PopTable {
         Some(Claim { table: self, key })
     }
 
-    /// An acknowledgement: finishes the message if `pop_time` is its current receipt's.
+    /// An acknowledgement with the receipt popped or changed at `pop_time`.
+    ///
+    /// A message handed out unordered stays at its offset for one delivery, whose receipts
+    /// differ only by changes of its invisibility: any of them finishes it. The client may hold
+    /// an earlier one because the answer to a change was lost (recorded here, not confirmed in
+    /// time), and it is done with the message all the same; RocketMQ takes such an
+    /// acknowledgement and hands the message out again. An orderly offset is handed out again
+    /// in place, perhaps to another consumer: there an earlier receipt finishes nothing.
     pub fn finish(&self, key: &QueueKey, offset: i64, pop_time: i64) -> (Finish, Journaled) {
         let mut inner = self.lock();
         let current = inner
@@ -321,9 +328,9 @@ impl PopTable {
             .and_then(|queue| queue.in_flight.get(&offset).copied());
         let outcome = match current {
             None => Finish::NotInFlight,
-            Some(entry) if entry.pop_time != pop_time => Finish::StaleReceipt,
+            Some(entry) if entry.orderly && entry.pop_time != pop_time => Finish::StaleReceipt,
             Some(entry) => {
-                inner.state.apply_finished(key, offset, pop_time);
+                inner.state.apply_finished(key, offset, entry.pop_time);
                 inner
                     .deadlines
                     .remove(&(entry.visible_at, key.clone(), offset));
@@ -332,7 +339,10 @@ impl PopTable {
             }
         };
         let journaled = match outcome {
-            Finish::Finished(_) => self.journal(&state::finished_record(key, offset, pop_time)),
+            // The current receipt's pop time, which a replay and the replicas match.
+            Finish::Finished(entry) => {
+                self.journal(&state::finished_record(key, offset, entry.pop_time))
+            }
             // The answer confirms nothing new, but it must not overtake the record that made
             // the message not in flight.
             _ => Journaled::Pending(self.journal.last_ticket()),

@@ -13,6 +13,17 @@ fn open(dir: &Path) -> PopTable {
 }
 
 fn pop(table: &PopTable, key: &QueueKey, next: i64, now: i64, offsets: &[i64]) {
+    pop_as(table, key, (next, now), offsets, (false, false));
+}
+
+/// A pop at `now` up to `next`, `(orderly, resent)`.
+fn pop_as(
+    table: &PopTable,
+    key: &QueueKey,
+    (next, now): (i64, i64),
+    offsets: &[i64],
+    (orderly, resent): (bool, bool),
+) {
     let claim = table.claim(key.clone()).expect("free");
     assert!(
         table.claim(key.clone()).is_none(),
@@ -22,8 +33,8 @@ fn pop(table: &PopTable, key: &QueueKey, next: i64, now: i64, offsets: &[i64]) {
         next,
         pop_time: now,
         visible_at: now + 1_000,
-        orderly: false,
-        resent: false,
+        orderly,
+        resent,
         offsets: offsets.to_vec(),
     });
     table.wait_durable(journaled).expect("durable");
@@ -40,7 +51,6 @@ fn acknowledgements_changes_and_revivals_survive_a_reopen() {
         let (outcome, _) = table.finish(&key, 1, 100);
         assert!(matches!(outcome, Finish::Finished(_)));
         assert_eq!(table.finish(&key, 1, 100).0, Finish::NotInFlight);
-        assert_eq!(table.finish(&key, 2, 99).0, Finish::StaleReceipt);
         let (changed, _) = table.change_invisibility(&key, 2, 100, 150, 60_000);
         assert_eq!(changed.map(|entry| entry.visible_at), Some(60_000));
         assert_eq!(table.next_deadline(), Some(1_100));
@@ -92,6 +102,51 @@ fn acknowledgements_changes_and_revivals_survive_a_reopen() {
     table.wait_durable(table.reset(&key, 10)).expect("durable");
     assert_eq!(table.cursor(&key), Some((10, 10)));
     assert_eq!(table.next_deadline(), None);
+}
+
+#[test]
+fn a_receipt_an_invisibility_change_replaced_still_finishes_the_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = QueueKey::new("G", "T", 0);
+    {
+        let table = open(dir.path());
+        pop(&table, &key, 2, 100, &[0, 1]);
+        let (changed, _) = table.change_invisibility(&key, 1, 100, 150, 60_000);
+        assert!(changed.is_some());
+        // The client never heard of the change and acknowledges with the receipt it has.
+        let (outcome, journaled) = table.finish(&key, 1, 100);
+        assert!(
+            matches!(outcome, Finish::Finished(entry) if entry.pop_time == 150),
+            "{outcome:?}"
+        );
+        table.wait_durable(journaled).expect("durable");
+        assert!(!table.is_in_flight(&key, 1));
+        assert_eq!(table.next_deadline(), Some(1_100), "only offset 0 is due");
+        table.close();
+    }
+    let table = open(dir.path());
+    assert!(!table.is_in_flight(&key, 1), "finished after a restart too");
+    assert!(table.is_in_flight(&key, 0));
+}
+
+#[test]
+fn an_orderly_receipt_from_an_earlier_hand_out_finishes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = QueueKey::new("G", "T", 0);
+    let table = open(dir.path());
+    pop_as(&table, &key, (1, 100), &[0], (true, false));
+    let (revive, _) = table.take_expired(1_100, 10);
+    assert!(
+        revive.is_empty(),
+        "orderly offsets are handed out again in place"
+    );
+    pop_as(&table, &key, (1, 2_000), &[0], (true, true));
+    assert_eq!(table.finish(&key, 0, 100).0, Finish::StaleReceipt);
+    assert!(table.is_in_flight(&key, 0));
+    assert!(matches!(
+        table.finish(&key, 0, 2_000).0,
+        Finish::Finished(_)
+    ));
 }
 
 #[test]
