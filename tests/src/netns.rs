@@ -157,6 +157,40 @@ impl Hosts {
         );
     }
 
+    /// Drops `percent` of the packets to and from host `name` at random, or stops dropping.
+    ///
+    /// netem is not built into every kernel (not this one); a classic-BPF filter on the host's
+    /// bridge port is: it loads the kernel's per-packet random number and answers "shot" below
+    /// the threshold, in both directions of the port.
+    pub fn lose(&self, name: &str, percent: Option<u32>) {
+        let hub = self.namespace("hub");
+        let port = format!("p{}", self.index(name));
+        let tc = |args: &[&str]| {
+            let outcome = Command::new("ip")
+                .args(["netns", "exec", &hub, "tc"])
+                .args(args)
+                .status();
+            assert!(
+                outcome.as_ref().is_ok_and(|status| status.success()),
+                "tc {args:?} on {port} failed: {outcome:?}"
+            );
+        };
+        let Some(percent) = percent else {
+            tc(&["qdisc", "del", "dev", &port, "clsact"]);
+            return;
+        };
+        // ld rand (the ancillary load SKF_AD_OFF + SKF_AD_RAND); if A >= threshold skip one;
+        // ret TC_ACT_SHOT; ret TC_ACT_OK.
+        let threshold = (u64::from(percent.min(100)) << 32) / 100;
+        let program = format!("4,32 0 0 4294963256,53 1 0 {threshold},6 0 0 2,6 0 0 0");
+        tc(&["qdisc", "replace", "dev", &port, "clsact"]);
+        for direction in ["ingress", "egress"] {
+            tc(&[
+                "filter", "add", "dev", &port, direction, "bpf", "da", "bytecode", &program,
+            ]);
+        }
+    }
+
     /// Runs the future `work()` makes on a new thread inside host `name` (a current-thread
     /// tokio runtime there): every socket it opens, and every thread or process it starts,
     /// belongs to that host.

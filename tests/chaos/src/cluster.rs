@@ -12,6 +12,14 @@ use crate::disks::Disks;
 use tidemark_tests::replica_set::{parse_view, SetView};
 use tidemark_tests::{tidemark_binary, ServerProcess};
 
+/// Names a `tidemark` binary to run instead of the workspace's own, which the harness would
+/// otherwise rebuild: a soak of hours pins what it tests while the tree changes under it.
+pub const PINNED_BINARY: &str = "TIDEMARK_CHAOS_BIN";
+
+fn server_binary() -> PathBuf {
+    std::env::var_os(PINNED_BINARY).map_or_else(tidemark_binary, PathBuf::from)
+}
+
 const CONTROLLER_PORT: u16 = 9878;
 const NAMESRV_PORT: u16 = 9876;
 const BROKER_PORT: u16 = 10911;
@@ -82,7 +90,7 @@ impl Cluster {
     }
 
     fn spawn(&mut self, label: &str, host: &str, args: Vec<String>, ready: &str) {
-        let (program, args) = self.hosts.command(host, tidemark_binary(), args);
+        let (program, args) = self.hosts.command(host, server_binary(), args);
         let process = ServerProcess::start(&format!("{label}-{host}"), program, args, ready);
         self.processes.insert(host.to_owned(), process);
     }
@@ -164,7 +172,7 @@ impl Cluster {
     pub fn admin(&self, args: &[&str]) -> Result<String, String> {
         let mut line = vec!["admin".to_owned()];
         line.extend(args.iter().map(|arg| (*arg).to_owned()));
-        let (program, args) = self.hosts.command(CLIENT_HOST, tidemark_binary(), line);
+        let (program, args) = self.hosts.command(CLIENT_HOST, server_binary(), line);
         let output = std::process::Command::new(program)
             .args(&args)
             .output()

@@ -1,8 +1,8 @@
 //! Faults, chosen at random from a seed, applied to the cluster and undone, each logged with
 //! the time it started, was healed and the cluster settled again.
 //!
-//! Not here, and why: a lossy or delayed link (this kernel has no `netem`; a slow link is a
-//! token bucket instead), a full disk and clock jumps (to come). A crashed consumer is the Go
+//! Not here, and why: a delayed link (this kernel has no `netem`; a slow link is a token bucket
+//! and a lossy one a random-drop filter instead) and clock jumps. A crashed consumer is the Go
 //! application's SIGKILL.
 
 use std::collections::BTreeMap;
@@ -60,9 +60,11 @@ pub enum FaultKind {
     KillApp,
     /// A broker's disk (master or slave) full but for a few pages.
     DiskFull,
+    /// A master's link loses 10, 30 or 60 % of its packets each way, at random.
+    LossyMaster,
 }
 
-pub const ALL_FAULTS: [FaultKind; 12] = [
+pub const ALL_FAULTS: [FaultKind; 13] = [
     FaultKind::KillMaster,
     FaultKind::KillSlave,
     FaultKind::PauseMaster,
@@ -75,6 +77,7 @@ pub const ALL_FAULTS: [FaultKind; 12] = [
     FaultKind::SlowMaster,
     FaultKind::KillApp,
     FaultKind::DiskFull,
+    FaultKind::LossyMaster,
 ];
 
 impl FaultKind {
@@ -120,6 +123,8 @@ enum Action {
     AppDown,
     /// A broker's disk filled; emptied when undone.
     DiskFull(String),
+    /// A share (in percent) of what reaches or leaves a host dropped.
+    Lossy(String, u32),
 }
 
 impl Action {
@@ -132,6 +137,7 @@ impl Action {
             Action::Slow(host) => format!("slow {host}"),
             Action::AppDown => "app down".into(),
             Action::DiskFull(host) => format!("disk full {host}"),
+            Action::Lossy(host, _) => format!("lossy {host}"),
         }
     }
 }
@@ -164,6 +170,7 @@ impl Injector<'_> {
             }
             Action::Cut(a, b) => cluster.hosts.cut(a, b),
             Action::Slow(host) => cluster.hosts.throttle(host, Some("300kbit")),
+            Action::Lossy(host, percent) => cluster.hosts.lose(host, Some(*percent)),
             Action::AppDown => {
                 if let Some(app) = self.app.as_mut() {
                     app.kill();
@@ -201,6 +208,7 @@ impl Injector<'_> {
             }
             Action::Cut(a, b) => cluster.hosts.heal(a, b),
             Action::Slow(host) => cluster.hosts.throttle(host, None),
+            Action::Lossy(host, _) => cluster.hosts.lose(host, None),
             Action::AppDown => {
                 let restarted = self.app.as_mut().map(GoApp::restart);
                 if let Some(Err(failure)) = restarted {
@@ -287,6 +295,11 @@ impl Injector<'_> {
                 let host = set.1[choices.below(2) as usize].to_owned();
                 (vec![host.clone()], vec![Action::DiskFull(host)])
             }
+            FaultKind::LossyMaster => {
+                let host = cluster.master_of(set.0)?;
+                let percent = [10, 30, 60][choices.below(3) as usize];
+                (vec![host.clone()], vec![Action::Lossy(host, percent)])
+            }
         };
         Some(planned)
     }
@@ -331,7 +344,10 @@ pub fn run(
             if kind == FaultKind::PauseMaster {
                 hold += Duration::from_secs(3);
             }
-            eprintln!("chaos: {:>8.0} ms {kind:?} on {targets:?}", started_ms);
+            eprintln!(
+                "chaos: {:>8.0} ms {kind:?} on {targets:?}: {how:?}",
+                started_ms
+            );
             in_force.push((log.len(), how));
             let set = BROKER_SETS
                 .iter()
