@@ -163,22 +163,32 @@ impl Drop for GoFaultClient {
 pub fn binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
-        .get_or_init(|| {
-            let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .expect("workspace root");
-            let out = workspace.join("target/go-faultclient/faultclient");
-            let status = Command::new("go")
-                .args(["build", "-o"])
-                .arg(&out)
-                .arg("./cmd/faultclient")
-                .current_dir(workspace.join("compat/remoting-go"))
-                .status()
-                .expect("run go build (Go is installed by scripts/install-deps)");
-            assert!(status.success(), "building the Go fault client failed");
-            out
-        })
+        .get_or_init(|| build("compat/remoting-go", "target/go-faultclient/faultclient"))
         .clone()
+}
+
+/// Its gRPC twin, `compat/grpc-go/cmd/faultclient` (rocketmq-clients Go v5), built the same way.
+pub fn grpc_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| build("compat/grpc-go", "target/go-faultclient/grpc-faultclient"))
+        .clone()
+}
+
+fn build(module: &str, out: &str) -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let out = workspace.join(out);
+    let status = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg("./cmd/faultclient")
+        .current_dir(workspace.join(module))
+        .status()
+        .expect("run go build (Go is installed by scripts/install-deps)");
+    assert!(status.success(), "building {module}'s fault client failed");
+    out
 }
 
 #[cfg(test)]

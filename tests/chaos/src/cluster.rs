@@ -23,6 +23,7 @@ fn server_binary() -> PathBuf {
 const CONTROLLER_PORT: u16 = 9878;
 const NAMESRV_PORT: u16 = 9876;
 const BROKER_PORT: u16 = 10911;
+const GRPC_PORT: u16 = 8081;
 /// Where the clients and the run's own tools live.
 pub const CLIENT_HOST: &str = "client";
 pub const CONTROLLER_HOSTS: [&str; 3] = ["c1", "c2", "c3"];
@@ -126,7 +127,7 @@ impl Cluster {
         let config = self.dir.path().join(format!("{host}.toml"));
         let text = format!(
             "broker_name = \"{name}\"\nbroker_ip1 = \"{ip}\"\nlisten_ip = \"{ip}\"\n\
-             listen_port = {BROKER_PORT}\ngrpc_listen_port = 0\n\
+             listen_port = {BROKER_PORT}\ngrpc_listen_port = {GRPC_PORT}\n\
              namesrv_addr = \"{}\"\nstore_path_root_dir = \"{}\"\n\
              enable_controller_mode = true\ncontroller_addr = \"{}\"\n\
              slave_sync_interval_ms = 1000\n\
@@ -147,6 +148,17 @@ impl Cluster {
         NAMESRV_HOSTS
             .iter()
             .map(|host| format!("{}:{NAMESRV_PORT}", self.hosts.ip(host)))
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+
+    /// Every broker's gRPC endpoint, `a;b` as the gRPC clients take them: each broker serves
+    /// gRPC for the whole cluster, forwarding what belongs to another broker's master.
+    pub fn grpc_endpoints(&self) -> String {
+        BROKER_SETS
+            .iter()
+            .flat_map(|(_, hosts)| hosts.iter())
+            .map(|host| format!("{}:{GRPC_PORT}", self.hosts.ip(host)))
             .collect::<Vec<_>>()
             .join(";")
     }

@@ -1,9 +1,14 @@
-//! Apache's Go client (rocketmq-client-go v2) as an application in the run: the program in
-//! `compat/remoting-go/cmd/faultclient` with `-history`, on the client host, sending its own
-//! topic one message at a time and consuming it in its own group. Its stdout lines become
-//! operations of the history. The nemesis may SIGKILL it; it then starts again as a new
-//! incarnation (its values start with `g<incarnation>-`), and every send it had in flight is
-//! recorded with an unknown outcome.
+//! Apache's Go clients as applications in the run, each a process on the client host sending
+//! its own topic one message at a time and consuming it in its own group, its stdout lines
+//! operations of the history:
+//! - [`Flavor::Remoting`]: rocketmq-client-go v2, `compat/remoting-go/cmd/faultclient` with
+//!   `-history`, a producer and a push consumer (values `g<incarnation>-<n>`);
+//! - [`Flavor::Grpc`]: rocketmq-clients Go v5, `compat/grpc-go/cmd/faultclient`, a producer and a
+//!   simple consumer over gRPC to every broker's gRPC port (values `r<incarnation>-<n>`), which
+//!   acknowledges, extends and leaves messages like the POP group.
+//!
+//! The nemesis may SIGKILL one; it then starts again as a new incarnation, and every send it had
+//! in flight is recorded with an unknown outcome.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -16,6 +21,39 @@ use crate::history::{Kind, Outcome, QueueRef, Recorder, SendMode};
 
 pub const GO_TOPIC: &str = "chaos-go";
 pub const GO_GROUP: &str = "chaos-go-group";
+pub const GRPC_TOPIC: &str = "chaos-grpc";
+pub const GRPC_GROUP: &str = "chaos-grpc-group";
+
+/// Which of Apache's Go clients an application is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Remoting,
+    Grpc,
+}
+
+impl Flavor {
+    pub fn topic(self) -> &'static str {
+        match self {
+            Flavor::Remoting => GO_TOPIC,
+            Flavor::Grpc => GRPC_TOPIC,
+        }
+    }
+
+    pub fn group(self) -> &'static str {
+        match self {
+            Flavor::Remoting => GO_GROUP,
+            Flavor::Grpc => GRPC_GROUP,
+        }
+    }
+
+    /// The application's name in the history and the fault log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Remoting => "go-app",
+            Flavor::Grpc => "grpc-app",
+        }
+    }
+}
 const READY_WAIT: Duration = Duration::from_secs(60);
 
 /// What the reader thread shares with the application's owner.
@@ -29,7 +67,9 @@ struct Shared {
 
 #[derive(Debug)]
 pub struct GoApp {
-    namesrv: String,
+    flavor: Flavor,
+    /// The name servers (remoting) or every broker's gRPC endpoint (gRPC), `;`-separated.
+    servers: String,
     program: std::path::PathBuf,
     args_prefix: Vec<String>,
     incarnation: u32,
@@ -41,11 +81,21 @@ pub struct GoApp {
 
 impl GoApp {
     /// Builds the program (once) and starts it on the client host.
-    pub fn start(cluster: &Cluster, recorder: Recorder) -> Result<GoApp, String> {
-        let binary = tidemark_tests::go_fault_client::binary();
+    pub fn start(cluster: &Cluster, recorder: Recorder, flavor: Flavor) -> Result<GoApp, String> {
+        let (binary, servers) = match flavor {
+            Flavor::Remoting => (
+                tidemark_tests::go_fault_client::binary(),
+                cluster.namesrv_addrs(),
+            ),
+            Flavor::Grpc => (
+                tidemark_tests::go_fault_client::grpc_binary(),
+                cluster.grpc_endpoints(),
+            ),
+        };
         let (program, args_prefix) = cluster.hosts.command(CLIENT_HOST, binary, Vec::new());
         let mut app = GoApp {
-            namesrv: cluster.namesrv_addrs(),
+            flavor,
+            servers,
             program,
             args_prefix,
             incarnation: 0,
@@ -58,40 +108,88 @@ impl GoApp {
         Ok(app)
     }
 
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
     fn process(&self) -> String {
-        format!("go-app/{}", self.incarnation)
+        format!("{}/{}", self.flavor.name(), self.incarnation)
+    }
+
+    fn args(&self, log: &std::path::Path) -> Vec<String> {
+        let (topic, group) = (
+            self.flavor.topic().to_owned(),
+            self.flavor.group().to_owned(),
+        );
+        let mut args = match self.flavor {
+            Flavor::Remoting => vec!["-history".into(), "-namesrv".into()],
+            Flavor::Grpc => vec!["-endpoints".into()],
+        };
+        args.extend([
+            self.servers.clone(),
+            "-topic".into(),
+            topic,
+            "-group".into(),
+            group,
+        ]);
+        match self.flavor {
+            Flavor::Remoting => args.extend([
+                "-producer-group".into(),
+                "chaos-go-producer".into(),
+                "-prefix".into(),
+                format!("g{}-", self.incarnation),
+                "-log".into(),
+                log.display().to_string(),
+            ]),
+            Flavor::Grpc => args.extend([
+                "-prefix".into(),
+                format!("r{}-", self.incarnation),
+                "-log-dir".into(),
+                log.display().to_string(),
+            ]),
+        }
+        args
     }
 
     fn spawn(&mut self) -> Result<(), String> {
         self.incarnation += 1;
         *self.shared.lock().unwrap_or_else(PoisonError::into_inner) = Shared::default();
-        let log = Cluster::log_dir().join(format!("go-app-{}.log", std::process::id()));
-        if let Some(parent) = log.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let namesrv = self.namesrv.clone();
+        // The remoting client logs to a file, the gRPC one into a directory.
+        let log = match self.flavor {
+            Flavor::Remoting => format!("go-app-{}.log", std::process::id()),
+            Flavor::Grpc => format!("grpc-app-{}", std::process::id()),
+        };
+        let log = Cluster::log_dir().join(log);
+        let _ = std::fs::create_dir_all(match self.flavor {
+            Flavor::Remoting => log.parent().unwrap_or(&log),
+            Flavor::Grpc => &log,
+        });
+        // What it says on stderr (why it could not start, a panic) goes next to its log.
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log.with_extension("stderr"))
+            .map_or_else(|_| Stdio::null(), Stdio::from);
         let mut child = Command::new(&self.program)
             .args(&self.args_prefix)
-            .args([
-                "-history", "-namesrv", &namesrv, "-topic", GO_TOPIC, "-group", GO_GROUP,
-            ])
-            .args(["-producer-group", "chaos-go-producer"])
-            .args(["-prefix", &format!("g{}-", self.incarnation)])
-            .arg("-log")
-            .arg(&log)
+            .args(self.args(&log))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .map_err(|error| format!("start the Go client: {error}"))?;
         let stdout = child.stdout.take().ok_or("the Go client's stdout")?;
         self.stdin = child.stdin.take();
         self.child = Some(child);
-        let (shared, recorder, process) =
-            (self.shared.clone(), self.recorder.clone(), self.process());
+        let reader = Reader {
+            flavor: self.flavor,
+            shared: self.shared.clone(),
+            recorder: self.recorder.clone(),
+            process: self.process(),
+        };
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                take(&line, &shared, &recorder, &process);
+                reader.take(&line);
             }
         });
         let start = Instant::now();
@@ -102,7 +200,7 @@ impl GoApp {
             .ready
         {
             if start.elapsed() > READY_WAIT {
-                return Err("the Go client was not ready within 60 s".into());
+                return Err(format!("{} was not ready within 60 s", self.flavor.name()));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -130,7 +228,7 @@ impl GoApp {
                 invoked,
                 now,
                 Outcome::Unknown,
-                send(body, None, None),
+                send(self.flavor, body, None, None),
             );
         }
     }
@@ -185,82 +283,143 @@ impl Drop for GoApp {
     }
 }
 
-fn send(body: String, queue: Option<QueueRef>, offset: Option<i64>) -> Kind {
+fn send(flavor: Flavor, body: String, queue: Option<QueueRef>, offset: Option<i64>) -> Kind {
     Kind::Send {
-        mode: SendMode::GoSync,
+        mode: match flavor {
+            Flavor::Remoting => SendMode::GoSync,
+            Flavor::Grpc => SendMode::GrpcSync,
+        },
         values: vec![body],
         queue,
         offset,
     }
 }
 
-fn queue(broker: &str, queue: &str) -> Option<QueueRef> {
+fn queue(topic: &str, broker: &str, queue: &str) -> Option<QueueRef> {
     Some(QueueRef {
-        topic: GO_TOPIC.into(),
+        topic: topic.to_owned(),
         broker: broker.to_owned(),
         queue: queue.parse().ok()?,
     })
 }
 
-/// One line of the program's history.
-fn take(line: &str, shared: &Mutex<Shared>, recorder: &Recorder, process: &str) {
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let at = |text: &str| {
-        text.parse::<i64>()
-            .ok()
-            .map(|us| recorder.ms_of_unix_us(us))
-    };
-    let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
-    match fields.as_slice() {
-        ["ready"] => shared.ready = true,
-        ["stopped-sending"] => shared.stopped_sending = true,
-        ["send", body, invoked] => {
-            if let Some(invoked) = at(invoked) {
-                shared.pending.insert((*body).to_owned(), invoked);
+/// Turns one application's stdout lines into operations.
+struct Reader {
+    flavor: Flavor,
+    shared: Arc<Mutex<Shared>>,
+    recorder: Recorder,
+    process: String,
+}
+
+impl Reader {
+    fn at(&self, unix_us: &str) -> Option<f64> {
+        let us = unix_us.parse::<i64>().ok()?;
+        Some(self.recorder.ms_of_unix_us(us))
+    }
+
+    fn take(&self, line: &str) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        match fields.as_slice() {
+            ["ready"] => shared.ready = true,
+            ["stopped-sending"] => shared.stopped_sending = true,
+            ["send", body, invoked] => {
+                if let Some(invoked) = self.at(invoked) {
+                    shared.pending.insert((*body).to_owned(), invoked);
+                }
+            }
+            ["sent", body, outcome, completed, rest @ ..] => {
+                let Some(invoked) = shared.pending.remove(*body) else {
+                    return;
+                };
+                drop(shared);
+                self.sent(body, *outcome == "ok", invoked, completed, rest);
+            }
+            _ => {
+                drop(shared);
+                self.settled(&fields);
             }
         }
-        ["sent", body, outcome, completed, broker, queue_id, offset] => {
-            let Some(invoked) = shared.pending.remove(*body) else {
-                return;
-            };
-            let completed = at(completed).unwrap_or_else(|| recorder.now());
-            let (outcome, queue, offset) = if *outcome == "ok" {
-                (Outcome::Ok, queue(broker, queue_id), offset.parse().ok())
-            } else {
-                (Outcome::Unknown, None, None)
-            };
-            drop(shared);
-            recorder.complete_at(
-                process,
-                invoked,
-                completed,
-                outcome,
-                send((*body).to_owned(), queue, offset),
-            );
-        }
-        ["deliver", delivered, broker, queue_id, offset, body] => {
-            let (Some(delivered), Some(queue), Ok(offset)) = (
-                at(delivered),
-                queue(broker, queue_id),
-                offset.parse::<i64>(),
-            ) else {
-                return;
-            };
-            drop(shared);
-            recorder.complete_at(
-                process,
-                delivered,
-                delivered,
+    }
+
+    /// A send's outcome. The remoting client names the queue and offset; a gRPC answer names
+    /// neither, so the value is known only to belong to the application's topic.
+    fn sent(&self, body: &str, ok: bool, invoked: f64, completed: &str, rest: &[&str]) {
+        let completed = self.at(completed).unwrap_or_else(|| self.recorder.now());
+        let topic = self.flavor.topic();
+        let (outcome, queue, offset) = match (ok, self.flavor, rest) {
+            (false, ..) => (Outcome::Unknown, None, None),
+            (true, Flavor::Remoting, [broker, queue_id, offset]) => (
                 Outcome::Ok,
-                Kind::Deliver {
-                    group: GO_GROUP.into(),
-                    consumer: process.to_owned(),
-                    value: (*body).to_owned(),
-                    queue,
-                    offset,
-                },
-            );
-        }
-        _ => {}
+                queue(topic, broker, queue_id),
+                offset.parse().ok(),
+            ),
+            (true, ..) => (Outcome::Ok, queue(topic, "", "-1"), None),
+        };
+        let kind = send(self.flavor, body.to_owned(), queue, offset);
+        self.recorder
+            .complete_at(&self.process, invoked, completed, outcome, kind);
+    }
+
+    /// Deliveries, and the gRPC consumer's acknowledgements and changes of invisibility.
+    fn settled(&self, fields: &[&str]) {
+        let group = self.flavor.group().to_owned();
+        let (delivered, place, body) = match (self.flavor, fields) {
+            (Flavor::Remoting, ["deliver", at, broker, queue_id, offset, body]) => (
+                at,
+                queue(GO_TOPIC, broker, queue_id).zip(offset.parse().ok()),
+                body,
+            ),
+            (Flavor::Grpc, ["deliver", at, topic, broker, queue_id, offset, _, body]) => (
+                at,
+                queue(topic, broker, queue_id).zip(offset.parse().ok()),
+                body,
+            ),
+            (
+                Flavor::Grpc,
+                [verb @ ("ack" | "change"), body, outcome, invoked, completed, until],
+            ) => {
+                let (Some(invoked), Some(completed), Some(until)) =
+                    (self.at(invoked), self.at(completed), self.at(until))
+                else {
+                    return;
+                };
+                let value = (*body).to_owned();
+                let kind = if *verb == "ack" {
+                    Kind::PopAck {
+                        group,
+                        value,
+                        visible_until_ms: until,
+                    }
+                } else {
+                    Kind::ChangeInvisible {
+                        group,
+                        value,
+                        visible_until_ms: until,
+                    }
+                };
+                let outcome = if *outcome == "ok" {
+                    Outcome::Ok
+                } else {
+                    Outcome::Unknown
+                };
+                self.recorder
+                    .complete_at(&self.process, invoked, completed, outcome, kind);
+                return;
+            }
+            _ => return,
+        };
+        let (Some(delivered), Some((queue, offset))) = (self.at(delivered), place) else {
+            return;
+        };
+        let kind = Kind::Deliver {
+            group,
+            consumer: self.process.clone(),
+            value: (*body).to_owned(),
+            queue,
+            offset,
+        };
+        self.recorder
+            .complete_at(&self.process, delivered, delivered, Outcome::Ok, kind);
     }
 }

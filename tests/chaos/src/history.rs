@@ -30,6 +30,8 @@ pub enum SendMode {
     Ordered,
     /// A sync send by Apache's Go client (rocketmq-client-go v2).
     GoSync,
+    /// A sync send by Apache's gRPC Go client (rocketmq-clients Go v5).
+    GrpcSync,
     /// A transaction: its half message, settled as the value says ([`transaction_commits`]).
     /// Acknowledged means committed; a rolled-back value must never be stored.
     Transaction,

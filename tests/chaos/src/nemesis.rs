@@ -3,7 +3,7 @@
 //!
 //! Not here, and why: a delayed link (this kernel has no `netem`; a slow link is a token bucket
 //! and a lossy one a random-drop filter instead) and clock jumps. A crashed consumer is the Go
-//! application's SIGKILL.
+//! applications' SIGKILL.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -56,7 +56,8 @@ pub enum FaultKind {
     ClientsFromMaster,
     /// What reaches a master is limited to 300 kbit/s.
     SlowMaster,
-    /// The Go application (producer and consumer) SIGKILLed, started again when healed.
+    /// One of the Go applications (producer and consumer: remoting or gRPC) SIGKILLed, started
+    /// again when healed.
     KillApp,
     /// A broker's disk (master or slave) full but for a few pages.
     DiskFull,
@@ -119,8 +120,8 @@ enum Action {
     Cut(String, String),
     /// What reaches a host limited.
     Slow(String),
-    /// The Go application SIGKILLed; started again when undone.
-    AppDown,
+    /// A Go application (by its place among the run's) SIGKILLed; started again when undone.
+    AppDown(usize),
     /// A broker's disk filled; emptied when undone.
     DiskFull(String),
     /// A share (in percent) of what reaches or leaves a host dropped.
@@ -135,7 +136,7 @@ impl Action {
             Action::Cut(a, b) if a <= b => format!("cut {a} {b}"),
             Action::Cut(a, b) => format!("cut {b} {a}"),
             Action::Slow(host) => format!("slow {host}"),
-            Action::AppDown => "app down".into(),
+            Action::AppDown(app) => format!("app {app} down"),
             Action::DiskFull(host) => format!("disk full {host}"),
             Action::Lossy(host, _) => format!("lossy {host}"),
         }
@@ -145,7 +146,7 @@ impl Action {
 /// The cluster and what the faults in force hold of it.
 struct Injector<'a> {
     cluster: &'a mut Cluster,
-    app: &'a mut Option<GoApp>,
+    apps: &'a mut [GoApp],
     held: BTreeMap<String, usize>,
 }
 
@@ -171,8 +172,8 @@ impl Injector<'_> {
             Action::Cut(a, b) => cluster.hosts.cut(a, b),
             Action::Slow(host) => cluster.hosts.throttle(host, Some("300kbit")),
             Action::Lossy(host, percent) => cluster.hosts.lose(host, Some(*percent)),
-            Action::AppDown => {
-                if let Some(app) = self.app.as_mut() {
+            Action::AppDown(app) => {
+                if let Some(app) = self.apps.get_mut(*app) {
                     app.kill();
                 }
             }
@@ -209,8 +210,8 @@ impl Injector<'_> {
             Action::Cut(a, b) => cluster.hosts.heal(a, b),
             Action::Slow(host) => cluster.hosts.throttle(host, None),
             Action::Lossy(host, _) => cluster.hosts.lose(host, None),
-            Action::AppDown => {
-                let restarted = self.app.as_mut().map(GoApp::restart);
+            Action::AppDown(app) => {
+                let restarted = self.apps.get_mut(*app).map(GoApp::restart);
                 if let Some(Err(failure)) = restarted {
                     eprintln!("chaos: the Go application did not start again: {failure}");
                 }
@@ -284,8 +285,9 @@ impl Injector<'_> {
                 (vec![host], cuts)
             }
             FaultKind::KillApp => {
-                self.app.as_ref()?;
-                (vec![CLIENT_HOST.to_owned()], vec![Action::AppDown])
+                let app = choices.below(self.apps.len() as u64) as usize;
+                let name = self.apps.get(app)?.flavor().name();
+                (vec![name.to_owned()], vec![Action::AppDown(app)])
             }
             FaultKind::SlowMaster => {
                 let host = cluster.master_of(set.0)?;
@@ -310,7 +312,7 @@ impl Injector<'_> {
 /// second one during the first; then healed, and the next waits until the cluster is whole.
 pub fn run(
     cluster: &mut Cluster,
-    app: &mut Option<GoApp>,
+    apps: &mut [GoApp],
     faults: &[FaultKind],
     seed: u64,
     until_ms: f64,
@@ -319,7 +321,7 @@ pub fn run(
     let mut choices = Choices::new(seed);
     let mut injector = Injector {
         cluster,
-        app,
+        apps,
         held: BTreeMap::new(),
     };
     let mut log: Vec<FaultRecord> = Vec::new();

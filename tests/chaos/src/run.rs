@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::checker::{check, check_availability, unavailability, Verdict};
 use crate::cluster::{Cluster, BROKER_SETS, CLIENT_HOST};
-use crate::go_app::{GoApp, GO_TOPIC};
+use crate::go_app::{Flavor, GoApp, GO_TOPIC, GRPC_TOPIC};
 use crate::history::Recorder;
 use crate::nemesis::{self, FaultKind, FaultRecord};
 use crate::report;
@@ -44,12 +44,15 @@ pub struct RunOutcome {
 /// that never came up, a workload that could not start): not a verdict on the system.
 pub fn run(options: &RunOptions) -> Result<RunOutcome, String> {
     let mut cluster = Cluster::start(&format!("chaos-{}", options.seed))?;
-    for topic in [QUEUE_TOPIC, ORDERED_TOPIC, GO_TOPIC] {
+    for topic in [QUEUE_TOPIC, ORDERED_TOPIC, GO_TOPIC, GRPC_TOPIC] {
         cluster.create_topic(topic, QUEUES)?;
         wait_for_route(&cluster, topic)?;
     }
     let recorder = Recorder::new();
-    let mut app = Some(GoApp::start(&cluster, recorder.clone())?);
+    let mut apps = vec![
+        GoApp::start(&cluster, recorder.clone(), Flavor::Remoting)?,
+        GoApp::start(&cluster, recorder.clone(), Flavor::Grpc)?,
+    ];
     let stop = Arc::new(AtomicBool::new(false));
     let clients = {
         let (namesrv, recorder, stop) = (cluster.namesrv_addrs(), recorder.clone(), stop.clone());
@@ -66,22 +69,22 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, String> {
     let until = recorder.now() + options.duration.as_secs_f64() * 1e3;
     let faults = nemesis::run(
         &mut cluster,
-        &mut app,
+        &mut apps,
         &options.faults,
         options.seed,
         until,
         &recorder,
     );
     std::thread::sleep(QUIET);
-    // The Go application stops sending first: the drain waits for every group, its own too.
-    if let Some(app) = app.as_mut() {
+    // The Go applications stop sending first: the drain waits for every group, theirs too.
+    for app in &mut apps {
         app.stop_sending();
     }
     stop.store(true, Ordering::Relaxed);
     let finished = clients
         .join()
         .map_err(|_| "the workload's thread panicked".to_owned());
-    if let Some(app) = app {
+    for app in apps {
         app.shutdown();
     }
     finished?.map_err(|failure| format!("the workload failed: {failure}"))?;

@@ -17,7 +17,7 @@ use tidemark_client::{
 use tidemark_protocol::body::MessageQueue;
 
 use crate::checker::Expectations;
-use crate::go_app::{GO_GROUP, GO_TOPIC};
+use crate::go_app::{GO_GROUP, GO_TOPIC, GRPC_GROUP, GRPC_TOPIC};
 use crate::history::{ordered_value, Kind, Outcome, QueueRef, Recorder, SendMode};
 use crate::pop_workload::{self, POP_GROUP};
 use crate::tx_workload;
@@ -43,6 +43,7 @@ pub fn expectations(pop: bool) -> Expectations {
             (GROUP_TWO.into(), QUEUE_TOPIC.into()),
             (GROUP_ORDERLY.into(), ORDERED_TOPIC.into()),
             (GO_GROUP.into(), GO_TOPIC.into()),
+            (GRPC_GROUP.into(), GRPC_TOPIC.into()),
         ],
         orderly_groups: [GROUP_ORDERLY.to_owned()].into(),
         // The Rust client moves a send that waited 0.5 s off a master that does not answer.
@@ -583,7 +584,7 @@ pub async fn run(
     transactions.shutdown().await;
     let admin = Admin::connect(client_config(&namesrv)).await?;
     record_applied_moves(&admin, &recorder).await?;
-    for topic in [QUEUE_TOPIC, ORDERED_TOPIC, GO_TOPIC] {
+    for topic in [QUEUE_TOPIC, ORDERED_TOPIC, GO_TOPIC, GRPC_TOPIC] {
         read_log(&admin, topic, &brokers, &recorder).await?;
     }
     admin.shutdown().await;
