@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::history::{ordered_parts, transaction_commits, Kind, Op, Outcome, QueueRef};
-use crate::nemesis::FaultRecord;
+use crate::nemesis::{FaultKind, FaultRecord};
 
 /// Which groups consume which topics, and which of those groups are orderly.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +30,37 @@ pub struct Expectations {
     /// A send that waited this long may have been moved off a silent master by the client and
     /// stored twice (a retry Tidemark documents); quicker sends must be stored once.
     pub moved_after_ms: f64,
+    /// When a broker set's wall clock was stepped ([`clock_steps`]).
+    pub clock_steps: Vec<ClockStep>,
+}
+
+/// A broker set whose wall clock was off between `from_ms` and `to_ms`. POP invisibility is
+/// measured on the broker's wall clock (as in RocketMQ): a step forward, or the step back from
+/// a clock set behind, ends it early, and a message acknowledged on the client's clock may
+/// already be on its way back. Such a redelivery is counted, not an anomaly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClockStep {
+    pub set: String,
+    pub from_ms: f64,
+    pub to_ms: f64,
+}
+
+/// How long after its file changes libfaketime may take to step a clock.
+const CLOCK_STEP_LAG_MS: f64 = 2_500.0;
+
+/// The clock steps among `faults`.
+pub fn clock_steps(faults: &[FaultRecord]) -> Vec<ClockStep> {
+    faults
+        .iter()
+        .filter(|fault| fault.kind == FaultKind::ClockJump)
+        .filter_map(|fault| {
+            Some(ClockStep {
+                set: fault.set.clone()?,
+                from_ms: fault.started_ms,
+                to_ms: fault.healed_ms.unwrap_or(f64::INFINITY) + CLOCK_STEP_LAG_MS,
+            })
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -184,6 +215,8 @@ pub struct Counts {
     pub redeliveries: usize,
     pub commit_readings: usize,
     pub stored: usize,
+    /// POP redeliveries of an acknowledged value that a stepped clock explains ([`ClockStep`]).
+    pub pop_redelivered_by_clock: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -328,8 +361,8 @@ fn check_deliveries(
             acked_seqs.entry(key).or_default().insert(seq);
         }
     }
-    // Per (group, value): the POP acknowledgement that settled it.
-    let mut pop_acked: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    // Per (group, value): the POP acknowledgement that settled it, and when it completed.
+    let mut pop_acked: BTreeMap<(&str, &str), (u64, f64)> = BTreeMap::new();
     for op in ops {
         if let Kind::PopAck {
             group,
@@ -338,21 +371,38 @@ fn check_deliveries(
         } = &op.kind
         {
             if op.outcome == Outcome::Ok && op.completed_ms < *visible_until_ms {
-                pop_acked.entry((group, value)).or_insert(op.id);
+                pop_acked
+                    .entry((group, value))
+                    .or_insert((op.id, op.completed_ms));
             }
             continue;
         }
-        let Kind::Deliver { group, value, .. } = &op.kind else {
+        let Kind::Deliver {
+            group,
+            value,
+            queue,
+            ..
+        } = &op.kind
+        else {
             continue;
         };
         verdict.counts.deliveries += 1;
-        if let Some(ack) = pop_acked.get(&(group.as_str(), value.as_str())) {
-            verdict.anomalies.push(Anomaly::PopAckedRedelivered {
-                group: group.clone(),
-                value: value.clone(),
-                ack: *ack,
-                delivery: op.id,
+        if let Some((ack, acked_ms)) = pop_acked.get(&(group.as_str(), value.as_str())) {
+            let stepped = expect.clock_steps.iter().any(|step| {
+                step.set == queue.broker
+                    && step.from_ms <= op.completed_ms
+                    && step.to_ms >= *acked_ms
             });
+            if stepped {
+                verdict.counts.pop_redelivered_by_clock += 1;
+            } else {
+                verdict.anomalies.push(Anomaly::PopAckedRedelivered {
+                    group: group.clone(),
+                    value: value.clone(),
+                    ack: *ack,
+                    delivery: op.id,
+                });
+            }
         }
         if !sent.contains_key(value.as_str()) {
             verdict.anomalies.push(Anomaly::Unexpected {

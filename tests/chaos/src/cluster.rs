@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tidemark_tests::netns::Hosts;
 
+use crate::clocks::Clocks;
 use crate::disks::Disks;
 use tidemark_tests::replica_set::{parse_view, SetView};
 use tidemark_tests::{tidemark_binary, ServerProcess};
@@ -43,14 +44,16 @@ const SETTLE_WAIT: Duration = Duration::from_secs(90);
 pub struct Cluster {
     pub processes: BTreeMap<String, ServerProcess>,
     disks: Disks,
+    clocks: Clocks,
     dir: tempfile::TempDir,
     pub hosts: Hosts,
 }
 
 impl Cluster {
     /// Starts the whole cluster and waits until both broker sets have a master with its slave
-    /// in sync. `Err` says why network namespaces cannot be made here.
-    pub fn start(label: &str) -> Result<Cluster, String> {
+    /// in sync; with `step_clocks`, brokers whose wall clocks can be stepped. `Err` says why
+    /// network namespaces cannot be made here.
+    pub fn start(label: &str, step_clocks: bool) -> Result<Cluster, String> {
         let names: Vec<&str> = CONTROLLER_HOSTS
             .iter()
             .chain(&NAMESRV_HOSTS)
@@ -60,9 +63,15 @@ impl Cluster {
             .collect();
         let hosts = Hosts::create(&names).map_err(|reason| format!("{NO_NAMESPACES}: {reason}"))?;
         let dir = tempfile::tempdir().map_err(|error| format!("temp dir: {error}"))?;
+        let clocks = if step_clocks {
+            Clocks::stepped_in(dir.path())
+        } else {
+            Clocks::default()
+        };
         let mut cluster = Cluster {
             processes: BTreeMap::new(),
             disks: Disks::default(),
+            clocks,
             dir,
             hosts,
         };
@@ -83,7 +92,8 @@ impl Cluster {
                 let store = cluster.dir.path().join(host);
                 cluster.disks.mount(&store)?;
                 let args = cluster.broker_args(name, host);
-                cluster.spawn(label, host, args, "tidemark broker ready");
+                let (program, args) = cluster.clocks.wrap(host, server_binary(), args)?;
+                cluster.spawn_program(label, host, program, args, "tidemark broker ready");
             }
         }
         cluster.settled()?;
@@ -91,7 +101,18 @@ impl Cluster {
     }
 
     fn spawn(&mut self, label: &str, host: &str, args: Vec<String>, ready: &str) {
-        let (program, args) = self.hosts.command(host, server_binary(), args);
+        self.spawn_program(label, host, server_binary(), args, ready);
+    }
+
+    fn spawn_program(
+        &mut self,
+        label: &str,
+        host: &str,
+        program: PathBuf,
+        args: Vec<String>,
+        ready: &str,
+    ) {
+        let (program, args) = self.hosts.command(host, program, args);
         let process = ServerProcess::start(&format!("{label}-{host}"), program, args, ready);
         self.processes.insert(host.to_owned(), process);
     }
@@ -286,6 +307,16 @@ impl Cluster {
     /// Gives broker `host` its disk back.
     pub fn free_disk(&self, host: &str) -> Result<(), String> {
         crate::disks::free(&self.dir.path().join(host))
+    }
+
+    /// Whether brokers' wall clocks can be stepped in this run.
+    pub fn clocks_step(&self) -> bool {
+        self.clocks.enabled()
+    }
+
+    /// Sets broker `host`'s wall clock `seconds` off the true one (0: true again).
+    pub fn step_clock(&self, host: &str, seconds: i64) -> Result<(), String> {
+        self.clocks.step(host, seconds)
     }
 
     /// Where the run's processes keep their files.

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use tidemark_chaos::checker::{check, check_availability};
+use tidemark_chaos::checker::{check, check_availability, clock_steps};
 use tidemark_chaos::cluster::Cluster;
 use tidemark_chaos::history::Kind;
 use tidemark_chaos::nemesis::{FaultKind, ALL_FAULTS};
@@ -102,7 +102,9 @@ fn recheck(dir: &std::path::Path) -> Result<bool, String> {
     let pop_ran = ops.iter().any(
         |op| matches!(&op.kind, Kind::Deliver { group, .. } if group == pop_workload::POP_GROUP),
     );
-    let mut verdict = check(&ops, &workload::expectations(pop_ran));
+    let mut expect = workload::expectations(pop_ran);
+    expect.clock_steps = clock_steps(&faults);
+    let mut verdict = check(&ops, &expect);
     verdict.anomalies.extend(check_availability(&ops, &faults));
     report::write(dir, seed, &ops, &faults, &verdict)
         .map_err(|error| format!("write {}: {error}", dir.display()))?;

@@ -2,8 +2,8 @@
 //! the time it started, was healed and the cluster settled again.
 //!
 //! Not here, and why: a delayed link (this kernel has no `netem`; a slow link is a token bucket
-//! and a lossy one a random-drop filter instead) and clock jumps. A crashed consumer is the Go
-//! applications' SIGKILL.
+//! and a lossy one a random-drop filter instead). A crashed consumer is the Go applications'
+//! SIGKILL.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -63,9 +63,12 @@ pub enum FaultKind {
     DiskFull,
     /// A master's link loses 10, 30 or 60 % of its packets each way, at random.
     LossyMaster,
+    /// A broker's (master or slave) wall clock stepped 20–90 s forward or back, and back to
+    /// true when healed (needs libfaketime; not drawn without it).
+    ClockJump,
 }
 
-pub const ALL_FAULTS: [FaultKind; 13] = [
+pub const ALL_FAULTS: [FaultKind; 14] = [
     FaultKind::KillMaster,
     FaultKind::KillSlave,
     FaultKind::PauseMaster,
@@ -79,6 +82,7 @@ pub const ALL_FAULTS: [FaultKind; 13] = [
     FaultKind::KillApp,
     FaultKind::DiskFull,
     FaultKind::LossyMaster,
+    FaultKind::ClockJump,
 ];
 
 impl FaultKind {
@@ -126,6 +130,8 @@ enum Action {
     DiskFull(String),
     /// A share (in percent) of what reaches or leaves a host dropped.
     Lossy(String, u32),
+    /// A broker's wall clock this many seconds off; true again when undone.
+    Clock(String, i64),
 }
 
 impl Action {
@@ -139,6 +145,7 @@ impl Action {
             Action::AppDown(app) => format!("app {app} down"),
             Action::DiskFull(host) => format!("disk full {host}"),
             Action::Lossy(host, _) => format!("lossy {host}"),
+            Action::Clock(host, _) => format!("clock {host}"),
         }
     }
 }
@@ -172,6 +179,11 @@ impl Injector<'_> {
             Action::Cut(a, b) => cluster.hosts.cut(a, b),
             Action::Slow(host) => cluster.hosts.throttle(host, Some("300kbit")),
             Action::Lossy(host, percent) => cluster.hosts.lose(host, Some(*percent)),
+            Action::Clock(host, seconds) => {
+                if let Err(failure) = cluster.step_clock(host, *seconds) {
+                    eprintln!("chaos: {failure}");
+                }
+            }
             Action::AppDown(app) => {
                 if let Some(app) = self.apps.get_mut(*app) {
                     app.kill();
@@ -210,6 +222,11 @@ impl Injector<'_> {
             Action::Cut(a, b) => cluster.hosts.heal(a, b),
             Action::Slow(host) => cluster.hosts.throttle(host, None),
             Action::Lossy(host, _) => cluster.hosts.lose(host, None),
+            Action::Clock(host, _) => {
+                if let Err(failure) = cluster.step_clock(host, 0) {
+                    eprintln!("chaos: {failure}");
+                }
+            }
             Action::AppDown(app) => {
                 let restarted = self.apps.get_mut(*app).map(GoApp::restart);
                 if let Some(Err(failure)) = restarted {
@@ -301,6 +318,15 @@ impl Injector<'_> {
                 let host = cluster.master_of(set.0)?;
                 let percent = [10, 30, 60][choices.below(3) as usize];
                 (vec![host.clone()], vec![Action::Lossy(host, percent)])
+            }
+            FaultKind::ClockJump => {
+                let host = set.1[choices.below(2) as usize].to_owned();
+                let size = 20 + choices.below(71) as i64;
+                let seconds = if choices.below(2) == 0 { size } else { -size };
+                if !cluster.clocks_step() {
+                    return None;
+                }
+                (vec![host.clone()], vec![Action::Clock(host, seconds)])
             }
         };
         Some(planned)

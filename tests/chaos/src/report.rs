@@ -137,6 +137,13 @@ pub fn summary(seed: u64, ops: &[Op], faults: &[FaultRecord], verdict: &Verdict)
         .map(|(label, n)| format!("{label} {n}"))
         .collect();
     let _ = writeln!(text, "- send requests: {}", sends.join(", "));
+    if counts.pop_redelivered_by_clock > 0 {
+        let _ = writeln!(
+            text,
+            "- POP values acknowledged and handed out again after a clock step (not promised): {}",
+            counts.pop_redelivered_by_clock
+        );
+    }
     let _ = writeln!(text, "- anomalies: {}\n", verdict.anomalies.len());
     for anomaly in verdict.anomalies.iter().take(50) {
         let _ = writeln!(text, "  - {anomaly}");

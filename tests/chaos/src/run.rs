@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::checker::{check, check_availability, unavailability, Verdict};
+use crate::checker::{self, check, check_availability, unavailability, Verdict};
+use crate::clocks;
 use crate::cluster::{Cluster, BROKER_SETS, CLIENT_HOST};
 use crate::go_app::{Flavor, GoApp, GO_TOPIC, GRPC_TOPIC};
 use crate::history::Recorder;
@@ -43,7 +44,8 @@ pub struct RunOutcome {
 /// Runs once. `Err` when the run could not be made (no network namespaces here, a cluster
 /// that never came up, a workload that could not start): not a verdict on the system.
 pub fn run(options: &RunOptions) -> Result<RunOutcome, String> {
-    let mut cluster = Cluster::start(&format!("chaos-{}", options.seed))?;
+    let step_clocks = options.faults.contains(&FaultKind::ClockJump) && clocks::available();
+    let mut cluster = Cluster::start(&format!("chaos-{}", options.seed), step_clocks)?;
     for topic in [QUEUE_TOPIC, ORDERED_TOPIC, GO_TOPIC, GRPC_TOPIC] {
         cluster.create_topic(topic, QUEUES)?;
         wait_for_route(&cluster, topic)?;
@@ -89,7 +91,9 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, String> {
     }
     finished?.map_err(|failure| format!("the workload failed: {failure}"))?;
     let ops = recorder.snapshot();
-    let mut verdict = check(&ops, &workload::expectations(options.pop));
+    let mut expect = workload::expectations(options.pop);
+    expect.clock_steps = checker::clock_steps(&faults);
+    let mut verdict = check(&ops, &expect);
     verdict.anomalies.extend(check_availability(&ops, &faults));
     let unavailable_ms = unavailability(&ops, &faults);
     let dir = options.out.join(format!("seed-{}", options.seed));

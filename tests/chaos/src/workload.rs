@@ -48,6 +48,7 @@ pub fn expectations(pop: bool) -> Expectations {
         orderly_groups: [GROUP_ORDERLY.to_owned()].into(),
         // The Rust client moves a send that waited 0.5 s off a master that does not answer.
         moved_after_ms: 500.0,
+        clock_steps: Vec::new(),
     };
     if pop {
         expected

@@ -90,6 +90,7 @@ fn expect(groups: &[(&str, &str)], orderly: &[&str]) -> Expectations {
             .collect(),
         orderly_groups: orderly.iter().map(|group| (*group).to_owned()).collect(),
         moved_after_ms: 500.0,
+        clock_steps: Vec::new(),
     }
 }
 
@@ -413,6 +414,38 @@ fn a_value_a_pop_group_acknowledged_in_time_must_not_come_again() {
             delivery: again
         }]
     );
+}
+
+#[test]
+fn a_pop_redelivery_a_stepped_clock_explains_is_counted_not_flagged() {
+    let mut story = Story::default();
+    story.send(Outcome::Ok, SendMode::Sync, &["s0"], "t");
+    story.deliver("pop", "s0", "t", 0);
+    story.push(
+        Outcome::Ok,
+        Kind::PopAck {
+            group: "pop".into(),
+            value: "s0".into(),
+            visible_until_ms: 1000.0,
+        },
+    );
+    story.deliver("pop", "s0", "t", 0);
+    story.log("t", &["s0"]);
+    let step = |set: &str, from_ms: f64, to_ms: f64| ClockStep {
+        set: set.into(),
+        from_ms,
+        to_ms,
+    };
+    let mut expected = expect(&[("pop", "t")], &[]);
+    expected.clock_steps = vec![step("set-a", 2.5, 10.0)];
+    let verdict = check(&story.0, &expected);
+    assert!(verdict.anomalies.is_empty(), "{:?}", verdict.anomalies);
+    assert_eq!(verdict.counts.pop_redelivered_by_clock, 1);
+    // A step on another set, or one over before the acknowledgement, explains nothing.
+    for other in [step("set-b", 2.5, 10.0), step("set-a", 0.0, 1.0)] {
+        expected.clock_steps = vec![other];
+        assert_eq!(check(&story.0, &expected).anomalies.len(), 1);
+    }
 }
 
 #[test]
