@@ -4,10 +4,11 @@
 //! once its in-sync replicas have it (`progress_stream`), so it survives a failover too — one
 //! that changed nothing included (`progress_stream::Since`).
 //!
-//! Answers follow RocketMQ: an acknowledgement of a message that is no longer in flight under
-//! that receipt (already finished, its invisibility changed, or visible again) is SUCCESS and
-//! does nothing. Where Tidemark differs: changing the invisibility of a message that is not in
-//! flight does nothing either (RocketMQ would schedule one more delivery of it).
+//! Answers follow RocketMQ: an acknowledgement of a message that is no longer in flight (already
+//! finished, or visible again) is SUCCESS and does nothing. Where Tidemark differs: an earlier
+//! receipt of an unordered delivery still finishes it (`PopTable::finish`); changing the
+//! invisibility of a message that is not in flight does nothing either (RocketMQ would schedule
+//! one more delivery of it); and a slave takes none of these requests.
 
 use crate::progress_stream::Since;
 use crate::role::RoleNow;
@@ -27,6 +28,19 @@ use crate::offsets::Journaled;
 use crate::pop::revive::popped_topic;
 use crate::pop::{Finish, QueueKey};
 use crate::state::BrokerState;
+
+/// A slave's POP state is its master's, replaced by what the master streams: a change there
+/// would be answered for nothing. It comes from a client still talking to a master deposed
+/// under it (the request may even have waited in the socket through the election), which must
+/// not hear SUCCESS while the new master hands the message out again.
+fn refuse_on_slave(made_as: RoleNow) -> Option<RemotingCommand> {
+    made_as.is_slave().then(|| {
+        error(
+            ResponseCode::SlaveNotAvailable,
+            "this broker is a slave: POP acknowledgements and invisibility changes go to the master",
+        )
+    })
+}
 
 /// Checks the queue and offset an acknowledgement or change names; `Err` is the answer.
 /// `past_end_ok`: an offset equal to the queue's end is accepted (RocketMQ's ack checks
@@ -131,6 +145,9 @@ async fn settle(
 
 pub(super) async fn ack(state: &Arc<BrokerState>, request: &RemotingCommand) -> RemotingCommand {
     let made_as = (state.role.now(), Since::now(&state.progress_stream));
+    if let Some(refusal) = refuse_on_slave(made_as.0) {
+        return refusal;
+    }
     let header = match request.decode_header::<AckMessageRequestHeader>() {
         Ok(header) => header,
         Err(failure) => return bad_header(failure),
@@ -168,6 +185,9 @@ pub(super) async fn batch_ack(
     request: &RemotingCommand,
 ) -> RemotingCommand {
     let made_as = (state.role.now(), Since::now(&state.progress_stream));
+    if let Some(refusal) = refuse_on_slave(made_as.0) {
+        return refusal;
+    }
     let body = match BatchAckMessageRequestBody::from_json_bytes(&request.body) {
         Ok(body) => body,
         Err(failure) => {
@@ -249,6 +269,9 @@ pub(super) async fn change_invisible_time(
     }
     let key = QueueKey::new(&header.consumer_group, &header.topic, header.queue_id);
     let made_as = state.role.now();
+    if let Some(refusal) = refuse_on_slave(made_as) {
+        return refusal;
+    }
     let since = Since::now(&state.progress_stream);
     let now = now_ms();
     let visible_at = now.saturating_add(header.invisible_time);

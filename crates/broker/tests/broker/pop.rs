@@ -666,6 +666,34 @@ async fn a_slave_copies_the_masters_pop_state_and_goes_on_from_it_as_master() {
         "the slave never held the master's POP state"
     );
     assert_eq!(max_offset(&client, &slave).await, 30, "log replicated");
+    // The slave takes no acknowledgement and no change of invisibility: its state is its
+    // master's, and a client still sending to a master deposed under it must not hear SUCCESS
+    // for a change that never reaches the new master.
+    let held = handed
+        .iter()
+        .find(|m| m.record.queue_offset % 2 == 0)
+        .expect("an unacknowledged message");
+    let change = RemotingCommand::request_with_header(
+        RequestCode::ChangeMessageInvisibleTime,
+        &ChangeInvisibleTimeRequestHeader {
+            consumer_group: POP_GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: held.receipt.queue_id,
+            extra_info: held.receipt.encode(),
+            offset: held.receipt.queue_offset,
+            invisible_time: 60_000,
+            broker_name: None,
+        },
+    );
+    for request in [ack_request(held), change] {
+        let refused = call(&client, &slave, request).await;
+        assert_eq!(refused.response_code(), ResponseCode::SlaveNotAvailable);
+    }
+    assert_eq!(
+        pop_state(&client, &slave).await,
+        master_state,
+        "the slave's POP state changed"
+    );
 
     // The master is gone; the slave's store comes back as the master.
     let _ = stop_master.send(true);
