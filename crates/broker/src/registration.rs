@@ -1,14 +1,16 @@
-//! Registration with the name servers: at start, every `registerNameServerPeriod`, and at once
-//! when topics change; unregistration at shutdown.
+//! Registration with the name servers: at start, every `registerNameServerPeriod`, at once
+//! when topics change, and with a name server that lost this broker (checked every few
+//! seconds); unregistration at shutdown.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_protocol::body::{perm, RegisterBrokerBody};
+use tidemark_protocol::body::{perm, DataVersion, RegisterBrokerBody};
 use tidemark_protocol::headers::{
-    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
+    QueryDataVersionRequestHeader, QueryDataVersionResponseHeader, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{RemotingCommand, RequestCode, ResponseCode};
@@ -22,6 +24,13 @@ use crate::message_log::LogHandle;
 use crate::parts::Metadata;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
+/// How often, between full rounds, each name server is asked whether it still has this
+/// broker's data (QUERY_DATA_VERSION, what RocketMQ's broker asks before an unforced
+/// registration). A name server back from a crash knows no broker and answers every client
+/// "topic not exist" until it is told: without the check, for up to a registration period.
+const CHECK_PERIOD: Duration = Duration::from_secs(2);
+/// A check waits this long for an answer: the next one comes soon anyway.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What registration touches: the settings it announces, the topics, the log's epochs, role
 /// and permission, the master a slave learns from the answers, and the rounds requests wait
@@ -39,14 +48,19 @@ pub struct Registrar {
     pub rounds: Arc<RegistrationRounds>,
 }
 
-fn register_request(registrar: &Registrar) -> RemotingCommand {
-    let mut topics = registrar.metadata.topics.snapshot().1;
+/// The version of what a registration announces, as the name servers record it.
+fn announced_version(registrar: &Registrar, mut version: DataVersion) -> DataVersion {
     if registrar.config.enable_controller_mode {
         // The name servers prefer the master of the newest epoch (RocketMQ's stateVersion),
         // so a deposed master that still registers as id 0 does not take routes back.
-        topics.data_version.state_version =
-            registrar.log.log().epochs().last_epoch().map(i64::from);
+        version.state_version = registrar.log.log().epochs().last_epoch().map(i64::from);
     }
+    version
+}
+
+fn register_request(registrar: &Registrar) -> RemotingCommand {
+    let mut topics = registrar.metadata.topics.snapshot().1;
+    topics.data_version = announced_version(registrar, topics.data_version);
     // A broker that does not take writes (or reads) announces every topic with its own
     // permission, as RocketMQ does, so clients route around it.
     let permission = registrar.log.live.get().broker_permission;
@@ -85,24 +99,57 @@ fn crc32fast_hash(bytes: &[u8]) -> u32 {
 
 async fn register_all(registrar: &Registrar, client: &RemotingClient) {
     for addr in registrar.config.name_servers() {
-        match client
-            .invoke(&addr, register_request(registrar), CALL_TIMEOUT)
-            .await
-        {
-            Ok(response) if response.response_code() == ResponseCode::Success => {
-                debug!(namesrv = %addr, "registered");
-                registrar
-                    .registered
-                    .store(true, std::sync::atomic::Ordering::Release);
-                if registrar.log.role().is_slave() {
-                    learn_master(registrar, &response);
-                }
-            }
-            Ok(response) => {
-                warn!(namesrv = %addr, code = %response.response_code(), remark = ?response.remark, "registration refused")
-            }
-            Err(failure) => warn!(namesrv = %addr, %failure, "registration failed; will retry"),
+        register_with(registrar, client, &addr).await;
+    }
+}
+
+/// Registers with every name server that no longer has this broker's current data (it
+/// restarted, or missed a round).
+async fn register_where_lost(registrar: &Registrar, client: &RemotingClient) {
+    let version = announced_version(registrar, registrar.metadata.topics.data_version());
+    let header = QueryDataVersionRequestHeader {
+        broker_name: registrar.config.broker_name.clone(),
+        broker_addr: registrar.config.broker_addr(),
+        cluster_name: registrar.config.broker_cluster_name.clone(),
+        broker_id: registrar.log.role().now().broker_id,
+    };
+    for addr in registrar.config.name_servers() {
+        let request = RemotingCommand::request_with_header(RequestCode::QueryDataVersion, &header)
+            .with_body(version.to_json_bytes());
+        // One that does not answer is left alone (the round warns of it): it is asked again
+        // in a moment, and once it is back it says it lacks the data.
+        let lacks = match client.invoke(&addr, request, CHECK_TIMEOUT).await {
+            Ok(response) if response.response_code() == ResponseCode::Success => response
+                .decode_header::<QueryDataVersionResponseHeader>()
+                .is_ok_and(|answer| answer.changed),
+            Ok(_) => true,
+            Err(_) => false,
+        };
+        if lacks {
+            debug!(namesrv = %addr, "the name server lacks this broker's data");
+            register_with(registrar, client, &addr).await;
         }
+    }
+}
+
+async fn register_with(registrar: &Registrar, client: &RemotingClient, addr: &str) {
+    match client
+        .invoke(addr, register_request(registrar), CALL_TIMEOUT)
+        .await
+    {
+        Ok(response) if response.response_code() == ResponseCode::Success => {
+            debug!(namesrv = %addr, "registered");
+            registrar
+                .registered
+                .store(true, std::sync::atomic::Ordering::Release);
+            if registrar.log.role().is_slave() {
+                learn_master(registrar, &response);
+            }
+        }
+        Ok(response) => {
+            warn!(namesrv = %addr, code = %response.response_code(), remark = ?response.remark, "registration refused")
+        }
+        Err(failure) => warn!(namesrv = %addr, %failure, "registration failed; will retry"),
     }
 }
 
@@ -199,10 +246,17 @@ async fn run_rounds(registrar: &Registrar, stop: impl Future<Output = ()>) {
     const MASTERLESS_PERIOD: Duration = Duration::from_secs(2);
     let mut next = tokio::time::Instant::now();
     loop {
+        let check = tokio::time::Instant::now() + CHECK_PERIOD;
         tokio::select! {
             _ = &mut stop => break,
             _ = tokio::time::sleep_until(next) => {}
             _ = registrar.rounds.wake.notified() => {}
+            _ = tokio::time::sleep_until(check), if check < next => {
+                if registrar.log.role().now().broker_id >= 0 {
+                    register_where_lost(registrar, &client).await;
+                }
+                continue;
+            }
         }
         // Every ticket asked before the round starts is covered by it.
         let covering = registrar.rounds.asked.load(Ordering::SeqCst);

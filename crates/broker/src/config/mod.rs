@@ -220,7 +220,10 @@ pub struct BrokerConfig {
     /// See `pop_polling_size`: the bound over all queue keys.
     #[serde(alias = "maxPopPollingSize")]
     pub max_pop_polling_size: usize,
-    /// How often the broker registers with the name servers, ms (kept within 10–60 s).
+    /// How often the broker registers with the name servers, ms (kept within 10–60 s). Between
+    /// registrations it asks each name server every 2 s whether it still has the broker's data
+    /// (QUERY_DATA_VERSION) and registers with one that lost it, such as a name server back
+    /// from a crash.
     #[serde(alias = "registerNameServerPeriod")]
     pub register_name_server_period: u64,
     /// A pull that finds nothing is held until messages arrive or its suspend time ends; off, it is
