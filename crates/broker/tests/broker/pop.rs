@@ -117,6 +117,22 @@ fn ack_request(message: &Popped) -> RemotingCommand {
     )
 }
 
+/// CHANGE_MESSAGE_INVISIBLETIME of a message popped from the topic itself.
+fn change_request(message: &Popped, invisible_time: i64) -> RemotingCommand {
+    RemotingCommand::request_with_header(
+        RequestCode::ChangeMessageInvisibleTime,
+        &ChangeInvisibleTimeRequestHeader {
+            consumer_group: POP_GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id: message.receipt.queue_id,
+            extra_info: message.receipt.encode(),
+            offset: message.receipt.queue_offset,
+            invisible_time,
+            broker_name: None,
+        },
+    )
+}
+
 async fn call(client: &RemotingClient, broker: &str, request: RemotingCommand) -> RemotingCommand {
     client
         .invoke(broker, request, WAIT)
@@ -210,23 +226,7 @@ async fn popped_messages_are_acknowledged_once_and_the_rest_come_back_as_retries
         );
     }
     let held = unacked[0];
-    let change = call(
-        &client,
-        &cluster.broker,
-        RemotingCommand::request_with_header(
-            RequestCode::ChangeMessageInvisibleTime,
-            &ChangeInvisibleTimeRequestHeader {
-                consumer_group: POP_GROUP.into(),
-                topic: TOPIC.into(),
-                queue_id: held.receipt.queue_id,
-                extra_info: held.receipt.encode(),
-                offset: held.receipt.queue_offset,
-                invisible_time: 60_000,
-                broker_name: None,
-            },
-        ),
-    )
-    .await;
+    let change = call(&client, &cluster.broker, change_request(held, 60_000)).await;
     assert_eq!(change.response_code(), ResponseCode::Success);
     let changed = change
         .decode_header::<ChangeInvisibleTimeResponseHeader>()
@@ -673,19 +673,7 @@ async fn a_slave_copies_the_masters_pop_state_and_goes_on_from_it_as_master() {
         .iter()
         .find(|m| m.record.queue_offset % 2 == 0)
         .expect("an unacknowledged message");
-    let change = RemotingCommand::request_with_header(
-        RequestCode::ChangeMessageInvisibleTime,
-        &ChangeInvisibleTimeRequestHeader {
-            consumer_group: POP_GROUP.into(),
-            topic: TOPIC.into(),
-            queue_id: held.receipt.queue_id,
-            extra_info: held.receipt.encode(),
-            offset: held.receipt.queue_offset,
-            invisible_time: 60_000,
-            broker_name: None,
-        },
-    );
-    for request in [ack_request(held), change] {
+    for request in [ack_request(held), change_request(held, 60_000)] {
         let refused = call(&client, &slave, request).await;
         assert_eq!(refused.response_code(), ResponseCode::SlaveNotAvailable);
     }

@@ -5,18 +5,6 @@ use crate::common::*;
 use tidemark_protocol::body::TopicRouteData;
 use tidemark_protocol::headers::GetRouteInfoRequestHeader;
 
-fn serve_namesrv(listener: TcpListener) -> watch::Sender<bool> {
-    let (stop, mut stopping) = watch::channel(false);
-    tokio::spawn(NameServer::serve(
-        listener,
-        NameServerConfig::default(),
-        async move {
-            let _ = stopping.wait_for(|stopped| *stopped).await;
-        },
-    ));
-    stop
-}
-
 /// Whether `namesrv` routes the test topic to a broker.
 async fn routed(client: &RemotingClient, namesrv: &str) -> bool {
     let request = RemotingCommand::request_with_header(
@@ -55,11 +43,7 @@ async fn a_name_server_back_from_a_crash_learns_the_broker_within_seconds() {
     settings.register_name_server_period = 30_000;
     let (broker, stop_broker, broker_task) = start_broker(settings).await;
     let client = RemotingClient::new(ClientConfig::default(), None);
-    let sent = client
-        .invoke(&broker, send_request("m-1", "", 0), WAIT)
-        .await
-        .expect("answered");
-    assert_eq!(sent.response_code(), ResponseCode::Success);
+    send_ok((&client, &broker), send_request("m-1", "", 0)).await;
     assert!(
         routed_within(&client, &namesrv, WAIT).await,
         "the topic was never routed"

@@ -58,6 +58,11 @@ pub fn config(dir: &Path, namesrv: &str) -> BrokerConfig {
 pub async fn start_namesrv() -> (String, watch::Sender<bool>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("bound").to_string();
+    (addr, serve_namesrv(listener))
+}
+
+/// A name server on `listener`, until the returned switch is set.
+pub fn serve_namesrv(listener: TcpListener) -> watch::Sender<bool> {
     let (stop, mut stopping) = watch::channel(false);
     tokio::spawn(NameServer::serve(
         listener,
@@ -66,7 +71,7 @@ pub async fn start_namesrv() -> (String, watch::Sender<bool>) {
             let _ = stopping.wait_for(|stopped| *stopped).await;
         },
     ));
-    (addr, stop)
+    stop
 }
 
 /// A started broker: its address, the switch that stops it, and its serving task.
