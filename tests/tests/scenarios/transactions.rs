@@ -79,6 +79,37 @@ impl TransactionListener for ByBody {
     }
 }
 
+/// A push consumer of `topic` from its first offset, in a group named after `group`, counting
+/// how often each body arrives.
+async fn counting_consumer(
+    namesrv: &str,
+    topic: &str,
+    group: &str,
+) -> (PushConsumer, Arc<Mutex<BTreeMap<String, usize>>>) {
+    let delivered: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let sink = delivered.clone();
+    let consumer = PushConsumer::builder(unique(group))
+        .namesrv_addr(namesrv.to_owned())
+        .subscribe(topic, "*")
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .start_concurrently(tidemark_client::concurrent_fn(
+            move |messages: Vec<MessageExt>| {
+                let sink = sink.clone();
+                async move {
+                    let mut delivered = sink.lock().expect("lock");
+                    for message in messages {
+                        let body = String::from_utf8_lossy(&message.body).into_owned();
+                        *delivered.entry(body).or_default() += 1;
+                    }
+                    ConsumeStatus::Success
+                }
+            },
+        ))
+        .await
+        .expect("consumer");
+    (consumer, delivered)
+}
+
 /// Runs only as a child of `ten_thousand_transactions_survive_producer_and_broker_kills`:
 /// sends transactions `from..to` of the group, printing `sent <i>` after each, then stays up
 /// to answer check-backs until killed.
@@ -224,27 +255,7 @@ async fn ten_thousand_transactions_survive_producer_and_broker_kills() {
     let topic = unique("TxTopic");
     let group = unique("TxProducers");
 
-    let delivered: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
-    let sink = delivered.clone();
-    let consumer = PushConsumer::builder(unique("TxConsumers"))
-        .namesrv_addr(namesrv.clone())
-        .subscribe(topic.as_str(), "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .start_concurrently(tidemark_client::concurrent_fn(
-            move |messages: Vec<MessageExt>| {
-                let sink = sink.clone();
-                async move {
-                    let mut delivered = sink.lock().expect("lock");
-                    for message in messages {
-                        let body = String::from_utf8_lossy(&message.body).into_owned();
-                        *delivered.entry(body).or_default() += 1;
-                    }
-                    ConsumeStatus::Success
-                }
-            },
-        ))
-        .await
-        .expect("consumer");
+    let (consumer, delivered) = counting_consumer(&namesrv, &topic, "TxConsumers").await;
 
     let started = Instant::now();
     let seen: Arc<Mutex<Seen>> = Arc::default();
@@ -399,26 +410,7 @@ async fn a_new_transactional_producer_is_asked_back_at_once() {
     );
     let namesrv = server.namesrv_addr();
     let topic = unique("TxFirst");
-    let delivered: Arc<Mutex<Vec<String>>> = Arc::default();
-    let sink = delivered.clone();
-    let consumer = PushConsumer::builder(unique("TxFirstConsumers"))
-        .namesrv_addr(namesrv.clone())
-        .subscribe(topic.as_str(), "*")
-        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-        .start_concurrently(tidemark_client::concurrent_fn(
-            move |messages: Vec<MessageExt>| {
-                let sink = sink.clone();
-                async move {
-                    let mut delivered = sink.lock().expect("lock");
-                    for message in messages {
-                        delivered.push(String::from_utf8_lossy(&message.body).into_owned());
-                    }
-                    ConsumeStatus::Success
-                }
-            },
-        ))
-        .await
-        .expect("consumer");
+    let (consumer, delivered) = counting_consumer(&namesrv, &topic, "TxFirstConsumers").await;
     // The default heartbeat period (30 s): longer than the 15 checks a second take.
     let producer = tidemark_client::Producer::builder(unique("TxFirstProducers"))
         .namesrv_addr(namesrv)
@@ -432,11 +424,7 @@ async fn a_new_transactional_producer_is_asked_back_at_once() {
         .expect("the half is stored");
     assert_eq!(sent.state, LocalTransactionState::Unknown);
     let arrived = wait_until(Duration::from_secs(12), || {
-        delivered
-            .lock()
-            .expect("lock")
-            .iter()
-            .any(|got| got == body)
+        delivered.lock().expect("lock").contains_key(body)
     })
     .await;
     producer.shutdown().await;
