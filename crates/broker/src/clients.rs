@@ -1,10 +1,13 @@
 //! Who is connected: consumer groups with their channels and subscriptions, producer groups,
 //! and the orderly-consumption locks (RocketMQ's `ConsumerManager`, `ProducerManager` and
 //! `RebalanceLockManager`). Each owns its lock; the broker sends notifications from what they
-//! return.
+//! return. A client's liveness and a lock's age are measured on the monotonic clock, unlike
+//! RocketMQ's: a wall clock stepped forward past the lock's time (60 s) or the expiry (120 s)
+//! must not hand an orderly queue to a second consumer or drop every client at once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use tidemark_protocol::body::{
     Connection, ConsumeFromWhere, ConsumeType, ConsumerConnection, ConsumerData, MessageModel,
@@ -20,7 +23,10 @@ pub struct ClientChannel {
     pub client_id: String,
     pub language: LanguageCode,
     pub version: i32,
+    /// When its last heartbeat came, as shown to operators (wall clock).
     pub last_update_ms: i64,
+    /// The same moment on the monotonic clock, which expiry reads.
+    pub last_seen: Instant,
 }
 
 /// What RocketMQ 5's connection metrics tell connections apart by.
@@ -203,9 +209,9 @@ impl ClientRegistry {
         self.lock().connection_kinds()
     }
 
-    /// Drops channels silent for `timeout_ms`; returns (group, channel) of removed consumers.
-    pub fn expire(&self, now_ms: i64, timeout_ms: i64) -> Vec<(String, Channel)> {
-        self.lock().expire(now_ms, timeout_ms)
+    /// Drops channels silent for `timeout`; returns (group, channel) of removed consumers.
+    pub fn expire(&self, now: Instant, timeout: Duration) -> Vec<(String, Channel)> {
+        self.lock().expire(now, timeout)
     }
 
     /// How an online group consumes `topic`; `None` when no client of the group is online.
@@ -446,12 +452,14 @@ impl Clients {
         groups
     }
 
-    /// Drops channels silent for `timeout_ms`; returns (group, channel) of removed consumers.
-    fn expire(&mut self, now_ms: i64, timeout_ms: i64) -> Vec<(String, Channel)> {
+    /// Drops channels silent for `timeout`; returns (group, channel) of removed consumers.
+    fn expire(&mut self, now: Instant, timeout: Duration) -> Vec<(String, Channel)> {
+        let alive =
+            |client: &ClientChannel| now.saturating_duration_since(client.last_seen) <= timeout;
         let mut expired = Vec::new();
         for (name, group) in &mut self.consumers {
             group.channels.retain(|_, client| {
-                let keep = now_ms - client.last_update_ms <= timeout_ms;
+                let keep = alive(client);
                 if !keep {
                     expired.push((name.clone(), client.channel.clone()));
                 }
@@ -464,7 +472,7 @@ impl Clients {
         }
         self.consumers.retain(|_, group| !group.channels.is_empty());
         for channels in self.producers.values_mut() {
-            channels.retain(|_, client| now_ms - client.last_update_ms <= timeout_ms);
+            channels.retain(|_, client| alive(client));
         }
         self.producers.retain(|_, channels| !channels.is_empty());
         expired
@@ -524,11 +532,11 @@ impl Clients {
 }
 
 /// Locks of orderly consumers on queues: (group, queue) → owner client id and last renewal.
-/// A lock not renewed for `lock_ttl_ms` (60 s) is free again.
+/// A lock not renewed for `lock_ttl` (60 s) is free again.
 /// Owns its lock.
 #[derive(Debug, Default)]
 pub struct QueueLocks {
-    locks: Mutex<HashMap<(String, MessageQueue), (String, i64)>>,
+    locks: Mutex<HashMap<(String, MessageQueue), (String, Instant)>>,
 }
 
 impl QueueLocks {
@@ -538,8 +546,8 @@ impl QueueLocks {
         group: &str,
         client_id: &str,
         queues: &[MessageQueue],
-        now_ms: i64,
-        lock_ttl_ms: i64,
+        now: Instant,
+        lock_ttl: Duration,
     ) -> Vec<MessageQueue> {
         let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
         let mut locked = Vec::new();
@@ -547,10 +555,12 @@ impl QueueLocks {
             let key = (group.to_owned(), queue.clone());
             let free = match locks.get(&key) {
                 None => true,
-                Some((owner, renewed)) => owner == client_id || now_ms - renewed > lock_ttl_ms,
+                Some((owner, renewed)) => {
+                    owner == client_id || now.saturating_duration_since(*renewed) > lock_ttl
+                }
             };
             if free {
-                locks.insert(key, (client_id.to_owned(), now_ms));
+                locks.insert(key, (client_id.to_owned(), now));
                 locked.push(queue.clone());
             }
         }
@@ -590,6 +600,7 @@ mod tests {
             language: LanguageCode::Java,
             version: 0,
             last_update_ms: 0,
+            last_seen: Instant::now(),
         };
         registry.register_consumer(&data, client);
         (registry, channel)
@@ -656,35 +667,37 @@ mod tests {
     fn locks_are_exclusive_until_they_expire() {
         let locks = QueueLocks::default();
         let queue = MessageQueue::new("T", "broker-a", 0);
-        assert_eq!(
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let lock = |client: &str, ms: u64| {
             locks
-                .lock("g", "c1", std::slice::from_ref(&queue), 0, 60_000)
-                .len(),
-            1
-        );
-        assert!(locks
-            .lock("g", "c2", std::slice::from_ref(&queue), 1_000, 60_000)
-            .is_empty());
-        assert_eq!(
-            locks
-                .lock("g", "c1", std::slice::from_ref(&queue), 2_000, 60_000)
-                .len(),
-            1,
-            "renewal"
-        );
-        assert_eq!(
-            locks
-                .lock("g", "c2", std::slice::from_ref(&queue), 63_000, 60_000)
-                .len(),
-            1,
-            "expired"
-        );
+                .lock(
+                    "g",
+                    client,
+                    std::slice::from_ref(&queue),
+                    at(ms),
+                    Duration::from_secs(60),
+                )
+                .len()
+        };
+        assert_eq!(lock("c1", 0), 1);
+        assert_eq!(lock("c2", 1_000), 0);
+        assert_eq!(lock("c1", 2_000), 1, "renewal");
+        assert_eq!(lock("c2", 63_000), 1, "expired");
         locks.unlock("g", "c1", std::slice::from_ref(&queue));
-        assert!(
-            locks
-                .lock("g", "c1", std::slice::from_ref(&queue), 63_500, 60_000)
-                .is_empty(),
-            "c1 cannot unlock c2's lock"
-        );
+        assert_eq!(lock("c1", 63_500), 0, "c1 cannot unlock c2's lock");
+    }
+
+    #[test]
+    fn a_client_expires_after_its_time_on_the_monotonic_clock() {
+        let (registry, _) = member_of("g", "T", 1);
+        let seen = Instant::now();
+        let timeout = Duration::from_secs(120);
+        assert!(registry.expire(seen, timeout).is_empty());
+        assert!(registry
+            .expire(seen + Duration::from_secs(119), timeout)
+            .is_empty());
+        let expired = registry.expire(seen + Duration::from_secs(121), timeout);
+        assert_eq!(expired.len(), 1, "silent for longer than the expiry");
     }
 }

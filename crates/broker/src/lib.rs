@@ -80,7 +80,7 @@ pub enum BrokerError {
 
 /// Clients silent this long are dropped (Java: 120 s, scanned every 10 s, when stuck consumers
 /// are looked for too).
-const CLIENT_EXPIRY_MS: i64 = 120_000;
+const CLIENT_EXPIRY: Duration = Duration::from_secs(120);
 
 /// How often the ACL file is looked at for changes (RocketMQ: 5 s).
 const ACL_FILE_CHECK_INTERVAL: Duration = Duration::from_secs(2);
@@ -309,7 +309,7 @@ async fn expiry_loop(state: Arc<BrokerState>, stop: impl Future<Output = ()>) {
         }
         let expired = state
             .clients
-            .expire(tidemark_remoting::now_ms(), CLIENT_EXPIRY_MS);
+            .expire(std::time::Instant::now(), CLIENT_EXPIRY);
         let mut groups: Vec<String> = expired
             .into_iter()
             .map(|(group, channel)| {

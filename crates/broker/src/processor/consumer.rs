@@ -31,7 +31,7 @@ use crate::offsets::{CommitOutcome, Committer, Journaled};
 use crate::state::BrokerState;
 
 /// A lock not renewed for this long is free (`rocketmq.broker.rebalance.lockMaxLiveTime`).
-const QUEUE_LOCK_TTL_MS: i64 = 60_000;
+const QUEUE_LOCK_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub(super) async fn heartbeat(
     state: &Arc<BrokerState>,
@@ -54,6 +54,7 @@ pub(super) async fn heartbeat(
         language: request.language,
         version: request.version,
         last_update_ms: now,
+        last_seen: std::time::Instant::now(),
     };
     let mut metadata_created = false;
     for consumer in &data.consumer_data_set {
@@ -402,8 +403,8 @@ pub(super) fn lock(state: &BrokerState, request: &RemotingCommand) -> RemotingCo
         &body.consumer_group,
         &body.client_id,
         &body.mq_set,
-        now_ms(),
-        QUEUE_LOCK_TTL_MS,
+        std::time::Instant::now(),
+        QUEUE_LOCK_TTL,
     );
     success().with_body(
         LockBatchResponseBody {
