@@ -71,6 +71,8 @@ pub fn admin_only(code: RequestCode) -> bool {
             | UpdateNamesrvConfig
             | RegisterBroker
             | UnregisterBroker
+            // Keeps a broker alive on the name server, as a registration does.
+            | QueryDataVersion
             | UpdateAndCreateAclConfig
             | DeleteAclConfig
             | UpdateGlobalWhiteAddrsConfig
