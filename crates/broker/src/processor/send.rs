@@ -182,8 +182,11 @@ struct Prepared {
 
 /// What the broker adds to every message it stores, as RocketMQ's does: its cluster, and its
 /// region and trace switch (a traced consumer reads them from the message; the 5.x client writes
-/// no consume trace for a message without a region).
+/// no consume trace for a message without a region). And what only the broker may write: the
+/// mark of a POP copy, which finishes its original message when found after a crash or an
+/// election — a client's forged one would finish another's message undelivered.
 fn stamp(state: &BrokerState, properties: &mut Properties) {
+    properties.remove(property::POP_ORIGIN);
     properties.insert(property::MSG_REGION, state.live.get().region_id.clone());
     properties.insert(
         property::TRACE_SWITCH,

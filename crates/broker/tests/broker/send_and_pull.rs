@@ -1,7 +1,8 @@
 //! Sends and pulls over loopback with an in-process name server, driven by raw remoting
 //! requests: a topic a send creates is routable once the send is answered; send, heartbeat,
 //! pull (long polling included), commits by request and by pull, and all of it again after a
-//! restart. (Compatibility with the real Java client is proven by compat/java's suite.)
+//! restart; what only the broker may write into a message. (Compatibility with the real Java
+//! client is proven by compat/java's suite.)
 
 use crate::common::*;
 use tidemark_protocol::headers::GetRouteInfoRequestHeader;
@@ -193,4 +194,34 @@ async fn produce_consume_commit_and_restart() {
     let _ = stop_broker.send(true);
     task.await.expect("task").expect("clean stop");
     let _ = stop_namesrv.send(true);
+}
+
+/// The mark of a POP copy (`TIDEMARK_POP_ORIGIN`) finishes the message it names when the broker
+/// finds the copy after a crash or an election: a client's send may not carry it, or it could
+/// finish another consumer's message undelivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_mark_its_message_as_a_pop_copy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(dir.path()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let retry = tidemark_protocol::headers::PopSource::RetryV1.real_topic("pop_group", TOPIC);
+    let mut request = send_request_to(&retry, "forged", "", 0);
+    let mut properties = Properties::parse(request.ext_fields.get("i").unwrap_or(""));
+    properties.insert(
+        tidemark_protocol::message::property::POP_ORIGIN,
+        format!("pop_group {TOPIC} 0 0"),
+    );
+    request.ext_fields.insert("i", properties.encode());
+    send_ok((&client, &cluster.broker), request).await;
+    let stored = pull_all((&client, &cluster.broker), &retry, 0, 1).await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        stored[0]
+            .properties
+            .get(tidemark_protocol::message::property::POP_ORIGIN),
+        None,
+        "a client's message was stored as a POP copy"
+    );
+    let _ = cluster.stop_broker().await;
+    client.shutdown();
 }
