@@ -311,7 +311,8 @@ fn revive_step(reviver: &Reviver, expired: Vec<(QueueKey, i64, InFlight)>, now: 
         .sum()
 }
 
-/// After a restart: copies stored but not journaled before the crash finish their messages.
+/// Copies the log holds whose messages are still in flight (stored, but the record that
+/// finished the message was lost to a crash or a failover) finish their messages.
 pub fn recover_copies(reviver: &Reviver) -> usize {
     let mut destinations: Vec<String> = Vec::new();
     for (group, topic) in reviver.pop.groups_in_flight() {
@@ -354,25 +355,35 @@ pub fn recover_copies(reviver: &Reviver) -> usize {
     if recovered > 0 {
         info!(
             recovered,
-            "POP copies made just before a crash were found; their messages are finished"
+            "POP copies made just before a crash or an election were found; their messages are finished"
         );
     }
     recovered
 }
 
 /// The revive service of a master.
+///
+/// Whenever the broker becomes master — at start, and when a controller elects it — it first
+/// finishes the messages whose copies its log already holds ([`recover_copies`]): a slave may
+/// have received its old master's copy of an expired message but not the record that finished
+/// it (the election came between the two), and copying that message again would hand it out
+/// twice.
 pub(crate) async fn run(reviver: Reviver, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     let reviver = Arc::new(reviver);
-    let first = reviver.clone();
-    let _ = tokio::task::spawn_blocking(move || recover_copies(&first)).await;
+    let mut was_master = false;
     loop {
         let pass = reviver.clone();
         let master = !reviver.log.role().is_slave();
+        let became_master = master && !was_master;
+        was_master = master;
         // Store reads and appends may block: keep them off the async workers.
         let _ = tokio::task::spawn_blocking(move || {
             if !master {
                 return;
+            }
+            if became_master {
+                recover_copies(&pass);
             }
             revive_due(&pass, now_ms());
             if let Err(failure) = pass.pop.compact_if_due() {
