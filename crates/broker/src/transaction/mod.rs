@@ -207,9 +207,20 @@ impl Transactions {
 
     /// The halves a check round at `now_ms` acts on: those past their immunity, split into
     /// the ones to check back and the ones already checked `check_max` times.
+    ///
+    /// A half stored later than `now_ms` (by more than a clock's jitter) was stamped by a wall
+    /// clock that has stepped back since, or by a former master's clock ahead of this one's: its
+    /// age cannot be read off the clock, and waiting for the clock to catch up would leave its
+    /// producer unasked that long. Its immunity starts again now.
     pub fn due(&self, now_ms: i64, check_max: u32) -> DueHalves {
+        const FUTURE_TOLERANCE_MS: i64 = 1_000;
         let mut due = DueHalves::default();
-        for half in self.lock().values() {
+        for half in self.lock().values_mut() {
+            if half.stored_at_ms > now_ms.saturating_add(FUTURE_TOLERANCE_MS) {
+                let immunity = half.check_after_ms.saturating_sub(half.stored_at_ms);
+                half.stored_at_ms = now_ms;
+                half.check_after_ms = now_ms.saturating_add(immunity);
+            }
             if half.check_after_ms > now_ms {
                 continue;
             }
@@ -310,5 +321,24 @@ mod tests {
         assert!(table.remove(0));
         assert!(!table.remove(0), "a half is resolved once");
         assert_eq!(table.len(), 2);
+    }
+
+    #[test]
+    fn a_half_stamped_in_the_future_waits_its_immunity_from_now() {
+        // Stored at 90 s by a clock since stepped back to 10 s; immunity 2 s.
+        let mut ahead = half(0, 0, 92_000);
+        ahead.stored_at_ms = 90_000;
+        let table = Transactions::with_pending([ahead]);
+        assert!(
+            table.due(10_000, 15).check.is_empty(),
+            "immune again from now"
+        );
+        assert!(table.due(11_000, 15).check.is_empty());
+        let due = table.due(12_000, 15);
+        assert_eq!(
+            due.check.len(),
+            1,
+            "checked 2 s after it was found, not at 92 s"
+        );
     }
 }
