@@ -487,7 +487,10 @@ fn check_commits(ops: &[&Op], verdict: &mut Verdict) {
             }
             Kind::ProgressMoved { group, topic } => {
                 highest.retain(|(moved, queue), _| !(moved == group && &queue.topic == topic));
-                moved_until.insert((group, topic), op.completed_ms);
+                // The broker's history records the same move again, applied within it:
+                // the window runs until the last of them was answered.
+                let until = moved_until.entry((group, topic)).or_insert(op.completed_ms);
+                *until = until.max(op.completed_ms);
             }
             Kind::Deliver {
                 group,

@@ -289,6 +289,48 @@ fn an_operator_move_counts_from_when_it_was_asked_for() {
 }
 
 #[test]
+fn the_history_entry_of_a_move_does_not_shorten_its_window() {
+    let mut story = Story::default();
+    story.send(Outcome::Ok, SendMode::Sync, &["s0", "s1"], "t");
+    story.deliver("g", "s0", "t", 0);
+    story.deliver("g", "s1", "t", 1);
+    // The operator's move: asked for at 3 ms, answered at 20 ms (the replicas were slow);
+    // the broker's history says it applied it at 4 ms.
+    let moved = |process: &str, invoked_ms: f64, completed_ms: f64| Op {
+        id: 0,
+        process: process.into(),
+        invoked_ms,
+        completed_ms,
+        outcome: Outcome::Ok,
+        kind: Kind::ProgressMoved {
+            group: "g".into(),
+            topic: "t".into(),
+        },
+    };
+    story.0.push(Op {
+        id: 3,
+        ..moved("operator", 3.0, 20.0)
+    });
+    story.0.push(Op {
+        id: 4,
+        ..moved("history", 4.0, 5.0)
+    });
+    // Asked for at 10 ms, it still shows the offset from before the move, and the consumer,
+    // told of the move at 19 ms, starts again from 0.
+    let stale = story.committed("g", "t", 2);
+    story.0[stale as usize].invoked_ms = 10.0;
+    story.0[stale as usize].completed_ms = 11.0;
+    let again = story.deliver("g", "s0", "t", 0);
+    story.0[again as usize].invoked_ms = 21.0;
+    story.0[again as usize].completed_ms = 21.0;
+    story.log("t", &["s0", "s1"]);
+    let last = story.0.len() - 1;
+    story.0[last].completed_ms = 22.0;
+    let verdict = check(&story.0, &expect(&[("g", "t")], &[]));
+    assert_eq!(verdict.anomalies, vec![]);
+}
+
+#[test]
 fn a_delivery_below_a_commit_already_read_is_a_redelivery_after_commit() {
     let mut story = Story::default();
     story.send(Outcome::Ok, SendMode::Sync, &["s0"], "t");
