@@ -144,6 +144,13 @@ pub fn summary(seed: u64, ops: &[Op], faults: &[FaultRecord], verdict: &Verdict)
             counts.pop_redelivered_by_clock
         );
     }
+    if counts.pop_redelivered_stored_twice > 0 {
+        let _ = writeln!(
+            text,
+            "- POP values acknowledged and handed out again from their second stored copy: {}",
+            counts.pop_redelivered_stored_twice
+        );
+    }
     let _ = writeln!(text, "- anomalies: {}\n", verdict.anomalies.len());
     for anomaly in verdict.anomalies.iter().take(50) {
         let _ = writeln!(text, "  - {anomaly}");

@@ -491,6 +491,28 @@ fn a_pop_redelivery_a_stepped_clock_explains_is_counted_not_flagged() {
 }
 
 #[test]
+fn a_pop_delivery_of_a_values_second_stored_copy_is_counted_not_flagged() {
+    let mut story = Story::default();
+    // The client retried a send that waited a second: the value is stored twice.
+    let send = story.send(Outcome::Ok, SendMode::GrpcSync, &["r0"], "t");
+    story.0[send as usize].invoked_ms = -1000.0;
+    story.deliver("pop", "r0", "t", 0);
+    story.push(
+        Outcome::Ok,
+        Kind::PopAck {
+            group: "pop".into(),
+            value: "r0".into(),
+            visible_until_ms: 1000.0,
+        },
+    );
+    story.deliver("pop", "r0", "t", 1);
+    story.log("t", &["r0", "r0"]);
+    let verdict = check(&story.0, &expect(&[("pop", "t")], &[]));
+    assert!(verdict.anomalies.is_empty(), "{:?}", verdict.anomalies);
+    assert_eq!(verdict.counts.pop_redelivered_stored_twice, 1);
+}
+
+#[test]
 fn a_committed_transaction_is_a_write_and_a_rolled_back_one_is_never_seen() {
     let mut story = Story::default();
     let committed = story.send(Outcome::Ok, SendMode::Transaction, &["tc0"], "t");
