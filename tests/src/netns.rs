@@ -134,27 +134,17 @@ impl Hosts {
 
     /// Limits what reaches host `name` to `rate` (tc's units: `200kbit`), or lifts the limit.
     pub fn throttle(&self, name: &str, rate: Option<&str>) {
-        let hub = self.namespace("hub");
-        let port = format!("p{}", self.index(name));
-        let outcome = match rate {
-            Some(rate) => Command::new("ip")
-                .args([
-                    "netns", "exec", &hub, "tc", "qdisc", "replace", "dev", &port,
-                ])
-                // A token bucket (netem is often not built into CI kernels).
-                .args([
+        match rate {
+            // A token bucket (netem is often not built into CI kernels).
+            Some(rate) => self.tc_on_port(
+                name,
+                ["qdisc", "replace"],
+                &[
                     "root", "tbf", "rate", rate, "burst", "3000", "latency", "1s",
-                ])
-                .status(),
-            None => Command::new("ip")
-                .args(["netns", "exec", &hub, "tc", "qdisc", "del", "dev", &port])
-                .arg("root")
-                .status(),
-        };
-        assert!(
-            outcome.as_ref().is_ok_and(|status| status.success()),
-            "tc on {port} failed: {outcome:?}"
-        );
+                ],
+            ),
+            None => self.tc_on_port(name, ["qdisc", "del"], &["root"]),
+        }
     }
 
     /// Drops `percent` of the packets to and from host `name` at random, or stops dropping.
@@ -163,32 +153,37 @@ impl Hosts {
     /// bridge port is: it loads the kernel's per-packet random number and answers "shot" below
     /// the threshold, in both directions of the port.
     pub fn lose(&self, name: &str, percent: Option<u32>) {
-        let hub = self.namespace("hub");
-        let port = format!("p{}", self.index(name));
-        let tc = |args: &[&str]| {
-            let outcome = Command::new("ip")
-                .args(["netns", "exec", &hub, "tc"])
-                .args(args)
-                .status();
-            assert!(
-                outcome.as_ref().is_ok_and(|status| status.success()),
-                "tc {args:?} on {port} failed: {outcome:?}"
-            );
-        };
         let Some(percent) = percent else {
-            tc(&["qdisc", "del", "dev", &port, "clsact"]);
+            self.tc_on_port(name, ["qdisc", "del"], &["clsact"]);
             return;
         };
         // ld rand (the ancillary load SKF_AD_OFF + SKF_AD_RAND); if A >= threshold skip one;
         // ret TC_ACT_SHOT; ret TC_ACT_OK.
         let threshold = (u64::from(percent.min(100)) << 32) / 100;
         let program = format!("4,32 0 0 4294963256,53 1 0 {threshold},6 0 0 2,6 0 0 0");
-        tc(&["qdisc", "replace", "dev", &port, "clsact"]);
+        self.tc_on_port(name, ["qdisc", "replace"], &["clsact"]);
         for direction in ["ingress", "egress"] {
-            tc(&[
-                "filter", "add", "dev", &port, direction, "bpf", "da", "bytecode", &program,
-            ]);
+            self.tc_on_port(
+                name,
+                ["filter", "add"],
+                &[direction, "bpf", "da", "bytecode", &program],
+            );
         }
+    }
+
+    /// Runs `tc OBJECT VERB dev PORT rest…` in the hub on host `name`'s bridge port: every link
+    /// fault is shaped there, so the host's own namespace stays untouched.
+    fn tc_on_port(&self, name: &str, [object, verb]: [&str; 2], rest: &[&str]) {
+        let port = format!("p{}", self.index(name));
+        let outcome = Command::new("ip")
+            .args(["netns", "exec", &self.namespace("hub"), "tc"])
+            .args([object, verb, "dev", &port])
+            .args(rest)
+            .status();
+        assert!(
+            outcome.as_ref().is_ok_and(|status| status.success()),
+            "tc {object} {verb} {rest:?} on {port} failed: {outcome:?}"
+        );
     }
 
     /// Runs the future `work()` makes on a new thread inside host `name` (a current-thread
