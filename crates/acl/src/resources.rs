@@ -7,8 +7,9 @@ use tidemark_protocol::headers::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader, NotificationRequestHeader, PeekMessageRequestHeader,
     PollingInfoRequestHeader, PopMessageRequestHeader, PullMessageRequestHeader,
-    QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader, SendMessageRequestHeader,
-    UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader, RecallMessageRequestHeader,
+    SendMessageRequestHeader, UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
 };
 use tidemark_protocol::json::JsonBody;
 use tidemark_protocol::{CommandHeader, HeaderError, JsonError, RemotingCommand, RequestCode};
@@ -127,6 +128,12 @@ pub fn needed(request: &RemotingCommand) -> Result<Vec<(Resource, Perm)>, Unread
     match code {
         SendMessage | SendMessageV2 | SendBatchMessage | SendReplyMessage | SendReplyMessageV2 => {
             let header = SendMessageRequestHeader::decode_request(request).map_err(header_error)?;
+            needs.send(&header.topic);
+        }
+        RecallMessage => {
+            // The handler acts on this topic only: a handle naming another is refused.
+            let header: RecallMessageRequestHeader =
+                request.decode_header().map_err(header_error)?;
             needs.send(&header.topic);
         }
         ConsumerSendMsgBack => {
@@ -310,6 +317,19 @@ mod tests {
 
     fn group(name: &str) -> (Resource, Perm) {
         (Resource::Group(name.into()), Perm::SUB)
+    }
+
+    #[test]
+    fn a_recall_needs_publishing_to_the_topic_it_names_and_a_handle() {
+        let mut request = RemotingCommand::request(RequestCode::RecallMessage);
+        request.ext_fields.insert("topic", "orders");
+        request
+            .ext_fields
+            .insert("recallHandle", "djEgb3JkZXJzIGIgMSBJRA==");
+        assert_eq!(needed(&request), Ok(vec![topic("orders", Perm::PUB)]));
+        let mut headless = RemotingCommand::request(RequestCode::RecallMessage);
+        headless.ext_fields.insert("topic", "orders");
+        assert!(needed(&headless).is_err(), "no handle: refused unread");
     }
 
     #[test]

@@ -111,6 +111,8 @@ live_settings! {
     "regionId" => region_id: String = text,
     "timerWheelEnable" => timer_wheel_enable: bool = boolean,
     "timerMaxDelaySec" => timer_max_delay_sec: u64 = positive,
+    "recallMessageEnable" => recall_message_enable: bool = boolean,
+    "allowRecallWhenBrokerNotWriteable" => allow_recall_when_broker_not_writeable: bool = boolean,
     "rejectTransactionMessage" => reject_transaction_message: bool = boolean,
     "transactionTimeOut" => transaction_timeout: u64 = positive,
     "transactionCheckMax" => transaction_check_max: u32 = positive_u32,

@@ -160,6 +160,9 @@ wire_code_enum! {
         GetTopicConfig = 351 => "GET_TOPIC_CONFIG",
         /// 5.x only; 4.9 lite pull consumers use `PULL_MESSAGE`.
         LitePullMessage = 361 => "LITE_PULL_MESSAGE",
+        /// 5.3.2+: cancels a timer message before it is due, named by the recall handle its
+        /// send was answered with.
+        RecallMessage = 370 => "RECALL_MESSAGE",
         /// 5.x: which queues a POP consumer of a group should ask for.
         QueryAssignment = 400 => "QUERY_ASSIGNMENT",
         /// 5.x: switches a group (or one topic of it) between PULL and POP.
@@ -284,6 +287,9 @@ wire_code_enum! {
         /// 5.x POP: nothing to pop within the poll time.
         PollingTimeout = 210 => "POLLING_TIMEOUT",
         FlowControl = 215 => "FLOW_CONTROL",
+        /// 5.x: a request that names something it may not act on (a recall handle that is
+        /// unreadable, of another topic or broker, or already due).
+        IllegalOperation = 604 => "ILLEGAL_OPERATION",
         /// 5.x controller: a master's request named an older master epoch.
         ControllerFencedMasterEpoch = 2000 => "CONTROLLER_FENCED_MASTER_EPOCH",
         ControllerFencedSyncStateSetEpoch = 2001 => "CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH",

@@ -204,6 +204,16 @@ pub struct BrokerConfig {
     /// `timerMaxDelaySec`, 3 days).
     #[serde(alias = "timerMaxDelaySec")]
     pub timer_max_delay_sec: u64,
+    /// Take RECALL_MESSAGE: a producer cancels a timer message it sent, before it is due, with
+    /// the handle its send was answered with. Off, recalls are refused with NO_PERMISSION
+    /// (RocketMQ 5.3.2+'s `recallMessageEnable`, off by default there too); handles are given
+    /// either way.
+    #[serde(alias = "recallMessageEnable")]
+    pub recall_message_enable: bool,
+    /// Take recalls while the broker's permission forbids writes (RocketMQ's
+    /// `allowRecallWhenBrokerNotWriteable`).
+    #[serde(alias = "allowRecallWhenBrokerNotWriteable")]
+    pub allow_recall_when_broker_not_writeable: bool,
     /// POP: messages one group may have in flight (popped, not yet acknowledged) per queue.
     /// At the bound, pops skip the queue until acknowledgements or revivals bring it under
     /// (RocketMQ 5's `popInflightMessageThreshold`).
@@ -441,6 +451,8 @@ impl Default for BrokerConfig {
             pre_online_timeout_ms: 5_000,
             timer_wheel_enable: true,
             timer_max_delay_sec: 259_200,
+            recall_message_enable: false,
+            allow_recall_when_broker_not_writeable: true,
             pop_in_flight_max_per_queue: 10_000,
             pop_polling_size: 1024,
             max_pop_polling_size: 100_000,

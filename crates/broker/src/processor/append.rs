@@ -33,7 +33,7 @@ pub(super) async fn acknowledge(
     queue_id: i32,
     appended: &[Appended],
     producer_waits: bool,
-    transaction_id: Option<String>,
+    extras: AnswerExtras,
 ) -> RemotingCommand {
     let Some(first) = appended.first() else {
         return error(ResponseCode::SystemError, "nothing appended");
@@ -70,9 +70,19 @@ pub(super) async fn acknowledge(
         msg_id: message_ids.join(","),
         queue_id,
         queue_offset: first.queue_offset,
-        transaction_id,
+        transaction_id: extras.transaction_id,
         batch_uniq_id: None,
         msg_region: state.live.get().region_id.clone(),
         trace_on: state.live.get().trace_on,
+        recall_handle: extras.recall_handle,
     })
+}
+
+/// What a send's answer carries for some messages only.
+#[derive(Debug, Default)]
+pub(super) struct AnswerExtras {
+    /// A transaction's half: its id, for the producer's END_TRANSACTION.
+    pub transaction_id: Option<String>,
+    /// A timer message: what recalls it ([`RecallHandle`](tidemark_protocol::message::RecallHandle)).
+    pub recall_handle: Option<String>,
 }

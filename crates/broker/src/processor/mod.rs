@@ -21,6 +21,7 @@ mod progress_history;
 mod progress_plan;
 mod pull;
 mod query_message;
+mod recall;
 mod relay;
 mod reset_offset;
 mod restore_progress;
@@ -360,6 +361,7 @@ impl RequestHandler for BrokerHandler {
                 RequestCode::GetBrokerConfig => broker_config::get(&state),
                 RequestCode::UpdateBrokerConfig => broker_config::update(&state, &request).await,
                 RequestCode::QueryMessage => query_message::query(&state, &request).await,
+                RequestCode::RecallMessage => recall::recall(&state, &request).await,
                 _ => {
                     debug!(%code, peer = %channel.peer_addr(), "request code not supported");
                     let kind = rpc(ResponseCode::RequestCodeNotSupported);

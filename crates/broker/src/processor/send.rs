@@ -12,7 +12,7 @@ use tidemark_remoting::now_ms;
 use tidemark_remoting::Channel;
 use tidemark_store::NewMessage;
 
-use super::append::{acknowledge, store_error_response};
+use super::append::{acknowledge, store_error_response, AnswerExtras};
 use super::{bad_header, error};
 use crate::metadata::{
     is_system_topic_for_send, is_valid_topic_name, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX,
@@ -111,12 +111,16 @@ pub(super) async fn send(
         Ok(appended) => appended,
         Err(failure) => return store_error_response(&failure),
     };
+    let extras = AnswerExtras {
+        transaction_id: None,
+        recall_handle: prepared.recall_handle,
+    };
     acknowledge(
         state,
         queue_id,
         &appended,
         prepared.producer_waits_for_slave,
-        None,
+        extras,
     )
     .await
 }
@@ -178,6 +182,8 @@ struct Prepared {
     topic_created: bool,
     /// No message said `WAIT=false`.
     producer_waits_for_slave: bool,
+    /// A single timer message's recall handle.
+    recall_handle: Option<String>,
 }
 
 /// What the broker adds to every message it stores, as RocketMQ's does: its cluster, and its
@@ -218,6 +224,7 @@ fn single_message(
         .unwrap_or(0);
     let mut message = new_message(state, target, header.flag, body, properties);
     let mut topic_created = false;
+    let mut recall_handle = None;
     if let Some(group) = header.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) {
         let from_header = if request_version >= version::V3_4_9 {
             header.max_reconsume_times
@@ -250,6 +257,7 @@ fn single_message(
                 return Err(timer_illegal(max_delay_ms));
             }
             Ok(Some(deliver)) if deliver > now => {
+                recall_handle = handle_of_timer(state, &message, deliver);
                 super::routing::to_timer(&mut message, deliver);
             }
             // Due already: stored as an ordinary message (RocketMQ does the same).
@@ -261,7 +269,28 @@ fn single_message(
         messages: vec![message],
         topic_created,
         producer_waits_for_slave,
+        recall_handle,
     })
+}
+
+/// The recall handle of a timer message due at `deliver` (none for a retry topic's, as
+/// RocketMQ gives none, nor for a message without a unique id to name it by).
+fn handle_of_timer(state: &BrokerState, message: &NewMessage, deliver: i64) -> Option<String> {
+    if message.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+        return None;
+    }
+    let id = message
+        .properties
+        .get(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)?;
+    Some(
+        tidemark_protocol::message::RecallHandle::for_timer(
+            &message.topic,
+            &state.config.broker_name,
+            deliver,
+            id,
+        )
+        .encode(),
+    )
 }
 
 /// RocketMQ 5's answer to a timer message it will not hold (too far ahead, or unreadable).
@@ -318,6 +347,7 @@ fn batch_messages(
         messages,
         topic_created: false,
         producer_waits_for_slave,
+        recall_handle: None,
     })
 }
 

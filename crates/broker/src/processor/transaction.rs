@@ -74,7 +74,17 @@ pub(super) async fn send_half(
     let half = resolve::pending_half(&state.live, &message, first);
     let transaction_id = (!half.unique_key.is_empty()).then(|| half.unique_key.clone());
     state.transactions.add(half);
-    super::append::acknowledge(state, queue_id, &appended, producer_waits, transaction_id).await
+    super::append::acknowledge(
+        state,
+        queue_id,
+        &appended,
+        producer_waits,
+        super::append::AnswerExtras {
+            transaction_id,
+            recall_handle: None,
+        },
+    )
+    .await
 }
 
 /// The refusal of a transactional batch (RocketMQ's remark).

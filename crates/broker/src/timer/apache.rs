@@ -21,7 +21,7 @@ use tidemark_storage::io::Storage;
 
 /// Apache's slot length (`timerPrecisionMs`, 1 s by default): it delivers the slot starting at
 /// `TIMER_OUT_MS` when the slot ends, never before the time asked for.
-const APACHE_SLOT_MS: i64 = 1_000;
+pub(super) const APACHE_SLOT_MS: i64 = 1_000;
 
 /// How far ahead of the clock a checkpoint's read time may be before it is taken for damage.
 const PLAUSIBLE_AHEAD_MS: i64 = 24 * 3_600_000;

@@ -15,6 +15,7 @@
 
 mod apache;
 mod progress;
+mod recall;
 mod replica;
 mod tally;
 
@@ -28,13 +29,14 @@ use tidemark_protocol::message::{
     properties_of, property, DecodeOptions, MessageRecord, Properties,
 };
 use tidemark_storage::io::Storage;
-use tidemark_storage::journal::{Journal, JournalError, JournalOptions, RecoveryReport};
+use tidemark_storage::journal::{Journal, JournalError, JournalOptions, RecoveryReport, Ticket};
 use tidemark_store::{NewMessage, QueueEntry, StoreError, TIMER_TOPIC};
 use tokio::sync::Notify;
 use tracing::warn;
 
 pub use apache::ApacheCheckpoint;
 pub use progress::Delivered;
+pub use recall::{RecallFailure, Recalled};
 use tally::PendingTopics;
 pub use tally::TopicTally;
 use tidemark_remoting::now_ms;
@@ -187,15 +189,23 @@ impl Timers {
     fn mark_delivered(&self, offset: i64, delivered: bool) {
         let mut inner = self.lock();
         inner.topics.remove(offset, delivered);
-        if inner.delivered.insert(offset) {
-            let record = progress::delivered_record(offset);
-            if let Some(outbox) = &self.outbox {
-                outbox.push(STREAM_TIMERS, record.clone());
-            }
-            if let Err(failure) = self.journal.append(&record) {
-                warn!(%failure, offset, "timer delivery not journaled; it may be delivered again after a restart");
-            }
+        if let Err(failure) = self.settle(&mut inner, offset) {
+            warn!(%failure, offset, "timer delivery not journaled; it may be delivered again after a restart");
         }
+    }
+
+    /// Marks `offset` as needing no delivery any more: journaled and queued for the replicas
+    /// while the caller holds the table's lock. The journal's ticket, or `None` when it was
+    /// settled already.
+    fn settle(&self, inner: &mut Pending, offset: i64) -> Result<Option<Ticket>, JournalError> {
+        if !inner.delivered.insert(offset) {
+            return Ok(None);
+        }
+        let record = progress::delivered_record(offset);
+        if let Some(outbox) = &self.outbox {
+            outbox.push(STREAM_TIMERS, record.clone());
+        }
+        self.journal.append(&record).map(Some)
     }
 
     /// Compacts the journal when due. Blocking.

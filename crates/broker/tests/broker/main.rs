@@ -21,6 +21,7 @@ mod offsets_model;
 mod pop;
 mod progress_history;
 mod progress_plan;
+mod recall;
 mod registration;
 mod retry_and_delay;
 mod rewinds;

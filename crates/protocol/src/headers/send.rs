@@ -121,5 +121,26 @@ command_header! {
         defaulted msg_region: String = "MSG_REGION" (String::from("DefaultRegion")),
         /// The broker's `traceOn`.
         defaulted trace_on: bool = "TRACE_ON" (true),
+        /// 5.3.2+: for a timer message, what recalls it ([`RecallHandle`](crate::message::RecallHandle)).
+        optional recall_handle: String = "recallHandle",
+    }
+}
+
+command_header! {
+    /// `RecallMessageRequestHeader` (RECALL_MESSAGE, 5.3.2+).
+    pub struct RecallMessageRequestHeader {
+        required topic: String = "topic",
+        /// As the send's answer gave it: encoded [`RecallHandle`](crate::message::RecallHandle).
+        required recall_handle: String = "recallHandle",
+        optional producer_group: String = "producerGroup",
+        /// The broker the handle names (clients set it; a proxy routes by it).
+        optional broker_name: String = "bname",
+    }
+}
+
+command_header! {
+    /// `RecallMessageResponseHeader`: the recalled message's unique (client) id.
+    pub struct RecallMessageResponseHeader {
+        required msg_id: String = "msgId",
     }
 }

@@ -4,6 +4,7 @@
 mod batch;
 mod ids;
 mod properties;
+mod recall;
 mod record;
 mod tags;
 
@@ -12,6 +13,7 @@ pub use ids::{
     civil_from_days, days_from_civil, decode_offset_msg_id, encode_offset_msg_id, UniqueIdGenerator,
 };
 pub use properties::{find_property, property, Properties};
+pub use recall::{BadRecallHandle, RecallHandle};
 pub use record::{
     body_crc, decode_records, magic_code_of, properties_of, store_timestamp_of, topic_of,
     total_size_of, transaction_fields_of, DecodeOptions, MessageRecord, RecordRef, RecordVersion,
