@@ -24,6 +24,7 @@ mod message;
 mod offset_store;
 mod process_queue;
 mod producer;
+mod recall;
 mod route;
 mod transaction;
 

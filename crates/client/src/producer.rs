@@ -70,6 +70,9 @@ pub struct SendResult {
     pub offset_msg_id: String,
     pub queue: MessageQueue,
     pub queue_offset: i64,
+    /// A timer message's recall handle ([`Producer::recall_message`]), from brokers that give
+    /// one (RocketMQ 5.3.2+, Tidemark).
+    pub recall_handle: Option<String>,
 }
 
 /// Producer settings (Java `DefaultMQProducer` fields).
@@ -271,6 +274,10 @@ impl std::fmt::Debug for SendCore {
 }
 
 impl SendCore {
+    pub(crate) fn send_timeout(&self) -> Duration {
+        self.settings.send_timeout
+    }
+
     pub(crate) fn new(instance: Arc<ClientInstance>, settings: ProducerSettings) -> Self {
         let ip = instance
             .client_id()
@@ -673,6 +680,7 @@ impl SendCore {
                 header.queue_id,
             ),
             queue_offset: header.queue_offset,
+            recall_handle: header.recall_handle,
         }))
     }
 

@@ -1,5 +1,6 @@
-//! Timer messages across processes: 10,000 messages with random delivery times, a broker
-//! SIGKILLed and restarted while most are pending. Every one arrives, none before its time,
+//! Timer messages across processes: 10,000 messages with random delivery times, a tenth of them
+//! recalled at once, a broker SIGKILLed and restarted while most are pending. No recalled one
+//! arrives; every other one does, none before its time,
 //! in order of its time, and — apart from those due while the broker was down — within 100 ms
 //! of it (p99). RocketMQ 5 rounds delivery times down to its 1 s precision.
 //! `TIDEMARK_TIMERS` and `TIDEMARK_TIMER_SPAN_S` set the count and the latest delay (20 s here;
@@ -41,7 +42,7 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_timers_arrive_on_time_across_a_broker_sigkill() {
+async fn ten_thousand_timers_arrive_on_time_and_recalled_ones_never_across_a_broker_sigkill() {
     let _alone = crate::ALONE.lock().await;
     if against_apache() {
         eprintln!("skipped: Apache RocketMQ 4.9 has no timer messages");
@@ -115,21 +116,35 @@ async fn ten_thousand_timers_arrive_on_time_across_a_broker_sigkill() {
     for sender in 0..16 {
         let (producer, topic, dues) = (producer.clone(), topic.clone(), dues.clone());
         senders.push(tokio::spawn(async move {
+            let mut recalled = Vec::new();
             for index in (sender..dues.len()).step_by(16) {
-                producer
+                let sent = producer
                     .send(
                         Message::new(topic.as_str(), format!("t-{index}"))
                             .with_deliver_time_ms(dues[index]),
                     )
                     .await
                     .expect("send a timer message");
+                // Every tenth is taken back at once: most of them fall due after the kill, so
+                // only a recall that survived it keeps them from arriving.
+                if index % 10 == 0 {
+                    let handle = sent.recall_handle.expect("a timer send names its recall");
+                    producer
+                        .recall_message(topic.as_str(), &handle)
+                        .await
+                        .expect("recalled before it is due");
+                    recalled.push(format!("t-{index}"));
+                }
             }
+            recalled
         }));
     }
+    let mut recalled = Vec::new();
     for sender in senders {
-        sender.await.expect("sender");
+        recalled.extend(sender.await.expect("sender"));
     }
     assert!(now_ms() < base, "sending took longer than the first delay");
+    let expected = count - recalled.len();
 
     // Kill the broker a third of the way through the span, and start it again.
     tokio::time::sleep(Duration::from_millis(
@@ -142,7 +157,7 @@ async fn ten_thousand_timers_arrive_on_time_across_a_broker_sigkill() {
     let back_at = now_ms();
 
     let all = wait_until(Duration::from_secs((span_ms / 1000 + 60) as u64), || {
-        seen.lock().expect("lock").len() >= count
+        seen.lock().expect("lock").len() >= expected
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -151,10 +166,22 @@ async fn ten_thousand_timers_arrive_on_time_across_a_broker_sigkill() {
     let seen = seen.lock().expect("lock").clone();
     assert!(
         all,
-        "{} of {count} timer messages arrived\n{}",
+        "{} of the {expected} timer messages not recalled arrived\n{}",
         seen.len(),
         server.tail_text()
     );
+    let recalled_arrived: Vec<&String> = recalled
+        .iter()
+        .filter(|body| seen.contains_key(*body))
+        .collect();
+    assert!(
+        recalled_arrived.is_empty(),
+        "{} of {} recalled timer messages delivered: {:?}",
+        recalled_arrived.len(),
+        recalled.len(),
+        &recalled_arrived[..recalled_arrived.len().min(5)]
+    );
+    assert_eq!(seen.len(), expected, "nothing but what was sent arrived");
 
     let received: Vec<i64> = seen.values().map(|deliveries| deliveries[0].1).collect();
     let back_receiving = received
@@ -209,13 +236,15 @@ async fn ten_thousand_timers_arrive_on_time_across_a_broker_sigkill() {
         lateness.last().copied().unwrap_or(0),
     );
     println!(
-        "timers: {count} over {} s, broker SIGKILLed at +{} s: all arrived, {} early, \
+        "timers: {count} over {} s, {} recalled before the kill and none of them delivered, \
+         broker SIGKILLed at +{} s: all others arrived, {} early, \
          {inversions} out of order, {duplicates} delivered twice (at-least-once across the kill); \
          lateness at the consumer of the {} due outside the outage: p50 {p50} ms, p99 {p99} ms, \
          max {max} ms; stored in the real topic p50 {} ms, p99 {} ms after their time \
          (RocketMQ 5: rounded to 1 s); the consumer received again {} ms after the broker was \
          back (last before the kill at +{} ms)",
         span_ms / 1000,
+        recalled.len(),
         (killed_at - base) / 1000,
         early.len(),
         lateness.len(),
