@@ -26,6 +26,7 @@ mod convert;
 mod gateway;
 mod housekeeping;
 mod offsets;
+mod recall;
 mod receive;
 mod renewals;
 mod route;

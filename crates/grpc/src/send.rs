@@ -172,6 +172,7 @@ impl Gateway {
             return entry(ok(), message_id, 0);
         };
         let mut sent = entry(ok(), message_id, header.queue_offset);
+        sent.recall_handle = header.recall_handle.unwrap_or_default();
         if outgoing.transactional {
             if let Ok((_, commit_log_offset)) = decode_offset_msg_id(&header.msg_id) {
                 sent.transaction_id =

@@ -305,20 +305,18 @@ impl Service {
         &self,
         request: Request<RecallMessageRequest>,
     ) -> Answer<RecallMessageResponse> {
-        let _caller = caller_or_answer!(
+        let caller = caller_or_answer!(
             self,
             request,
             RecallMessageResponse {
                 message_id: String::new()
             }
         );
-        Ok(Response::new(RecallMessageResponse {
-            status: Some(status(
-                Code::Unsupported,
-                "recalling a delayed message is not supported by Tidemark yet",
-            )),
-            message_id: String::new(),
-        }))
+        Ok(Response::new(
+            self.gateway
+                .recall_message(&caller, request.into_inner())
+                .await,
+        ))
     }
 
     pub(crate) async fn sync_lite_subscription(

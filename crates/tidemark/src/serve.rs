@@ -425,6 +425,9 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
             tidemark_broker::FlushDiskType::AsyncFlush
         },
         max_connections: args.max_connections,
+        // A development broker serves every feature a client may try (a configured broker
+        // keeps RocketMQ's default, off).
+        recall_message_enable: true,
         // Registration is immediate on topic changes; the period is the heartbeat.
         ..BrokerConfig::default()
     };

@@ -1,5 +1,7 @@
 package io.tidemark.compat.suite;
 
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -13,6 +15,7 @@ import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.MessageListener;
 import org.apache.rocketmq.client.apis.consumer.PushConsumer;
 import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
+import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -32,6 +35,14 @@ final class Clients implements AutoCloseable {
 
     Clients(String namesrvAddr) {
         this.namesrvAddr = namesrvAddr;
+    }
+
+    /** A received message's body as text. */
+    static String bodyOf(MessageView view) {
+        ByteBuffer buffer = view.getBody().duplicate();
+        byte[] bytes = new byte[buffer.remaining()];
+        buffer.get(bytes);
+        return new String(bytes, StandardCharsets.UTF_8);
     }
 
     /** The gRPC clients' configuration: the gateway's address; TLS as the test asks. */

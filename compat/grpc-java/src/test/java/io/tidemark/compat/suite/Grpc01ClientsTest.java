@@ -3,7 +3,6 @@ package io.tidemark.compat.suite;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -60,13 +59,6 @@ class Grpc01ClientsTest extends SuiteBase {
         while (!done.getAsBoolean() && System.currentTimeMillis() < deadline) {
             TimeUnit.MILLISECONDS.sleep(50);
         }
-    }
-
-    private static String body(MessageView view) {
-        ByteBuffer buffer = view.getBody().duplicate();
-        byte[] bytes = new byte[buffer.remaining()];
-        buffer.get(bytes);
-        return new String(bytes, StandardCharsets.UTF_8);
     }
 
     private Message message(String topic, String body) {
@@ -130,7 +122,7 @@ class Grpc01ClientsTest extends SuiteBase {
         long deadline = System.currentTimeMillis() + 60_000;
         while (attempts.size() < sent.size() && System.currentTimeMillis() < deadline) {
             for (MessageView view : consumer.receive(16, Duration.ofSeconds(15))) {
-                String body = body(view);
+                String body = Clients.bodyOf(view);
                 attempts.computeIfAbsent(body, b -> new CopyOnWriteArrayList<>()).add(view.getDeliveryAttempt());
                 arrivedAt.putIfAbsent(body, System.currentTimeMillis());
                 if (body.equals("sync-3") && held == null) {
@@ -158,7 +150,7 @@ class Grpc01ClientsTest extends SuiteBase {
             }
         }
         assertTrue(again != null, "the message put back never came again" + serverLog());
-        assertEquals("sync-3", body(again));
+        assertEquals("sync-3", Clients.bodyOf(again));
         assertEquals(2, again.getDeliveryAttempt());
         // Nothing else comes: every other message was acknowledged once.
         assertEquals(0, consumer.receive(16, Duration.ofSeconds(15)).size());
@@ -180,7 +172,7 @@ class Grpc01ClientsTest extends SuiteBase {
         Producer producer = clients.grpcProducer(config(), topic);
         Map<String, List<Integer>> attempts = new ConcurrentHashMap<>();
         clients.pushConsumer(config(), group, topic, view -> {
-            String body = body(view);
+            String body = Clients.bodyOf(view);
             attempts.computeIfAbsent(body, b -> new CopyOnWriteArrayList<>()).add(view.getDeliveryAttempt());
             return body.startsWith("fail") ? ConsumeResult.FAILURE : ConsumeResult.SUCCESS;
         });
@@ -220,7 +212,7 @@ class Grpc01ClientsTest extends SuiteBase {
         }
         Map<String, List<Integer>> seen = new ConcurrentHashMap<>();
         clients.pushConsumer(config(), group, topic, view -> {
-            String[] parts = body(view).split(":");
+            String[] parts = Clients.bodyOf(view).split(":");
             seen.computeIfAbsent(parts[0], g -> new CopyOnWriteArrayList<>()).add(Integer.parseInt(parts[1]));
             return ConsumeResult.SUCCESS;
         });
@@ -269,8 +261,8 @@ class Grpc01ClientsTest extends SuiteBase {
         long deadline = System.currentTimeMillis() + 30_000;
         while (!bodies.contains("from-remoting") && System.currentTimeMillis() < deadline) {
             for (MessageView view : consumer.receive(16, Duration.ofSeconds(15))) {
-                bodies.add(body(view));
-                if (body(view).equals("from-remoting")) {
+                bodies.add(Clients.bodyOf(view));
+                if (Clients.bodyOf(view).equals("from-remoting")) {
                     assertEquals("remoting", view.getTag().orElse(null));
                     assertEquals("green", view.getProperties().get("color"));
                     assertTrue(view.getKeys().contains("key-from-remoting"));

@@ -3,7 +3,6 @@ package io.tidemark.compat.suite;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -38,13 +37,6 @@ import org.junit.jupiter.api.Timeout;
 @DevArgs({"--transaction-check-interval-ms", "4000", "--transaction-timeout-ms", "3000"})
 class Grpc02TransactionTest extends SuiteBase {
 
-    private static String body(MessageView view) {
-        ByteBuffer buffer = view.getBody().duplicate();
-        byte[] bytes = new byte[buffer.remaining()];
-        buffer.get(bytes);
-        return new String(bytes, StandardCharsets.UTF_8);
-    }
-
     @Test
     @Timeout(value = 120, unit = TimeUnit.SECONDS)
     void committedOnceRolledBackNeverAndOpenOnesCheckedBack() throws Exception {
@@ -60,7 +52,7 @@ class Grpc02TransactionTest extends SuiteBase {
             .setClientConfiguration(config)
             .setTopics(topic)
             .setTransactionChecker(view -> {
-                String b = body(view);
+                String b = Clients.bodyOf(view);
                 checks.computeIfAbsent(b, k -> new AtomicInteger()).incrementAndGet();
                 return b.startsWith("open-commit") ? TransactionResolution.COMMIT : TransactionResolution.ROLLBACK;
             })
@@ -80,7 +72,7 @@ class Grpc02TransactionTest extends SuiteBase {
         long deadline = System.currentTimeMillis() + 60_000;
         while (!delivered.keySet().containsAll(committed) && System.currentTimeMillis() < deadline) {
             for (MessageView view : consumer.receive(16, Duration.ofSeconds(30))) {
-                delivered.computeIfAbsent(body(view), k -> new AtomicInteger()).incrementAndGet();
+                delivered.computeIfAbsent(Clients.bodyOf(view), k -> new AtomicInteger()).incrementAndGet();
                 consumer.ack(view);
             }
         }
@@ -88,7 +80,7 @@ class Grpc02TransactionTest extends SuiteBase {
         long quietUntil = System.currentTimeMillis() + 6_000;
         while (System.currentTimeMillis() < quietUntil) {
             for (MessageView view : consumer.receive(16, Duration.ofSeconds(30))) {
-                delivered.computeIfAbsent(body(view), k -> new AtomicInteger()).incrementAndGet();
+                delivered.computeIfAbsent(Clients.bodyOf(view), k -> new AtomicInteger()).incrementAndGet();
                 consumer.ack(view);
             }
         }

@@ -3,7 +3,6 @@ package io.tidemark.compat.suite;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -58,7 +57,7 @@ class Grpc04ResetFollowedTest extends SuiteBase {
         private final List<Integer> processed = new ArrayList<>();
 
         synchronized void add(MessageView view) {
-            processed.add(Integer.parseInt(body(view)));
+            processed.add(Integer.parseInt(Clients.bodyOf(view)));
         }
 
         synchronized int size() {
@@ -72,13 +71,6 @@ class Grpc04ResetFollowedTest extends SuiteBase {
 
     /** A one-queue topic of ten messages; the time between the fifth and sixth one's storing. */
     private record Loaded(String topic, long sixthAfter) { }
-
-    private static String body(MessageView view) {
-        ByteBuffer buffer = view.getBody().duplicate();
-        byte[] bytes = new byte[buffer.remaining()];
-        buffer.get(bytes);
-        return new String(bytes, StandardCharsets.UTF_8);
-    }
 
     private ClientConfiguration config() {
         return clients.grpcConfig(tidemark.grpcAddr(), false);
@@ -224,7 +216,7 @@ class Grpc04ResetFollowedTest extends SuiteBase {
         while (seen.size() < COUNT && System.nanoTime() < deadline) {
             for (MessageView view : consumer.receive(16, Duration.ofSeconds(60))) {
                 seen.add(view);
-                if (body(view).equals("8")) {
+                if (Clients.bodyOf(view).equals("8")) {
                     held = view;
                 } else {
                     consumer.ack(view);

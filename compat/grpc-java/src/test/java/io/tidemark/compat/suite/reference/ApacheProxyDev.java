@@ -140,6 +140,8 @@ public final class ApacheProxyDev {
         broker.setProperty("autoCreateTopicEnable", "true");
         broker.setProperty("autoCreateSubscriptionGroup", "true");
         broker.setProperty("timerWheelEnable", "true");
+        // Off by default in Apache (5.3.2+); `tidemark dev` takes recalls, so the reference does.
+        broker.setProperty("recallMessageEnable", "true");
         if (opts.containsKey("--transaction-check-interval-ms")) {
             broker.setProperty("transactionCheckInterval", opts.get("--transaction-check-interval-ms"));
         }
