@@ -44,13 +44,16 @@ pub async fn consume(consumer: SimpleConsumer, recorder: Recorder, stop: Arc<Ato
                 continue;
             }
         };
-        for mut message in received {
+        // Every message of the batch was handed out when the receive returned, whenever this
+        // loop gets to settle it: a delivery recorded later would look handed out after a
+        // commit the broker made meanwhile (its floor passes messages whose invisibility ended).
+        for message in &received {
             recorder.event(
                 &process,
                 Kind::Deliver {
                     group: POP_GROUP.into(),
                     consumer: process.clone(),
-                    value: value(&message),
+                    value: value(message),
                     queue: QueueRef {
                         topic: message.message.queue.topic.clone(),
                         broker: message.message.queue.broker_name.clone(),
@@ -59,6 +62,8 @@ pub async fn consume(consumer: SimpleConsumer, recorder: Recorder, stop: Arc<Ato
                     offset: message.message.queue_offset,
                 },
             );
+        }
+        for mut message in received {
             turn += 1;
             if turn.is_multiple_of(20) {
                 // Left alone: it comes back once its invisibility ends.

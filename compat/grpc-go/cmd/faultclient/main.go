@@ -227,14 +227,27 @@ func consume(consumer rmq.SimpleConsumer, out *events, topic, group string,
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
+		// The whole batch was handed out when Receive returned, however long settling the
+		// first ones takes: a delivery reported later could look handed out after a commit
+		// the broker made meanwhile (its floor passes messages whose invisibility ended).
+		received := micros()
+		type delivered struct {
+			view *rmq.MessageView
+			r    receipt
+		}
+		batch := make([]delivered, 0, len(views))
 		for _, view := range views {
 			r, ok := parseReceipt(view.GetReceiptHandle(), topic, group)
 			if !ok {
 				continue
 			}
+			out.emit("deliver", received, r.topic, r.broker, r.queue, r.offset,
+				strconv.FormatInt(r.visibleUntil, 10), string(view.GetBody()))
+			batch = append(batch, delivered{view, r})
+		}
+		for _, one := range batch {
+			view, r := one.view, one.r
 			body := string(view.GetBody())
-			out.emit("deliver", micros(), r.topic, r.broker, r.queue, r.offset,
-				strconv.FormatInt(r.visibleUntil, 10), body)
 			turn++
 			if turn%20 == 0 {
 				continue // left to come back once its invisibility ends
