@@ -216,6 +216,14 @@ fn single_message(
     request_version: i32,
 ) -> Result<Prepared, RemotingCommand> {
     let header = target.header;
+    if properties.get(property::TIMER_DEL_UNIQKEY).is_some() {
+        // RocketMQ takes such a send as a recall marker for any topic's message; recalls here
+        // go through RECALL_MESSAGE, checked on the topic they act on.
+        return Err(error(
+            ResponseCode::MessageIllegal,
+            "TIMER_DEL_UNIQKEY is the broker's; recall a timer message with RECALL_MESSAGE",
+        ));
+    }
     stamp(state, &mut properties);
     let producer_waits_for_slave = waits_for_slave(&properties);
     let delay = properties

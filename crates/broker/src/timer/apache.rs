@@ -152,6 +152,29 @@ pub fn timing(record: &MessageRecord) -> Option<(i64, i64)> {
     Some((out_ms, asked.max(out_ms)))
 }
 
+/// The message an Apache recall marker (RocketMQ 5.3.2+) cancels: `TIMER_DEL_UNIQKEY` is
+/// `<topic>+<unique id>` (neither has a `+`), due at the marker's `TIMER_OUT_MS` (the slot of
+/// the handle's time), else at the handle's time less the millisecond Apache added.
+pub(super) fn recall_marker(record: &MessageRecord) -> Option<super::Found> {
+    let properties = &record.properties;
+    let (topic, id) = properties
+        .get(property::TIMER_DEL_UNIQKEY)?
+        .split_once('+')?;
+    let number = |name: &str| {
+        properties
+            .get(name)
+            .and_then(|text| text.parse::<i64>().ok())
+    };
+    let due = number(property::TIMER_OUT_MS)
+        .or_else(|| number(property::TIMER_DELIVER_MS).map(|at| at - 1))
+        .unwrap_or(record.store_timestamp);
+    Some(super::Found::RecallMarker {
+        due,
+        topic: topic.to_owned(),
+        id: id.to_owned(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +263,10 @@ mod tests {
         );
     }
 
+    fn unreadable_marker() -> MessageRecord {
+        timer_record(&[(property::TIMER_DEL_UNIQKEY, "no-separator")])
+    }
+
     fn timer_record(properties: &[(&str, &str)]) -> MessageRecord {
         MessageRecord {
             store_timestamp: 1_799_000_000_000,
@@ -296,6 +323,31 @@ mod tests {
             (property::TIMER_DEL_UNIQKEY, "Orders+7F0000011F9018B4AAC2"),
         ]);
         assert_eq!(timing(&recall), None, "a recall marker is never delivered");
+        assert_eq!(
+            recall_marker(&recall),
+            Some(super::super::Found::RecallMarker {
+                due: 1_800_000_000_000,
+                topic: "Orders".into(),
+                id: "7F0000011F9018B4AAC2".into(),
+            }),
+            "it names the message it cancels, due in its slot"
+        );
+        let by_handle_time = timer_record(&[
+            (property::TIMER_DELIVER_MS, "1800000000001"),
+            (property::TIMER_DEL_UNIQKEY, "Orders+ID"),
+        ]);
+        assert!(matches!(
+            recall_marker(&by_handle_time),
+            Some(super::super::Found::RecallMarker {
+                due: 1_800_000_000_000,
+                ..
+            })
+        ));
+        assert_eq!(
+            recall_marker(&unreadable_marker()),
+            None,
+            "no `+`: names nothing"
+        );
         let unreadable = timer_record(&[(property::TIMER_OUT_MS, "soon")]);
         assert_eq!(
             timing(&unreadable),

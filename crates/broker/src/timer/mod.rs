@@ -287,6 +287,7 @@ fn scan(log: &LogHandle, timers: &Timers) {
     };
     let mut found = Vec::new();
     let mut settled = Vec::new();
+    let mut markers = Vec::new();
     let mut read = 0;
     while next < end && read < SCAN_PER_PASS_MAX {
         next = timers.lock().delivered.next_undelivered(next);
@@ -297,13 +298,17 @@ fn scan(log: &LogHandle, timers: &Timers) {
             Ok(Some(entry)) if !entry.is_hole() => {
                 (due_time(log, timers, next, entry), entry.commit_log_offset)
             }
-            Ok(Some(_)) => (Ok(None), 0),
+            Ok(Some(_)) => (Ok(Found::Settled), 0),
             Ok(None) => break,
             Err(failure) => (Err(failure), 0),
         };
         match due {
-            Ok(Some(due)) => found.push((due, next, real_topic(log, stored_at))),
-            Ok(None) => settled.push(next),
+            Ok(Found::Due(due)) => found.push((due, next, real_topic(log, stored_at))),
+            Ok(Found::Settled) => settled.push(next),
+            Ok(Found::RecallMarker { due, topic, id }) => {
+                settled.push(next);
+                markers.push((due, topic, id));
+            }
             Err(failure) => {
                 warn!(%failure, offset = next, "timer queue unreadable; will retry");
                 break;
@@ -326,6 +331,26 @@ fn scan(log: &LogHandle, timers: &Timers) {
     }
     inner.scanned = inner.scanned.max(next);
     inner.scanned_to_end = next >= end;
+    drop(inner);
+    // Written after the message they recall, so that one is pending by now (or was delivered
+    // by the Apache broker, or is gone with retention).
+    for (due, topic, id) in markers {
+        if let Err(failure) = timers.cancel_named(log, &topic, &id, due) {
+            warn!(%failure, %topic, %id, "Apache recall marker not applied; will retry at the next start");
+        }
+    }
+}
+
+/// What a timer-queue entry is to the service.
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    /// A message due then.
+    Due(i64),
+    /// Nothing to deliver: delivered by an Apache broker on this store, or gone.
+    Settled,
+    /// An Apache broker's recall marker (5.3.2+): never delivered itself; it cancels `topic`'s
+    /// message `id` due at `due` (its slot's start).
+    RecallMarker { due: i64, topic: String, id: String },
 }
 
 /// The real topic of the timer message stored at commit-log offset `stored_at`, for the
@@ -336,14 +361,14 @@ fn real_topic(log: &LogHandle, stored_at: i64) -> Option<String> {
     properties.get(property::REAL_TOPIC).map(str::to_owned)
 }
 
-/// When the timer-queue entry at `offset` is due, or `None` when it needs no delivery: an
-/// Apache broker that ran on this store delivered it, or it is an Apache recall marker.
+/// What the timer-queue entry at `offset` is: due when, needing no delivery (an Apache broker
+/// that ran on this store delivered it), or an Apache recall marker.
 fn due_time(
     log: &LogHandle,
     timers: &Timers,
     offset: i64,
     entry: QueueEntry,
-) -> Result<Option<i64>, StoreError> {
+) -> Result<Found, StoreError> {
     // The tags code is the due time only in a store no Apache broker ran on: Apache's queue
     // entries hold the tags' hash, and its TIMER_OUT_MS (which a rebuilt entry holds) is
     // rounded down to its slot.
@@ -353,21 +378,28 @@ fn due_time(
     } else {
         let Some(bytes) = log.log().read_record(entry.commit_log_offset as u64)? else {
             // Gone from the log: delivery finds nothing and counts it done.
-            return Ok(Some(0));
+            return Ok(Found::Due(0));
         };
         let Ok((record, _)) = MessageRecord::decode(&bytes, 0, DecodeOptions::default()) else {
-            return Ok(Some(0));
+            return Ok(Found::Due(0));
         };
+        if let Some(marker) = apache::recall_marker(&record) {
+            return Ok(marker);
+        }
         match apache::timing(&record) {
             Some(timing) => timing,
-            None => return Ok(None),
+            None => return Ok(Found::Settled),
         }
     };
     let delivered = timers
         .apache
         .as_ref()
         .is_some_and(|apache| apache.checkpoint.delivered(offset, out_ms));
-    Ok((!delivered).then_some(due))
+    Ok(if delivered {
+        Found::Settled
+    } else {
+        Found::Due(due)
+    })
 }
 
 /// Stores every due message in its real topic; returns how many.

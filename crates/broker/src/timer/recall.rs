@@ -27,6 +27,15 @@ pub enum RecallFailure {
     Journal(#[from] JournalError),
 }
 
+/// What [`Timers::cancel_named`] did.
+#[derive(Debug)]
+pub(super) enum Cancel {
+    Cancelled(Ticket),
+    NotPending,
+    /// Taken for delivery while the records were read.
+    Taken,
+}
+
 /// What a recall found.
 #[derive(Debug)]
 pub enum Recalled {
@@ -60,31 +69,55 @@ impl Timers {
         if self.scanned_up_to() < end {
             return Ok(Recalled::NotScannedYet { end });
         }
-        // A Tidemark handle names the due time exactly; one an Apache broker wrote on this store
-        // names its slot, and the time asked for lies within it.
+        Ok(
+            match self.cancel_named(log, &handle.topic, &handle.message_id, due)? {
+                Cancel::Cancelled(ticket) => Recalled::Cancelled(ticket),
+                Cancel::NotPending => Recalled::NothingPending,
+                Cancel::Taken => Recalled::AlreadyDue,
+            },
+        )
+    }
+
+    /// Settles the pending message of `topic` with unique id `id` due at `due` (or within the
+    /// slot that starts there: a handle or marker an Apache broker wrote names its slot, and
+    /// the time asked for lies within it). Candidates are told apart by topic and id, so the
+    /// window may be generous. Blocking: reads the candidates' records.
+    pub(super) fn cancel_named(
+        &self,
+        log: &LogHandle,
+        topic: &str,
+        id: &str,
+        due: i64,
+    ) -> Result<Cancel, RecallFailure> {
+        // A slot either side besides: the time asked for is resolved from the store time
+        // and a delay, which may fall a millisecond past the slot the sender resolved.
+        let (from, to) = (
+            due.saturating_sub(APACHE_SLOT_MS),
+            due.saturating_add(2 * APACHE_SLOT_MS),
+        );
         let candidates: Vec<(i64, i64)> = self
             .lock()
             .due
-            .range((due, i64::MIN)..(due.saturating_add(APACHE_SLOT_MS), i64::MIN))
+            .range((from, i64::MIN)..(to, i64::MIN))
             .copied()
             .collect();
         for (pending_due, offset) in candidates {
-            if !names(log, offset, handle)? {
+            if !names(log, offset, topic, id)? {
                 continue;
             }
             let mut inner = self.lock();
             if !inner.due.remove(&(pending_due, offset)) {
                 // Taken for delivery since: its due time passed while the records were read.
-                return Ok(Recalled::AlreadyDue);
+                return Ok(Cancel::Taken);
             }
             inner.topics.remove(offset, false);
             return Ok(match self.settle(&mut inner, offset)? {
-                Some(ticket) => Recalled::Cancelled(ticket),
+                Some(ticket) => Cancel::Cancelled(ticket),
                 // Settled before (a scan found it gone): nothing of it will be delivered.
-                None => Recalled::NothingPending,
+                None => Cancel::NotPending,
             });
         }
-        Ok(Recalled::NothingPending)
+        Ok(Cancel::NotPending)
     }
 
     /// Resolves once the record under `ticket` is durable.
@@ -93,9 +126,9 @@ impl Timers {
     }
 }
 
-/// Whether the timer message at `offset` is the one `handle` names: its real topic and unique
-/// id. An unreadable or vanished record names nothing.
-fn names(log: &LogHandle, offset: i64, handle: &RecallHandle) -> Result<bool, StoreError> {
+/// Whether the timer message at `offset` is `topic`'s with unique id `id`. An unreadable or
+/// vanished record names nothing.
+fn names(log: &LogHandle, offset: i64, topic: &str, id: &str) -> Result<bool, StoreError> {
     let Some(entry) = log.log().queue_entry(TIMER_TOPIC, 0, offset)? else {
         return Ok(false);
     };
@@ -106,9 +139,6 @@ fn names(log: &LogHandle, offset: i64, handle: &RecallHandle) -> Result<bool, St
         return Ok(false);
     };
     let properties = &record.properties;
-    Ok(
-        properties.get(property::REAL_TOPIC) == Some(handle.topic.as_str())
-            && properties.get(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                == Some(handle.message_id.as_str()),
-    )
+    Ok(properties.get(property::REAL_TOPIC) == Some(topic)
+        && properties.get(property::UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == Some(id))
 }

@@ -189,6 +189,23 @@ async fn recalls_that_cannot_be_taken_are_answered_as_rocketmq_answers_them() {
             answer.remark
         );
     }
+    // RocketMQ would take this send as a marker recalling any topic's message.
+    let forged = with_property(
+        timer("forged marker", 60_000),
+        "TIMER_DEL_UNIQKEY",
+        &format!("{TOPIC}+ID-pending"),
+    );
+    let refused = connection.call(forged).await;
+    assert_eq!(refused.response_code(), ResponseCode::MessageIllegal);
+    assert!(
+        refused
+            .remark
+            .as_deref()
+            .unwrap_or("")
+            .contains("RECALL_MESSAGE"),
+        "{:?}",
+        refused.remark
+    );
     let mut headless = RemotingCommand::request(RequestCode::RecallMessage);
     headless.ext_fields.insert("topic", TOPIC);
     assert_eq!(
@@ -210,4 +227,82 @@ async fn recalls_that_cannot_be_taken_are_answered_as_rocketmq_answers_them() {
         ResponseCode::NoPermission,
         "off by default, as in RocketMQ"
     );
+}
+
+/// A store that moves from Apache RocketMQ 5.3.2+ brings its recalls: the marker Apache's recall
+/// wrote into the timer topic settles the message it names once Tidemark takes the store over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apache_recall_marker_in_a_moved_store_keeps_its_message_back() {
+    use tidemark_store::{MessageStore, NewMessage, TIMER_TOPIC};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (namesrv, stop_namesrv) = start_namesrv().await;
+    let settings = config(dir.path(), &namesrv);
+    let (broker, stop_broker, task) = start_broker(settings.clone()).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let at = (&client, &broker);
+    send_ok(at, timer("apache-kept", 2_000)).await;
+    let recalled = handle_of(&send_ok(at, timer("apache-recalled", 2_500)).await).expect("handle");
+    let due = RecallHandle::decode(&recalled).expect("handle").due_ms();
+    client.shutdown();
+    let _ = stop_broker.send(true);
+    task.await.expect("task").expect("clean stop");
+
+    // What Apache's RECALL_MESSAGE leaves: a timer message naming `<topic>+<id>`, in the slot
+    // of the handle's time, and Apache's timer checkpoint (nothing delivered yet).
+    let store_config = settings.store_config();
+    tokio::task::spawn_blocking(move || {
+        let (store, _) = MessageStore::open(store_config).expect("store opens");
+        let mut properties = Properties::new();
+        properties.insert("TIMER_DEL_UNIQKEY", format!("{TOPIC}+ID-apache-recalled"));
+        properties.insert("UNIQ_KEY", "ID-apache-recalled");
+        properties.insert("TIMER_DELIVER_MS", (due + 1).to_string());
+        properties.insert("TIMER_OUT_MS", (due / 1000 * 1000).to_string());
+        properties.insert("REAL_TOPIC", TOPIC);
+        properties.insert("REAL_QID", "0");
+        let host = "127.0.0.1:10911".parse().expect("address");
+        let marker = NewMessage::broker_record(
+            TIMER_TOPIC,
+            host,
+            due - 2_000,
+            Bytes::from_static(b"0"),
+            properties,
+        );
+        store.put(&marker).expect("marker stored");
+        store.shutdown().expect("store closes");
+    })
+    .await
+    .expect("store task");
+    let mut checkpoint = Vec::new();
+    for value in [tidemark_remoting::now_ms() - 60_000, 0, 0] {
+        checkpoint.extend_from_slice(&i64::to_be_bytes(value));
+    }
+    checkpoint.resize(4096, 0);
+    std::fs::write(dir.path().join("config").join("timercheck"), checkpoint).expect("checkpoint");
+
+    let (broker, stop_broker, task) = start_broker(settings).await;
+    let client = RemotingClient::new(ClientConfig::default(), None);
+    let at = (&client, &broker);
+    assert_eq!(
+        pull_all(at, TOPIC, 0, 1).await.len(),
+        1,
+        "the other one arrives"
+    );
+    while tidemark_remoting::now_ms() < due + 1_000 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let bodies: Vec<_> = pull_all(at, TOPIC, 0, 0)
+        .await
+        .iter()
+        .map(|record| String::from_utf8_lossy(&record.body).into_owned())
+        .collect();
+    assert_eq!(
+        bodies,
+        ["apache-kept"],
+        "the recalled one and the marker never arrive"
+    );
+    client.shutdown();
+    let _ = stop_broker.send(true);
+    task.await.expect("task").expect("clean stop");
+    let _ = stop_namesrv.send(true);
 }
