@@ -1,8 +1,10 @@
 //! Taking another copy's progress without losing our own: the rule a slave applies to its
 //! master's offsets (the periodic sync and the replicated progress stream alike) and a
 //! returning master to a slave's. Per queue, a newer reset epoch wins outright (an operator
-//! reset, even backwards); the same epoch keeps the larger offset and the union of the
-//! acknowledged ranges above it; an older epoch (a copy that lost a reset) changes nothing.
+//! reset, even backwards) and brings the reset's fence and pull redirect while they would still
+//! stand; the same epoch keeps the larger offset and the union of the acknowledged ranges above
+//! it (a larger one lifts the fence: the reset was confirmed where it was made); an older epoch
+//! (a copy that lost a reset) changes nothing.
 
 use tidemark_protocol::acked::AckedRanges;
 
@@ -124,6 +126,7 @@ impl ConsumerOffsetTable {
         }) {
             return false;
         }
+        let taken_reset = ours.is_none_or(|ours| theirs.reset_epoch > ours.reset_epoch);
         let progress = self
             .queues_mut(topic, group)
             .entry(queue_id)
@@ -131,11 +134,34 @@ impl ConsumerOffsetTable {
         if progress.offset != offset {
             progress.offset_moved_ms = theirs.offset_moved_ms;
         }
+        if taken_reset && theirs.reset_epoch > 0 {
+            fence_taken_reset(progress, offset, theirs);
+        } else if offset > progress.offset {
+            // The other copy moved on under the same reset: a client confirmed it there.
+            progress.fence = None;
+            progress.pull_redirect = None;
+        }
         progress.offset = offset;
         progress.reset_epoch = reset_epoch;
         progress.acked = acked;
         true
     }
+}
+
+/// A reset (or rewind) taken from another copy brings its fence and its pull redirect, as the
+/// copy that made it put them up: were this copy elected before a client heard of the reset,
+/// the client's commits of where it was would otherwise undo it, and its pulls would go on
+/// from there. Only while the reset's fence would still stand (its epoch is its time); a copy
+/// whose offset has moved on since clears them again with its next progress.
+fn fence_taken_reset(progress: &mut QueueProgress, offset: i64, theirs: Incoming<'_>) {
+    let until_ms = theirs.reset_epoch.saturating_add(super::RESET_FENCE_MS);
+    if theirs.offset_moved_ms >= until_ms {
+        progress.fence = None;
+        progress.pull_redirect = None;
+        return;
+    }
+    progress.fence = Some(super::Fence { offset, until_ms });
+    progress.pull_redirect = Some(offset);
 }
 
 /// One queue's progress as another copy holds it.

@@ -157,6 +157,57 @@ fn a_reset_is_fenced_until_a_client_confirms_it() {
     );
 }
 
+/// A reset the master made comes to its slave with its fence and pull redirect: elected before
+/// the consumer heard of it, the slave must neither take the consumer's commit of where it was
+/// nor let its pulls go on from there. Once the master moved on (the consumer confirmed the
+/// reset there), the slave's fence is lifted by the next progress it takes.
+#[test]
+fn a_reset_taken_from_the_master_is_fenced_on_the_slave_too() {
+    let mut master = ConsumerOffsetTable::new();
+    master.commit("T", "g", 0, 50, 100, 0);
+    let mut slave = ConsumerOffsetTable::new();
+    slave.merge_from_master(&master);
+    master.reset("T", "g", 0, 10, 1_000);
+    slave.merge_from_master(&master);
+    assert_eq!(slave.query("T", "g", 0), Some(10));
+    assert_eq!(
+        slave.commit("T", "g", 0, 55, 100, 1_500),
+        CommitOutcome::IgnoredDuringReset { reset_offset: 10 },
+        "a commit sent before the consumer heard of the reset"
+    );
+    assert_eq!(slave.take_pull_redirect("T", "g", 0, 55), Some(10));
+
+    // Made on the master and confirmed there: the slave follows, fence lifted.
+    let mut confirmed = ConsumerOffsetTable::new();
+    confirmed.commit("T", "g", 0, 50, 100, 0);
+    let mut follower = ConsumerOffsetTable::new();
+    follower.merge_from_master(&confirmed);
+    confirmed.reset("T", "g", 0, 10, 1_000);
+    follower.merge_from_master(&confirmed);
+    confirmed.commit("T", "g", 0, 10, 100, 1_200);
+    confirmed.commit("T", "g", 0, 14, 100, 1_300);
+    follower.merge_from_master(&confirmed);
+    assert_eq!(
+        follower.commit("T", "g", 0, 16, 100, 1_400),
+        CommitOutcome::Advanced { previous: 14 }
+    );
+    assert_eq!(follower.take_pull_redirect("T", "g", 0, 16), None);
+
+    // A reset whose fence had lapsed where it was made (the offset moved on after it) brings
+    // neither.
+    let mut lapsed = ConsumerOffsetTable::new();
+    lapsed.reset("T", "g", 0, 7, 1_000);
+    lapsed.commit("T", "g", 0, 9, 100, 1_000 + RESET_FENCE_MS);
+    let mut late = ConsumerOffsetTable::new();
+    late.merge_from_master(&lapsed);
+    assert_eq!(late.query("T", "g", 0), Some(9));
+    assert_eq!(late.take_pull_redirect("T", "g", 0, 3), None);
+    assert_eq!(
+        late.commit("T", "g", 0, 11, 100, 1_000 + RESET_FENCE_MS + 1),
+        CommitOutcome::Advanced { previous: 9 }
+    );
+}
+
 #[test]
 fn a_slave_merge_keeps_newer_progress_and_obeys_resets() {
     let mut master = ConsumerOffsetTable::new();
@@ -200,7 +251,8 @@ fn a_slave_merge_keeps_newer_progress_and_obeys_resets() {
         slave.reset_epoch("T", "g", 0),
         master.reset_epoch("T", "g", 0)
     );
-    // Progress after the reset merges by the larger value again.
+    // Progress after the reset (confirmed first) merges by the larger value again.
+    slave.commit("T", "g", 0, 3, 100, 2_000);
     slave.commit("T", "g", 0, 4, 100, 2_000);
     slave.merge_from_master(&master);
     assert_eq!(slave.query("T", "g", 0), Some(4));
@@ -389,8 +441,23 @@ fn a_replica_merges_its_masters_stream_and_keeps_its_place() {
     // An operator's rewind on the master comes with a newer epoch and wins, backwards.
     replica.apply_replicated(&[progress_record("g", 3, 50, &[])], 6, 2_000);
     assert_eq!(replica.query("T", "g", 0), Some(3));
-    // A commit taken here is published.
-    replica.commit("T", "g", 0, 8, 100, 3_000, Committer::Progress, None);
+    // It brought the rewind's fence: a commit taken here once that lapsed is published.
+    let (fenced, _) = replica.commit("T", "g", 0, 8, 100, 3_000, Committer::Progress, None);
+    assert_eq!(
+        fenced,
+        CommitOutcome::IgnoredDuringReset { reset_offset: 3 }
+    );
+    assert_eq!(outbox.last_pushed(), 0);
+    replica.commit(
+        "T",
+        "g",
+        0,
+        8,
+        100,
+        50 + RESET_FENCE_MS,
+        Committer::Progress,
+        None,
+    );
     assert_eq!(outbox.last_pushed(), 1);
     replica.set_replica_position(2);
     assert_eq!(replica.replica_position(), 2);
