@@ -384,11 +384,21 @@ async fn follow_decision(
             "applied the old master's progress before taking writes"
         );
         let (_, written, _) = state.log().positions();
-        state
-            .log()
-            .epochs()
-            .begin(epoch, i64::try_from(written).unwrap_or(i64::MAX))
-            .map_err(|error| error.to_string())?;
+        if state.log().epochs().last_epoch() == Some(epoch) {
+            // Restarted while the controllers still name this broker master of the epoch it
+            // led (no other replica could be elected meanwhile): it goes on writing that
+            // epoch. An epoch is one election's, so this log's last one is this broker's.
+            info!(
+                epoch,
+                "still master of the epoch it led before it restarted"
+            );
+        } else {
+            state
+                .log()
+                .epochs()
+                .begin(epoch, i64::try_from(written).unwrap_or(i64::MAX))
+                .map_err(|error| error.to_string())?;
+        }
         // Half messages and their resolutions came with the log: what is pending is read from
         // it again (recovery may append op records, so only once the new epoch has begun).
         let pending = crate::transaction::recovery::recover_for_new_master(
