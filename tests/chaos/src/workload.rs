@@ -32,8 +32,15 @@ const GROUP_TWO: &str = "chaos-g2";
 const GROUP_ORDERLY: &str = "chaos-orderly";
 const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
 const SEND_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long the end waits for every group to catch up.
+/// How long the end waits for the routes to name every master.
 const DRAIN_WAIT: Duration = Duration::from_secs(60);
+/// The end waits for every group to catch up as long as deliveries still come: a group that
+/// got nothing new for this long is stuck (and its values are flagged never delivered)…
+const DRAIN_STALL: Duration = Duration::from_secs(30);
+/// …and at most this long in all: a group far behind after a fault catches up slowly (a POP
+/// consumer's receive from a broker with nothing waits out its long poll before it asks the
+/// next one), and slow is not lost.
+const DRAIN_MAX: Duration = Duration::from_secs(240);
 
 /// What the checker expects of this workload (`pop`: whether the POP group ran).
 pub fn expectations(pop: bool) -> Expectations {
@@ -482,11 +489,31 @@ async fn read_log(
 }
 
 /// Whether every group has had every acknowledged value of its topic.
-fn caught_up(recorder: &Recorder, pop: bool) -> bool {
+/// How many (group, value) deliveries are still missing.
+fn undelivered(recorder: &Recorder, pop: bool) -> usize {
     crate::checker::check(&recorder.snapshot(), &expectations(pop))
         .anomalies
         .iter()
-        .all(|anomaly| !matches!(anomaly, crate::checker::Anomaly::NeverDelivered { .. }))
+        .filter(|anomaly| matches!(anomaly, crate::checker::Anomaly::NeverDelivered { .. }))
+        .count()
+}
+
+/// Waits until every group has every value, while deliveries still come
+/// ([`DRAIN_STALL`], [`DRAIN_MAX`]).
+async fn drain(recorder: &Recorder, pop: bool) {
+    let start = tokio::time::Instant::now();
+    let (mut fewest, mut progressed) = (usize::MAX, start);
+    loop {
+        let missing = undelivered(recorder, pop);
+        let now = tokio::time::Instant::now();
+        if missing < fewest {
+            (fewest, progressed) = (missing, now);
+        }
+        if missing == 0 || now - progressed >= DRAIN_STALL || now - start >= DRAIN_MAX {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Runs the workload until `stop`, then drains and reads the log. `brokers`: the broker
@@ -564,10 +591,7 @@ pub async fn run(
         ))
     });
     while senders.join_next().await.is_some() {}
-    let drained = tokio::time::Instant::now() + DRAIN_WAIT;
-    while !caught_up(&recorder, pop_enabled) && tokio::time::Instant::now() < drained {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    drain(&recorder, pop_enabled).await;
     // Time for the last commits to be reported and read.
     tokio::time::sleep(Duration::from_secs(2)).await;
     watching.store(true, Ordering::Relaxed);
