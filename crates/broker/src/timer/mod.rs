@@ -336,7 +336,7 @@ fn scan(log: &LogHandle, timers: &Timers) {
     // by the Apache broker, or is gone with retention).
     for (due, topic, id) in markers {
         if let Err(failure) = timers.cancel_named(log, &topic, &id, due) {
-            warn!(%failure, %topic, %id, "Apache recall marker not applied; will retry at the next start");
+            warn!(%failure, %topic, %id, "Apache recall marker not applied; the message it names may be delivered");
         }
     }
 }
